@@ -1,0 +1,230 @@
+//! The solver: conjugate gradient on `(F^H F + lambda W^H W) rho = F^H D`.
+//!
+//! As in BART, an operator that CG needs only offers its normal map, and
+//! F^H F is never formed from F: it is the Toeplitz product
+//! `crop(IFFT(FFT(Q) . FFT(zero-pad(rho))))` on the `(2N)^3` grid, with
+//! FFT(Q) computed once per solve. W^H W is the backend's sparse stencil.
+//! Everything here is written once against [`Backend`]; only scalars reach
+//! the host per iteration. Residuals reach the caller through a callback:
+//! this crate never prints.
+
+use recon_core::{Backend, Complex, Direction, EdgeWeights, Error, Grid, Real, Result};
+
+/// A Hermitian positive (semi-)definite operator `A`, applied as `out = A x`.
+pub trait Normal<B: Backend> {
+    /// Length of the vectors it maps.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()>;
+}
+
+/// F^H F as a Toeplitz product with Q.
+pub struct Toeplitz<B: Backend> {
+    n: [usize; 3],
+    /// FFT of Q, circularly shifted so that displacement 0 is at index 0.
+    fq: B::Vector,
+    /// A `(2N)^3` work vector.
+    work: B::Vector,
+}
+
+impl<B: Backend> Toeplitz<B> {
+    /// Takes Q as computed by `recon-q` (displacement 0 at index N per axis)
+    /// and precomputes its FFT on the device.
+    pub fn new(backend: &B, grid: &Grid, q: &[Complex<B::Real>]) -> Result<Self> {
+        let d = grid.doubled();
+        Error::check_len("Q (2N)^3", d[0] * d[1] * d[2], q.len())?;
+        // ifftshift: Qc[m] = Q[(m + N) mod 2N] along each axis.
+        let mut qc = vec![Complex::default(); q.len()];
+        for z in 0..d[2] {
+            let sz = (z + grid.n[2]) % d[2];
+            for y in 0..d[1] {
+                let sy = (y + grid.n[1]) % d[1];
+                for x in 0..d[0] {
+                    let sx = (x + grid.n[0]) % d[0];
+                    qc[(z * d[1] + y) * d[0] + x] = q[(sz * d[1] + sy) * d[0] + sx];
+                }
+            }
+        }
+        let mut fq = backend.upload(&qc)?;
+        backend.fft3(&mut fq, d, Direction::Forward)?;
+        Ok(Toeplitz {
+            n: grid.n,
+            fq,
+            work: backend.zeros(q.len())?,
+        })
+    }
+}
+
+impl<B: Backend> Normal<B> for Toeplitz<B> {
+    fn len(&self) -> usize {
+        self.n.iter().product()
+    }
+
+    fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        let d = self.n.map(|n| 2 * n);
+        // out = crop(IFFT(FFT(Q) . FFT(pad(x))))
+        backend.pad(&mut self.work, x, self.n)?;
+        backend.fft3(&mut self.work, d, Direction::Forward)?;
+        backend.mul(&mut self.work, &self.fq)?;
+        backend.fft3(&mut self.work, d, Direction::Inverse)?;
+        backend.crop(out, &self.work, self.n)
+    }
+}
+
+/// `F^H F + lambda W^H W`.
+pub struct Regularised<B: Backend> {
+    pub toeplitz: Toeplitz<B>,
+    weights: B::Weights,
+    /// Absolute lambda (already scaled by Q's peak).
+    lambda: f64,
+}
+
+impl<B: Backend> Regularised<B> {
+    /// `lambda_abs` multiplies W^H W as is; see [`lambda_abs`] for the
+    /// relative convention of the configs.
+    pub fn new(
+        backend: &B,
+        toeplitz: Toeplitz<B>,
+        weights: &EdgeWeights,
+        lambda_abs: f64,
+    ) -> Result<Self> {
+        if !(lambda_abs.is_finite() && lambda_abs >= 0.0) {
+            return Err(Error::Invalid {
+                what: "lambda",
+                reason: format!("must be finite and non-negative, got {lambda_abs}"),
+            });
+        }
+        Error::check_len(
+            "edge weights grid",
+            toeplitz.len(),
+            weights.n.iter().product(),
+        )?;
+        Ok(Regularised {
+            weights: backend.upload_weights(weights)?,
+            toeplitz,
+            lambda: lambda_abs,
+        })
+    }
+}
+
+impl<B: Backend> Normal<B> for Regularised<B> {
+    fn len(&self) -> usize {
+        self.toeplitz.len()
+    }
+
+    fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        // out = F^H F x + lambda W^H W x
+        self.toeplitz.apply(backend, out, x)?;
+        if self.lambda > 0.0 {
+            backend.add_whw(out, self.lambda, x, &self.weights)?;
+        }
+        Ok(())
+    }
+}
+
+/// The peak of |Q|: Q at displacement 0, `sum_m |phi(k_m)|^2`, which is also
+/// every diagonal entry of F^H F.
+pub fn q_peak<T: Real>(q: &[Complex<T>]) -> f64 {
+    q.iter().map(|v| v.norm().f64()).fold(0.0, f64::max)
+}
+
+/// Converts the configs' relative lambda to an absolute one:
+/// `lambda_abs = lambda_rel * max |Q|`, so that lambda_rel = 1 weighs W^H W
+/// like the diagonal of F^H F, whatever the trajectory length or units.
+pub fn lambda_abs<T: Real>(lambda_rel: f64, q: &[Complex<T>]) -> f64 {
+    lambda_rel * q_peak(q)
+}
+
+/// Solver settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// Maximum iterations (the book uses 60).
+    pub iterations: usize,
+    /// Stop early once `||r|| / ||b||` falls to this; 0 never stops early.
+    pub tolerance: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            iterations: 60,
+            tolerance: 0.0,
+        }
+    }
+}
+
+/// What the solver did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Info {
+    pub iterations: usize,
+    /// Final `||b - A x|| / ||b||` (the recursively updated residual).
+    pub relative_residual: f64,
+    /// Relative residual after each iteration.
+    pub residuals: Vec<f64>,
+}
+
+/// Conjugate gradient for `A x = b`, starting from the given `x`.
+/// `on_iteration(i, relative_residual)` is called after each iteration.
+pub fn solve<B: Backend, A: Normal<B>>(
+    backend: &B,
+    a: &mut A,
+    x: &mut B::Vector,
+    b: &B::Vector,
+    params: &Params,
+    on_iteration: &mut dyn FnMut(usize, f64),
+) -> Result<Info> {
+    let n = a.len();
+    Error::check_len("CG right-hand side", n, backend.len(b))?;
+    Error::check_len("CG initial guess", n, backend.len(x))?;
+    let b_norm = backend.dot_re(b, b)?.sqrt();
+    let mut info = Info {
+        iterations: 0,
+        relative_residual: 0.0,
+        residuals: Vec::new(),
+    };
+    if b_norm == 0.0 {
+        // A x = 0 has the solution 0.
+        backend.copy(x, b)?;
+        return Ok(info);
+    }
+    let mut ap = backend.zeros(n)?;
+    let mut r = backend.zeros(n)?;
+    let mut p = backend.zeros(n)?;
+    // r = b - A x
+    a.apply(backend, &mut ap, x)?;
+    backend.copy(&mut r, b)?;
+    backend.axpy(&mut r, -1.0, &ap)?;
+    backend.copy(&mut p, &r)?;
+    let mut rr = backend.dot_re(&r, &r)?;
+    info.relative_residual = rr.sqrt() / b_norm;
+    for it in 0..params.iterations {
+        if info.relative_residual <= params.tolerance || rr == 0.0 {
+            break;
+        }
+        // alpha = <r, r> / <p, A p>
+        a.apply(backend, &mut ap, &p)?;
+        let pap = backend.dot_re(&p, &ap)?;
+        if !(pap.is_finite() && pap > 0.0) {
+            return Err(Error::Invalid {
+                what: "conjugate gradient",
+                reason: format!(
+                    "p^H A p = {pap} at iteration {}: the operator is not positive definite",
+                    it + 1
+                ),
+            });
+        }
+        let alpha = rr / pap;
+        backend.axpy(x, alpha, &p)?; // x = x + alpha p
+        backend.axpy(&mut r, -alpha, &ap)?; // r = r - alpha A p
+        let rr_new = backend.dot_re(&r, &r)?;
+        backend.xpby(&mut p, &r, rr_new / rr)?; // p = r + beta p
+        rr = rr_new;
+        info.iterations = it + 1;
+        info.relative_residual = rr.sqrt() / b_norm;
+        info.residuals.push(info.relative_residual);
+        on_iteration(it + 1, info.relative_residual);
+    }
+    Ok(info)
+}

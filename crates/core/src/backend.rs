@@ -1,0 +1,124 @@
+//! The [`Backend`] trait: everything that differs between CPU and GPU.
+
+use crate::{Complex, EdgeWeights, Lattice, Progress, Real, Result};
+
+/// The sign of the exponent in the summation engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sign {
+    /// `exp(+i 2pi k.x)`: F^H D and Q.
+    Plus,
+    /// `exp(-i 2pi k.x)`: the forward model F.
+    Minus,
+}
+
+/// FFT direction. `Inverse` is normalised by `1 / len`, so that
+/// `inverse(forward(x)) = x`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Forward,
+    Inverse,
+}
+
+/// The points at which the summation engine evaluates its sum, in the units
+/// of the source positions' reciprocal (FOV units against cycles/FOV).
+#[derive(Debug, Clone, Copy)]
+pub enum Targets<'a> {
+    /// A regular lattice (image voxels, Q displacements): coordinates are
+    /// computed from the index, so nothing is stored.
+    Lattice(Lattice),
+    /// An explicit list of points.
+    List(&'a [[f64; 3]]),
+}
+
+impl Targets<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Targets::Lattice(l) => l.len(),
+            Targets::List(p) => p.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn point(&self, idx: usize) -> [f64; 3] {
+        match self {
+            Targets::Lattice(l) => l.point(idx),
+            Targets::List(p) => p[idx],
+        }
+    }
+}
+
+/// The device primitives of the pipeline. One implementation per device;
+/// Q, F^H D, the Toeplitz operator and CG are written once above it.
+///
+/// Vectors are complex, of `Self::Real`, and live on the device. 3-D shapes
+/// are `[Nx, Ny, Nz]`, stored x fastest. Implementations check lengths at
+/// these boundaries and return [`crate::Error::Length`] on a mismatch.
+pub trait Backend: Send + Sync {
+    type Real: Real;
+    /// A complex vector in device memory.
+    type Vector: Send;
+    /// W^H W edge weights in device memory.
+    type Weights: Send;
+
+    /// A one-line description: device name and precision.
+    fn describe(&self) -> String;
+
+    /// The summation engine shared by Q, F^H D and the forward model:
+    /// `out[n] = sum_m coef[m] exp(sign i 2pi sources[m] . targets[n])`.
+    ///
+    /// Sources are host data (k-space positions, uploaded once per call);
+    /// the output is returned to the host. Work is split into ranges of
+    /// targets, and `progress(done, total)` is called after each.
+    fn sum_exp(
+        &self,
+        out: &mut [Complex<Self::Real>],
+        targets: Targets<'_>,
+        sources: &[[f64; 3]],
+        coef: &[Complex<Self::Real>],
+        sign: Sign,
+        progress: Progress<'_>,
+    ) -> Result<()>;
+
+    // --- vectors --------------------------------------------------------
+
+    fn zeros(&self, len: usize) -> Result<Self::Vector>;
+    fn upload(&self, host: &[Complex<Self::Real>]) -> Result<Self::Vector>;
+    fn download(&self, out: &mut [Complex<Self::Real>], x: &Self::Vector) -> Result<()>;
+    fn len(&self, x: &Self::Vector) -> usize;
+    /// `out = x`
+    fn copy(&self, out: &mut Self::Vector, x: &Self::Vector) -> Result<()>;
+    /// `y = y + a x`
+    fn axpy(&self, y: &mut Self::Vector, a: f64, x: &Self::Vector) -> Result<()>;
+    /// `y = x + b y`
+    fn xpby(&self, y: &mut Self::Vector, x: &Self::Vector, b: f64) -> Result<()>;
+    /// `Re <x, y> = Re sum conj(x_i) y_i`, accumulated in at least f64 on the host side.
+    fn dot_re(&self, x: &Self::Vector, y: &Self::Vector) -> Result<f64>;
+
+    // --- Toeplitz pieces ------------------------------------------------
+
+    /// In-place 3-D FFT of `x`, of shape `shape`.
+    fn fft3(&self, x: &mut Self::Vector, shape: [usize; 3], dir: Direction) -> Result<()>;
+    /// `x = x .* y`, elementwise.
+    fn mul(&self, x: &mut Self::Vector, y: &Self::Vector) -> Result<()>;
+    /// Zero-pads the `n` image `x` into the corner (indices `0..n`) of the
+    /// `2n` grid `out`.
+    fn pad(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()>;
+    /// Takes the corner `0..n` of the `2n` grid `x` into `out`: the adjoint of `pad`.
+    fn crop(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()>;
+
+    // --- regulariser ----------------------------------------------------
+
+    fn upload_weights(&self, w: &EdgeWeights) -> Result<Self::Weights>;
+    /// `out = out + a W^H W x`, with W the weighted first differences.
+    fn add_whw(
+        &self,
+        out: &mut Self::Vector,
+        a: f64,
+        x: &Self::Vector,
+        w: &Self::Weights,
+    ) -> Result<()>;
+}

@@ -1,0 +1,207 @@
+//! The CPU backend: multi-threaded (rayon), f32 or f64, rustfft for FFTs.
+//! It is the reference every other backend is checked against.
+
+mod engine;
+mod fft;
+
+use crate::backend::{Backend, Direction, Sign, Targets};
+use crate::{Complex, EdgeWeights, Error, Progress, Real, Result};
+use rayon::prelude::*;
+use std::marker::PhantomData;
+
+pub use engine::sum_exp;
+
+/// The CPU backend in precision `T`.
+pub struct CpuBackend<T: Real> {
+    fft: fft::Planner<T>,
+    _t: PhantomData<T>,
+}
+
+impl<T: Real> Default for CpuBackend<T> {
+    fn default() -> Self {
+        CpuBackend {
+            fft: fft::Planner::default(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: Real> CpuBackend<T> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// Squared edge weights in the backend's precision.
+pub struct CpuWeights<T> {
+    n: [usize; 3],
+    w2: [Vec<T>; 3],
+}
+
+impl<T: Real> Backend for CpuBackend<T> {
+    type Real = T;
+    type Vector = Vec<Complex<T>>;
+    type Weights = CpuWeights<T>;
+
+    fn describe(&self) -> String {
+        format!(
+            "CPU ({} threads, {})",
+            rayon::current_num_threads(),
+            T::NAME
+        )
+    }
+
+    fn sum_exp(
+        &self,
+        out: &mut [Complex<T>],
+        targets: Targets<'_>,
+        sources: &[[f64; 3]],
+        coef: &[Complex<T>],
+        sign: Sign,
+        progress: Progress<'_>,
+    ) -> Result<()> {
+        engine::sum_exp(out, targets, sources, coef, sign, progress)
+    }
+
+    fn zeros(&self, len: usize) -> Result<Self::Vector> {
+        Ok(vec![Complex::default(); len])
+    }
+
+    fn upload(&self, host: &[Complex<T>]) -> Result<Self::Vector> {
+        Ok(host.to_vec())
+    }
+
+    fn download(&self, out: &mut [Complex<T>], x: &Self::Vector) -> Result<()> {
+        Error::check_len("download", x.len(), out.len())?;
+        out.copy_from_slice(x);
+        Ok(())
+    }
+
+    fn len(&self, x: &Self::Vector) -> usize {
+        x.len()
+    }
+
+    fn copy(&self, out: &mut Self::Vector, x: &Self::Vector) -> Result<()> {
+        Error::check_len("copy", x.len(), out.len())?;
+        out.copy_from_slice(x);
+        Ok(())
+    }
+
+    fn axpy(&self, y: &mut Self::Vector, a: f64, x: &Self::Vector) -> Result<()> {
+        Error::check_len("axpy", y.len(), x.len())?;
+        let a = T::of(a);
+        y.par_iter_mut().zip(x.par_iter()).for_each(|(y, x)| {
+            *y = *y + *x * a;
+        });
+        Ok(())
+    }
+
+    fn xpby(&self, y: &mut Self::Vector, x: &Self::Vector, b: f64) -> Result<()> {
+        Error::check_len("xpby", y.len(), x.len())?;
+        let b = T::of(b);
+        y.par_iter_mut().zip(x.par_iter()).for_each(|(y, x)| {
+            *y = *x + *y * b;
+        });
+        Ok(())
+    }
+
+    fn dot_re(&self, x: &Self::Vector, y: &Self::Vector) -> Result<f64> {
+        Error::check_len("dot", x.len(), y.len())?;
+        Ok(x.par_iter()
+            .zip(y.par_iter())
+            .map(|(a, b)| a.re.f64() * b.re.f64() + a.im.f64() * b.im.f64())
+            .sum())
+    }
+
+    fn fft3(&self, x: &mut Self::Vector, shape: [usize; 3], dir: Direction) -> Result<()> {
+        Error::check_len("fft3", shape.iter().product(), x.len())?;
+        self.fft.fft3(x, shape, dir);
+        Ok(())
+    }
+
+    fn mul(&self, x: &mut Self::Vector, y: &Self::Vector) -> Result<()> {
+        Error::check_len("mul", x.len(), y.len())?;
+        x.par_iter_mut().zip(y.par_iter()).for_each(|(x, y)| {
+            *x = *x * *y;
+        });
+        Ok(())
+    }
+
+    fn pad(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
+        let [nx, ny, nz] = n;
+        Error::check_len("pad input", nx * ny * nz, x.len())?;
+        Error::check_len("pad output", 8 * nx * ny * nz, out.len())?;
+        // Each padded z-plane (2nx * 2ny) gets its first ny rows from x.
+        out.par_chunks_mut(4 * nx * ny)
+            .enumerate()
+            .for_each(|(z, plane)| {
+                plane.fill(Complex::default());
+                if z < nz {
+                    for y in 0..ny {
+                        let src = &x[(z * ny + y) * nx..][..nx];
+                        plane[y * 2 * nx..][..nx].copy_from_slice(src);
+                    }
+                }
+            });
+        Ok(())
+    }
+
+    fn crop(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
+        let [nx, ny, nz] = n;
+        Error::check_len("crop input", 8 * nx * ny * nz, x.len())?;
+        Error::check_len("crop output", nx * ny * nz, out.len())?;
+        out.par_chunks_mut(nx * ny)
+            .enumerate()
+            .for_each(|(z, plane)| {
+                for y in 0..ny {
+                    let src = &x[(z * 2 * ny + y) * 2 * nx..][..nx];
+                    plane[y * nx..][..nx].copy_from_slice(src);
+                }
+            });
+        Ok(())
+    }
+
+    fn upload_weights(&self, w: &EdgeWeights) -> Result<Self::Weights> {
+        w.check()?;
+        Ok(CpuWeights {
+            n: w.n,
+            w2: w
+                .w
+                .clone()
+                .map(|v| v.iter().map(|w| T::of(w * w)).collect()),
+        })
+    }
+
+    fn add_whw(
+        &self,
+        out: &mut Self::Vector,
+        a: f64,
+        x: &Self::Vector,
+        w: &Self::Weights,
+    ) -> Result<()> {
+        let n = w.n;
+        let len = n[0] * n[1] * n[2];
+        Error::check_len("W^H W input", len, x.len())?;
+        Error::check_len("W^H W output", len, out.len())?;
+        let stride = [1, n[0], n[0] * n[1]];
+        let a = T::of(a);
+        out.par_iter_mut().enumerate().for_each(|(idx, o)| {
+            let c = [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
+            let xi = x[idx];
+            let mut acc = Complex::<T>::default();
+            for d in 0..3 {
+                // edge (idx, idx + e_d): w^2 (x[idx] - x[idx + e_d])
+                if c[d] + 1 < n[d] {
+                    acc = acc + (xi - x[idx + stride[d]]) * w.w2[d][idx];
+                }
+                // edge (idx - e_d, idx): w^2 (x[idx] - x[idx - e_d])
+                if c[d] > 0 {
+                    let j = idx - stride[d];
+                    acc = acc + (xi - x[j]) * w.w2[d][j];
+                }
+            }
+            *o = *o + acc * a;
+        });
+        Ok(())
+    }
+}

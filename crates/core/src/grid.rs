@@ -1,0 +1,135 @@
+//! The image grid, its voxel basis phi(k), and regular lattices of points.
+
+use crate::{Error, Result};
+
+/// An image grid: `n = [Nx, Ny, Nz]` voxels over a field of view in mm.
+///
+/// Voxel centres are `x_i = (i - N/2) FOV / N` along each axis, and k-space
+/// positions are in cycles/FOV, so `|k_d| <= N_d / 2` is Nyquist.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Grid {
+    pub n: [usize; 3],
+    pub fov_mm: [f64; 3],
+}
+
+impl Grid {
+    /// A grid with checked sizes: each `N` even and at least 2, each FOV
+    /// finite and positive.
+    pub fn new(n: [usize; 3], fov_mm: [f64; 3]) -> Result<Self> {
+        for d in 0..3 {
+            if n[d] < 2 || n[d] % 2 != 0 {
+                return Err(Error::Invalid {
+                    what: "grid matrix",
+                    reason: format!("each size must be even and at least 2, got {:?}", n),
+                });
+            }
+            if !(fov_mm[d].is_finite() && fov_mm[d] > 0.0) {
+                return Err(Error::Invalid {
+                    what: "grid fov_mm",
+                    reason: format!("each FOV must be positive, got {:?}", fov_mm),
+                });
+            }
+        }
+        Ok(Grid { n, fov_mm })
+    }
+
+    /// Number of voxels.
+    pub fn len(&self) -> usize {
+        self.n[0] * self.n[1] * self.n[2]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Voxel size in mm.
+    pub fn voxel_mm(&self) -> [f64; 3] {
+        [
+            self.fov_mm[0] / self.n[0] as f64,
+            self.fov_mm[1] / self.n[1] as f64,
+            self.fov_mm[2] / self.n[2] as f64,
+        ]
+    }
+
+    /// Voxel volume in mm^3.
+    pub fn voxel_volume(&self) -> f64 {
+        let v = self.voxel_mm();
+        v[0] * v[1] * v[2]
+    }
+
+    /// The doubled grid `(2N)^3` on which Q and the Toeplitz FFTs live.
+    pub fn doubled(&self) -> [usize; 3] {
+        self.n.map(|n| 2 * n)
+    }
+
+    /// Voxel centres in FOV units (`x / FOV`), so that `k . x` is in turns.
+    pub fn voxels(&self) -> Lattice {
+        Lattice {
+            n: self.n,
+            origin: [-0.5; 3],
+            step: [0, 1, 2].map(|d| 1.0 / self.n[d] as f64),
+        }
+    }
+
+    /// Displacements `y_j = (j - N) FOV / N`, `j = 0 .. 2N`, in FOV units:
+    /// the lattice on which Q is sampled.
+    pub fn displacements(&self) -> Lattice {
+        Lattice {
+            n: self.doubled(),
+            origin: [-1.0; 3],
+            step: [0, 1, 2].map(|d| 1.0 / self.n[d] as f64),
+        }
+    }
+
+    /// The Fourier transform of the box voxel basis at k (cycles/FOV):
+    /// `phi(k) = V prod_d sinc(k_d / N_d)`, with V the voxel volume in mm^3
+    /// and `sinc(u) = sin(pi u) / (pi u)`. It is real.
+    pub fn phi(&self, k: [f64; 3]) -> f64 {
+        self.voxel_volume()
+            * sinc(k[0] / self.n[0] as f64)
+            * sinc(k[1] / self.n[1] as f64)
+            * sinc(k[2] / self.n[2] as f64)
+    }
+}
+
+/// `sin(pi u) / (pi u)`, with the limit 1 at 0.
+pub fn sinc(u: f64) -> f64 {
+    if u.abs() < 1e-8 {
+        1.0
+    } else {
+        let a = std::f64::consts::PI * u;
+        a.sin() / a
+    }
+}
+
+/// A regular lattice of points, x fastest: point `(i, j, l)` is at
+/// `origin + (i, j, l) * step` (componentwise), in FOV units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lattice {
+    pub n: [usize; 3],
+    pub origin: [f64; 3],
+    pub step: [f64; 3],
+}
+
+impl Lattice {
+    pub fn len(&self) -> usize {
+        self.n[0] * self.n[1] * self.n[2]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Position of the point with linear index `idx` (x fastest).
+    #[inline]
+    pub fn point(&self, idx: usize) -> [f64; 3] {
+        let i = idx % self.n[0];
+        let j = (idx / self.n[0]) % self.n[1];
+        let l = idx / (self.n[0] * self.n[1]);
+        [
+            self.origin[0] + i as f64 * self.step[0],
+            self.origin[1] + j as f64 * self.step[1],
+            self.origin[2] + l as f64 * self.step[2],
+        ]
+    }
+}

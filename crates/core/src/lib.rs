@@ -1,0 +1,40 @@
+//! Shared types of `recon` and the one trait that separates CPU from GPU.
+//!
+//! Everything the pipeline computes reduces to a few device primitives: the
+//! summation engine `out[n] = sum_m c_m exp(±i 2pi k_m . x_n)` (used by both Q
+//! and F^H D), complex vector arithmetic, 3-D FFTs, and the W^H W stencil.
+//! Those primitives form the [`Backend`] trait; Q, F^H D, the Toeplitz normal
+//! operator and conjugate gradient are written once on top of it. The CPU
+//! implementation ([`CpuBackend`], f32 or f64, rayon + rustfft) is the
+//! reference that every other backend is checked against.
+//!
+//! Conventions (see the README): arrays are stored x-fastest, i.e. as
+//! `[Nz, Ny, Nx]` in C order; k-space positions are in cycles/FOV; voxel
+//! centres are `x_i = (i - N/2) FOV / N`.
+
+mod backend;
+pub mod cpu;
+mod error;
+mod grid;
+pub mod metrics;
+mod real;
+mod weights;
+
+pub use backend::{Backend, Direction, Sign, Targets};
+pub use cpu::CpuBackend;
+pub use error::Error;
+pub use grid::{sinc, Grid, Lattice};
+pub use num_complex::Complex;
+pub use real::Real;
+pub use weights::EdgeWeights;
+
+/// Version of the summation engine's arithmetic. It is part of the Q cache
+/// key: bump it whenever a change could alter Q's values.
+pub const ENGINE_VERSION: u32 = 1;
+
+/// Result type of the library crates.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A progress callback: `(done, total)` in units of the stage's choosing.
+/// Library crates report through it and never print.
+pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);

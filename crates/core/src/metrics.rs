@@ -1,0 +1,54 @@
+//! Image-quality metrics, as defined in the README and the book.
+
+/// PSNR in dB of the magnitude image `recon` against the real truth `truth`:
+/// `20 log10(max |truth| / RMSE(|recon| - truth))`.
+pub fn psnr_db(recon_mag: &[f64], truth: &[f64]) -> f64 {
+    let peak = truth.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    20.0 * (peak / rmse(recon_mag, truth)).log10()
+}
+
+/// Percent error `100 RMS(|recon| - truth) / RMS(truth)`.
+pub fn percent_error(recon_mag: &[f64], truth: &[f64]) -> f64 {
+    100.0 * rmse(recon_mag, truth) / rms(truth)
+}
+
+/// Root-mean-square difference.
+pub fn rmse(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len(), "rmse of arrays of different lengths");
+    let s: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+    (s / a.len() as f64).sqrt()
+}
+
+/// Root mean square.
+pub fn rms(a: &[f64]) -> f64 {
+    (a.iter().map(|x| x * x).sum::<f64>() / a.len() as f64).sqrt()
+}
+
+/// Normalised RMS error of complex vectors, `||a - b|| / ||b||`, as BART's
+/// `nrmse` compares whole pipelines.
+pub fn nrmse<T: crate::Real>(a: &[crate::Complex<T>], b: &[crate::Complex<T>]) -> f64 {
+    assert_eq!(a.len(), b.len(), "nrmse of arrays of different lengths");
+    let mut num = 0.0;
+    let mut den = 0.0;
+    for (x, y) in a.iter().zip(b) {
+        let (xr, xi, yr, yi) = (x.re.f64(), x.im.f64(), y.re.f64(), y.im.f64());
+        num += (xr - yr).powi(2) + (xi - yi).powi(2);
+        den += yr * yr + yi * yi;
+    }
+    (num / den).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn psnr_of_a_known_error() {
+        // truth peak 2, every voxel off by 0.02: PSNR = 20 log10(2 / 0.02) = 40 dB
+        let truth = [0.0, 1.0, 2.0, 1.5];
+        let recon: Vec<f64> = truth.iter().map(|v| v + 0.02).collect();
+        assert!((psnr_db(&recon, &truth) - 40.0).abs() < 1e-9);
+        let expected = 100.0 * 0.02 / rms(&truth);
+        assert!((percent_error(&recon, &truth) - expected).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,210 @@
+//! File I/O shared by the stages: atomic writes and small HDF5 helpers.
+//!
+//! Every file `recon` writes goes through [`write_atomic`]: it is written
+//! under a temporary name in the destination folder and renamed into place
+//! only when complete, so a crash, an error or Ctrl-C never leaves a
+//! half-written file under the real name.
+
+pub use hdf5;
+use hdf5::types::VarLenUnicode;
+use hdf5::{Dataset, Group, H5Type};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum IoError {
+    #[error("{path}: {op}: {source}")]
+    Io {
+        path: String,
+        op: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{path}: HDF5 {op}: {message}")]
+    Hdf5 {
+        path: String,
+        op: String,
+        message: String,
+    },
+    #[error("{path}: dataset `{name}` {problem}")]
+    Layout {
+        path: String,
+        name: String,
+        problem: String,
+    },
+}
+
+/// Attaches a file path and an operation to an HDF5 error.
+pub trait Context<T> {
+    fn at(self, path: &Path, op: &str) -> Result<T, IoError>;
+}
+
+impl<T> Context<T> for hdf5::Result<T> {
+    fn at(self, path: &Path, op: &str) -> Result<T, IoError> {
+        self.map_err(|e| IoError::Hdf5 {
+            path: path.display().to_string(),
+            op: op.to_string(),
+            message: e.to_string(),
+        })
+    }
+}
+
+fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> IoError + 'a {
+    move |source| IoError::Io {
+        path: path.display().to_string(),
+        op,
+        source,
+    }
+}
+
+/// The temporary name used while `path` is being written.
+pub fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// Writes `path` atomically: `write` fills a temporary file beside it, which
+/// is synced and renamed over `path` only if `write` succeeds. On failure
+/// the temporary file is removed and `path` is untouched.
+pub fn write_atomic<E>(path: &Path, write: impl FnOnce(&Path) -> Result<(), E>) -> Result<(), E>
+where
+    E: From<IoError>,
+{
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io(dir, "create folder"))?;
+    }
+    let tmp = temp_path(path);
+    let result = write(&tmp).and_then(|()| {
+        let f = std::fs::File::open(&tmp).map_err(io(&tmp, "open"))?;
+        f.sync_all().map_err(io(&tmp, "sync"))?;
+        std::fs::rename(&tmp, path).map_err(io(path, "rename into place"))?;
+        Ok(())
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Writes `data` as a dataset of `shape`, optionally chunked with HDF5's
+/// Fletcher-32 checksum so that a corrupted file fails to read.
+pub fn write_dataset<T: H5Type>(
+    path: &Path,
+    parent: &Group,
+    name: &str,
+    shape: &[usize],
+    data: &[T],
+    checksum: bool,
+) -> Result<Dataset, IoError> {
+    let n: usize = shape.iter().product();
+    if n != data.len() {
+        return Err(IoError::Layout {
+            path: path.display().to_string(),
+            name: name.to_string(),
+            problem: format!("has {} values for shape {:?}", data.len(), shape),
+        });
+    }
+    let builder = parent.new_dataset::<T>().shape(shape);
+    let builder = if checksum {
+        // Chunks of at most ~1 MiB along the slowest axis.
+        let row: usize = shape[1..].iter().product::<usize>().max(1);
+        let rows = (1 << 20) / (row * std::mem::size_of::<T>()).max(1);
+        let mut chunk = shape.to_vec();
+        chunk[0] = rows.clamp(1, shape[0].max(1));
+        builder.chunk(chunk).fletcher32()
+    } else {
+        builder
+    };
+    let ds = builder.create(name).at(path, &format!("create `{name}`"))?;
+    ds.write_raw(data).at(path, &format!("write `{name}`"))?;
+    Ok(ds)
+}
+
+/// Reads a dataset, checking its shape.
+pub fn read_dataset<T: H5Type>(
+    path: &Path,
+    parent: &Group,
+    name: &str,
+    shape: &[usize],
+) -> Result<Vec<T>, IoError> {
+    let ds = parent.dataset(name).at(path, &format!("open `{name}`"))?;
+    if ds.shape() != shape {
+        return Err(IoError::Layout {
+            path: path.display().to_string(),
+            name: name.to_string(),
+            problem: format!("has shape {:?}, expected {:?}", ds.shape(), shape),
+        });
+    }
+    ds.read_raw::<T>().at(path, &format!("read `{name}`"))
+}
+
+/// Sets a string attribute.
+pub fn set_str_attr(
+    path: &Path,
+    loc: &hdf5::Location,
+    name: &str,
+    value: &str,
+) -> Result<(), IoError> {
+    let v: VarLenUnicode = value.parse().map_err(|e| IoError::Hdf5 {
+        path: path.display().to_string(),
+        op: format!("encode attribute `{name}`"),
+        message: format!("{e}"),
+    })?;
+    loc.new_attr::<VarLenUnicode>()
+        .create(name)
+        .and_then(|a| a.write_scalar(&v))
+        .at(path, &format!("write attribute `{name}`"))
+}
+
+/// Reads a string attribute.
+pub fn str_attr(path: &Path, loc: &hdf5::Location, name: &str) -> Result<String, IoError> {
+    let v: VarLenUnicode = loc
+        .attr(name)
+        .and_then(|a| a.read_scalar())
+        .at(path, &format!("read attribute `{name}`"))?;
+    Ok(v.as_str().to_string())
+}
+
+/// Sets a numeric array attribute.
+pub fn set_attr<T: H5Type>(
+    path: &Path,
+    loc: &hdf5::Location,
+    name: &str,
+    value: &[T],
+) -> Result<(), IoError> {
+    loc.new_attr::<T>()
+        .shape([value.len()])
+        .create(name)
+        .and_then(|a| a.write_raw(value))
+        .at(path, &format!("write attribute `{name}`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_atomic_write_leaves_nothing() {
+        let dir = std::env::temp_dir().join(format!("recon-io-test-{}", std::process::id()));
+        let path = dir.join("x.bin");
+        let r: Result<(), IoError> = write_atomic(&path, |tmp| {
+            std::fs::write(tmp, b"half").unwrap();
+            Err(IoError::Layout {
+                path: "x".into(),
+                name: "y".into(),
+                problem: "fails".into(),
+            })
+        });
+        assert!(r.is_err());
+        assert!(!path.exists());
+        assert!(!temp_path(&path).exists());
+        write_atomic::<IoError>(&path, |tmp| {
+            std::fs::write(tmp, b"whole").map_err(io(tmp, "write"))
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"whole");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

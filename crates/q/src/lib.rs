@@ -1,0 +1,199 @@
+//! Q: the kernel that makes F^H F a Toeplitz product.
+//!
+//! `Q[j] = sum_m |phi(k_m)|^2 exp(+i 2pi k_m . y_j)` on the `(2N)^3` grid of
+//! displacements `y_j = (j - N) FOV / N` (stored x fastest, `j = 0 .. 2N`
+//! per axis, so displacement 0 sits at index N). It depends only on the
+//! trajectory, the voxel basis and the grid, never on the scan data, so it
+//! is computed once per trajectory and cached.
+//!
+//! The cache is content-addressed: the key is a SHA-256 of everything Q
+//! depends on (trajectory, basis, grid, FOV, precision, engine version).
+//! Files are HDF5, written atomically, with a Fletcher-32 checksum on the
+//! data and the full key stored inside; a file that fails to open, to read,
+//! its checksum or its key is reported and recomputed, never used.
+
+use recon_core::{Backend, Complex, Grid, Progress, Real, Sign, Targets, ENGINE_VERSION};
+use recon_io::hdf5::{self, H5Type};
+use recon_io::{Context, IoError};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum QError {
+    #[error(transparent)]
+    Backend(#[from] recon_core::Error),
+    #[error("Q cache: {0}")]
+    Io(#[from] IoError),
+}
+
+/// Computes Q on the backend.
+pub fn compute<B: Backend>(
+    backend: &B,
+    grid: &Grid,
+    traj: &[[f64; 3]],
+    progress: Progress<'_>,
+) -> Result<Vec<Complex<B::Real>>, QError> {
+    // |phi(k_m)|^2: real, so Q is Hermitian-symmetric: Q(-y) = conj Q(y).
+    let coef: Vec<Complex<B::Real>> = traj
+        .iter()
+        .map(|k| Complex::new(B::Real::of(grid.phi(*k).powi(2)), B::Real::of(0.0)))
+        .collect();
+    let targets = Targets::Lattice(grid.displacements());
+    let mut q = vec![Complex::default(); targets.len()];
+    backend.sum_exp(&mut q, targets, traj, &coef, Sign::Plus, progress)?;
+    Ok(q)
+}
+
+/// The cache key: SHA-256 over everything Q depends on, as hex.
+pub fn key(grid: &Grid, traj: &[[f64; 3]], precision: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"recon Q v1; basis=box-sinc; engine=");
+    h.update(ENGINE_VERSION.to_le_bytes());
+    h.update(precision.as_bytes());
+    for n in grid.n {
+        h.update((n as u64).to_le_bytes());
+    }
+    for f in grid.fov_mm {
+        h.update(f.to_le_bytes());
+    }
+    h.update((traj.len() as u64).to_le_bytes());
+    for k in traj {
+        for v in k {
+            h.update(v.to_le_bytes());
+        }
+    }
+    hex::encode(h.finalize())
+}
+
+/// How Q was obtained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheStatus {
+    /// Loaded from a valid cache file.
+    Hit,
+    /// No file for this key: computed and stored.
+    Miss,
+    /// A file existed but was unusable (named by the reason): recomputed and replaced.
+    Invalid(String),
+    /// No cache in use.
+    Disabled,
+}
+
+impl CacheStatus {
+    /// The report's word: "hit", "miss", "invalid" or "disabled".
+    pub fn word(&self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+            CacheStatus::Invalid(_) => "invalid",
+            CacheStatus::Disabled => "disabled",
+        }
+    }
+}
+
+/// A folder of cached Q files.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    pub dir: PathBuf,
+}
+
+/// Precisions Q can be cached in.
+pub trait Stored: Real + H5Type {}
+impl Stored for f32 {}
+impl Stored for f64 {}
+
+impl Cache {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Cache { dir: dir.into() }
+    }
+
+    /// The file holding Q for `key`.
+    pub fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("q-{key}.h5"))
+    }
+
+    /// Loads Q for `key`. `Ok(None)`: no file. `Err(reason)`: a file exists
+    /// but is unusable.
+    pub fn load<T: Stored>(
+        &self,
+        key: &str,
+        grid: &Grid,
+    ) -> Result<Option<Vec<Complex<T>>>, IoError> {
+        let path = self.path(key);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let file = hdf5::File::open(&path).at(&path, "open")?;
+        let stored = recon_io::str_attr(&path, &file, "key")?;
+        if stored != key {
+            return Err(IoError::Layout {
+                path: path.display().to_string(),
+                name: "q".into(),
+                problem: format!("belongs to key {stored}, not {key}"),
+            });
+        }
+        let shape = shape_of(grid);
+        recon_io::read_dataset::<Complex<T>>(&path, &file, "q", &shape).map(Some)
+    }
+
+    /// Stores Q for `key` atomically.
+    pub fn store<T: Stored>(
+        &self,
+        key: &str,
+        grid: &Grid,
+        q: &[Complex<T>],
+    ) -> Result<PathBuf, IoError> {
+        let path = self.path(key);
+        recon_io::write_atomic(&path, |tmp| {
+            let file = hdf5::File::create(tmp).at(tmp, "create")?;
+            recon_io::write_dataset(tmp, &file, "q", &shape_of(grid), q, true)?;
+            recon_io::set_str_attr(tmp, &file, "key", key)?;
+            recon_io::set_str_attr(tmp, &file, "precision", T::NAME)?;
+            recon_io::set_attr(tmp, &file, "fov_mm", &grid.fov_mm)?;
+            let n = grid.n.map(|n| n as u64);
+            recon_io::set_attr(tmp, &file, "matrix", &n)?;
+            file.close().at(tmp, "close")
+        })?;
+        Ok(path)
+    }
+}
+
+/// Q's array shape, `[2Nz, 2Ny, 2Nx]`.
+fn shape_of(grid: &Grid) -> [usize; 3] {
+    let d = grid.doubled();
+    [d[2], d[1], d[0]]
+}
+
+/// Loads Q from the cache or computes (and stores) it.
+pub fn load_or_compute<B>(
+    backend: &B,
+    cache: Option<&Cache>,
+    grid: &Grid,
+    traj: &[[f64; 3]],
+    progress: Progress<'_>,
+) -> Result<(Vec<Complex<B::Real>>, CacheStatus), QError>
+where
+    B: Backend,
+    B::Real: Stored,
+{
+    let Some(cache) = cache else {
+        return Ok((
+            compute(backend, grid, traj, progress)?,
+            CacheStatus::Disabled,
+        ));
+    };
+    let key = key(grid, traj, B::Real::NAME);
+    let status = match cache.load::<B::Real>(&key, grid) {
+        Ok(Some(q)) => return Ok((q, CacheStatus::Hit)),
+        Ok(None) => CacheStatus::Miss,
+        Err(e) => CacheStatus::Invalid(e.to_string()),
+    };
+    let q = compute(backend, grid, traj, progress)?;
+    cache.store(&key, grid, &q)?;
+    Ok((q, status))
+}
+
+/// The path a Q cache file for this problem would have.
+pub fn cache_file(cache: &Cache, grid: &Grid, traj: &[[f64; 3]], precision: &str) -> PathBuf {
+    cache.path(&key(grid, traj, precision))
+}
