@@ -3,7 +3,7 @@
 
 use crate::SynthError;
 use recon_core::Grid;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::f64::consts::{PI, TAU};
 
 fn one() -> f64 {
@@ -15,7 +15,7 @@ fn quarter() -> f64 {
 }
 
 /// A trajectory, selected by `kind`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Trajectory {
     /// 3-D radial "kooshball": centre-out spokes whose directions follow the

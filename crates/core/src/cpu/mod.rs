@@ -107,10 +107,21 @@ impl<T: Real> Backend for CpuBackend<T> {
 
     fn dot_re(&self, x: &Self::Vector, y: &Self::Vector) -> Result<f64> {
         Error::check_len("dot", x.len(), y.len())?;
-        Ok(x.par_iter()
-            .zip(y.par_iter())
-            .map(|(a, b)| a.re.f64() * b.re.f64() + a.im.f64() * b.im.f64())
-            .sum())
+        // Fixed chunks summed in order, then the partial sums in order: the
+        // result does not depend on thread scheduling, so a run repeats
+        // bit for bit (CG amplifies last-bit differences).
+        const CHUNK: usize = 1 << 12;
+        let partial: Vec<f64> = x
+            .par_chunks(CHUNK)
+            .zip(y.par_chunks(CHUNK))
+            .map(|(a, b)| {
+                a.iter()
+                    .zip(b)
+                    .map(|(a, b)| a.re.f64() * b.re.f64() + a.im.f64() * b.im.f64())
+                    .sum::<f64>()
+            })
+            .collect();
+        Ok(partial.iter().sum())
     }
 
     fn fft3(&self, x: &mut Self::Vector, shape: [usize; 3], dir: Direction) -> Result<()> {

@@ -1,0 +1,373 @@
+//! The run configuration: TOML, checked in full before anything is written.
+//!
+//! Unknown keys and wrong types are rejected by serde with the key's dotted
+//! path (serde_path_to_error); impossible values by [`Config::validate`],
+//! which names the key and what is allowed. Relative paths are resolved
+//! against the config file's folder.
+
+use anyhow::{bail, Context, Result};
+use recon_synth::{Phantom, Trajectory};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One value for all three axes, or `[x, y, z]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Triple<T>(pub [T; 3]);
+
+impl<'de, T: Deserialize<'de> + Copy + fmt::Debug> Deserialize<'de> for Triple<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de> + Copy> Visitor<'de> for V<T> {
+            type Value = Triple<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number or a list of three numbers [x, y, z]")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                let t = T::deserialize(de::value::I64Deserializer::<E>::new(v))?;
+                Ok(Triple([t; 3]))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                let t = T::deserialize(de::value::F64Deserializer::<E>::new(v))?;
+                Ok(Triple([t; 3]))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = seq.next_element::<T>()? {
+                    out.push(v);
+                }
+                match out[..] {
+                    [x, y, z] => Ok(Triple([x, y, z])),
+                    _ => Err(de::Error::invalid_length(
+                        out.len(),
+                        &"three values [x, y, z]",
+                    )),
+                }
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridCfg {
+    /// Voxels per axis.
+    pub matrix: Triple<usize>,
+    /// Field of view in mm.
+    pub fov_mm: Triple<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhantomCfg {
+    /// Phantom TOML file (see phantoms/).
+    pub file: PathBuf,
+    /// Sub-samples per voxel and axis for the true image.
+    #[serde(default = "default_supersample")]
+    pub supersample: usize,
+}
+
+fn default_supersample() -> usize {
+    4
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoiseCfg {
+    /// RMS of the noiseless data over the noise standard deviation.
+    pub snr: f64,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    F32,
+    F64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineCfg {
+    #[serde(default = "default_precision")]
+    pub precision: Precision,
+    /// CPU threads; 0 uses every core.
+    #[serde(default)]
+    pub threads: usize,
+}
+
+fn default_precision() -> Precision {
+    Precision::F32
+}
+
+impl Default for EngineCfg {
+    fn default() -> Self {
+        EngineCfg {
+            precision: default_precision(),
+            threads: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QCfg {
+    /// Use the Q cache.
+    #[serde(default = "yes")]
+    pub cache: bool,
+    /// Cache folder; default `$RECON_CACHE_DIR`, else `$XDG_CACHE_HOME/recon/q`,
+    /// else `~/.cache/recon/q`.
+    pub dir: Option<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for QCfg {
+    fn default() -> Self {
+        QCfg {
+            cache: true,
+            dir: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SolverCfg {
+    #[serde(default = "default_iterations")]
+    pub iterations: usize,
+    /// Relative residual at which to stop early; 0 runs every iteration.
+    #[serde(default)]
+    pub tolerance: f64,
+    /// Weight of W^H W relative to the peak of Q.
+    #[serde(default)]
+    pub lambda: f64,
+}
+
+fn default_iterations() -> usize {
+    60
+}
+
+impl Default for SolverCfg {
+    fn default() -> Self {
+        SolverCfg {
+            iterations: default_iterations(),
+            tolerance: 0.0,
+            lambda: 0.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GriddingCfg {
+    #[serde(default = "default_oversampling")]
+    pub oversampling: f64,
+    #[serde(default = "default_dcf")]
+    pub dcf_iterations: usize,
+}
+
+fn default_oversampling() -> f64 {
+    2.0
+}
+
+fn default_dcf() -> usize {
+    10
+}
+
+impl Default for GriddingCfg {
+    fn default() -> Self {
+        GriddingCfg {
+            oversampling: default_oversampling(),
+            dcf_iterations: default_dcf(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputCfg {
+    /// Output folder.
+    pub dir: PathBuf,
+}
+
+/// A whole run configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub grid: GridCfg,
+    pub phantom: PhantomCfg,
+    pub trajectory: Trajectory,
+    /// No `[noise]` table: noiseless data.
+    pub noise: Option<NoiseCfg>,
+    #[serde(default)]
+    pub engine: EngineCfg,
+    #[serde(default)]
+    pub q: QCfg,
+    #[serde(default)]
+    pub solver: SolverCfg,
+    #[serde(default)]
+    pub gridding: GriddingCfg,
+    pub output: OutputCfg,
+}
+
+/// A checked configuration with everything it refers to loaded.
+pub struct Loaded {
+    pub path: PathBuf,
+    pub cfg: Config,
+    pub grid: recon_core::Grid,
+    pub phantom: Phantom,
+}
+
+fn fail<T>(key: &str, msg: impl fmt::Display) -> Result<T> {
+    bail!("config key `{key}`: {msg}")
+}
+
+impl Config {
+    /// Parses TOML; errors name the offending key.
+    pub fn parse(text: &str) -> Result<Self> {
+        let de = toml::Deserializer::new(text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            let msg = inner.message().trim_end().to_string();
+            let line = inner
+                .span()
+                .map(|s| format!(" (line {})", text[..s.start].lines().count().max(1)))
+                .unwrap_or_default();
+            if key == "." {
+                anyhow::anyhow!("config{line}: {msg}")
+            } else {
+                anyhow::anyhow!("config key `{key}`{line}: {msg}")
+            }
+        })
+    }
+
+    /// Checks every value; see the README for the allowed ranges.
+    pub fn validate(&self) -> Result<()> {
+        for n in self.grid.matrix.0 {
+            if n < 4 || n % 2 != 0 || n > 1024 {
+                return fail(
+                    "grid.matrix",
+                    format!("each size must be even, from 4 to 1024; got {n}"),
+                );
+            }
+        }
+        for f in self.grid.fov_mm.0 {
+            if !(f.is_finite() && f > 0.0) {
+                return fail("grid.fov_mm", format!("must be positive, got {f}"));
+            }
+        }
+        if !(1..=16).contains(&self.phantom.supersample) {
+            return fail(
+                "phantom.supersample",
+                format!("must be 1 to 16, got {}", self.phantom.supersample),
+            );
+        }
+        self.trajectory
+            .check()
+            .map_err(|e| anyhow::anyhow!("config key {e}"))?;
+        if let Some(n) = &self.noise {
+            if !(n.snr.is_finite() && n.snr > 0.0) {
+                return fail(
+                    "noise.snr",
+                    format!(
+                        "must be positive (omit [noise] for noiseless data), got {}",
+                        n.snr
+                    ),
+                );
+            }
+        }
+        if self.solver.iterations == 0 {
+            return fail("solver.iterations", "must be at least 1");
+        }
+        if !(self.solver.tolerance.is_finite() && (0.0..1.0).contains(&self.solver.tolerance)) {
+            return fail(
+                "solver.tolerance",
+                format!("must lie in [0, 1), got {}", self.solver.tolerance),
+            );
+        }
+        if !(self.solver.lambda.is_finite() && self.solver.lambda >= 0.0) {
+            return fail(
+                "solver.lambda",
+                format!("must be zero or positive, got {}", self.solver.lambda),
+            );
+        }
+        if !(self.gridding.oversampling.is_finite()
+            && (1.0..=4.0).contains(&self.gridding.oversampling))
+        {
+            return fail(
+                "gridding.oversampling",
+                format!("must lie in [1, 4], got {}", self.gridding.oversampling),
+            );
+        }
+        if self.gridding.dcf_iterations > 1000 {
+            return fail(
+                "gridding.dcf_iterations",
+                format!("must be at most 1000, got {}", self.gridding.dcf_iterations),
+            );
+        }
+        if self.engine.threads > 4096 {
+            return fail(
+                "engine.threads",
+                format!("must be 0 (all cores) to 4096, got {}", self.engine.threads),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Resolves a path from the config against the config's folder.
+pub fn resolve(config_path: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        config_path.parent().unwrap_or(Path::new(".")).join(p)
+    }
+}
+
+/// Reads, parses and validates a config, and loads its phantom.
+pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config {}", path.display()))?;
+    let mut cfg = Config::parse(&text).with_context(|| format!("in {}", path.display()))?;
+    cfg.validate()
+        .with_context(|| format!("in {}", path.display()))?;
+    cfg.phantom.file = resolve(path, &cfg.phantom.file);
+    cfg.output.dir = match out_override {
+        Some(o) => o.to_path_buf(),
+        None => resolve(path, &cfg.output.dir),
+    };
+    if let Some(d) = &cfg.q.dir {
+        cfg.q.dir = Some(resolve(path, d));
+    }
+    let phantom = Phantom::load(&cfg.phantom.file)
+        .with_context(|| format!("config key `phantom.file` in {}", path.display()))?;
+    let grid = recon_core::Grid::new(cfg.grid.matrix.0, cfg.grid.fov_mm.0)?;
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        cfg,
+        grid,
+        phantom,
+    })
+}
+
+/// The Q cache folder of a config.
+pub fn cache_dir(cfg: &Config) -> PathBuf {
+    if let Some(d) = &cfg.q.dir {
+        return d.clone();
+    }
+    if let Some(d) = std::env::var_os("RECON_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".cache"));
+    base.join("recon").join("q")
+}

@@ -1,0 +1,134 @@
+//! The files of a run: `recon.h5` and `report.json`, written atomically.
+
+use crate::config::Loaded;
+use crate::pipeline::{Inputs, Outputs, Quality};
+use anyhow::{Context as _, Result};
+use recon_core::Complex;
+use recon_io::hdf5;
+use recon_io::Context;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// `report.json`.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub config: String,
+    pub phantom: String,
+    pub trajectory: recon_synth::Trajectory,
+    pub device: String,
+    pub precision: String,
+    pub matrix: [usize; 3],
+    pub fov_mm: [f64; 3],
+    pub samples: usize,
+    pub noise_sigma: f64,
+    pub lambda: f64,
+    pub lambda_abs: f64,
+    pub psnr_db: f64,
+    pub percent_error: f64,
+    pub gridding_psnr_db: f64,
+    pub gridding_percent_error: f64,
+    pub iterations: usize,
+    pub relative_residual: f64,
+    pub residuals: Vec<f64>,
+    pub q_cache: String,
+    pub q_cache_file: Option<PathBuf>,
+    pub seconds: BTreeMap<String, f64>,
+}
+
+pub fn report(
+    l: &Loaded,
+    inputs: &Inputs,
+    out: &Outputs,
+    iterative: &Quality,
+    gridding: &Quality,
+    total_s: f64,
+) -> Report {
+    let mut seconds: BTreeMap<String, f64> = out
+        .seconds
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    seconds.insert("total".into(), total_s);
+    Report {
+        config: l.path.display().to_string(),
+        phantom: l.phantom.name.clone(),
+        trajectory: l.cfg.trajectory.clone(),
+        device: out.device.clone(),
+        precision: format!("{:?}", l.cfg.engine.precision).to_lowercase(),
+        matrix: l.grid.n,
+        fov_mm: l.grid.fov_mm,
+        samples: inputs.traj.len(),
+        noise_sigma: inputs.noise_sigma,
+        lambda: l.cfg.solver.lambda,
+        lambda_abs: out.lambda_abs,
+        psnr_db: iterative.psnr_db,
+        percent_error: iterative.percent_error,
+        gridding_psnr_db: gridding.psnr_db,
+        gridding_percent_error: gridding.percent_error,
+        iterations: out.info.iterations,
+        relative_residual: out.info.relative_residual,
+        residuals: out.info.residuals.clone(),
+        q_cache: out.q_cache.word().to_string(),
+        q_cache_file: out.q_file.clone(),
+        seconds,
+    }
+}
+
+fn to_c32(v: &[Complex<f64>]) -> Vec<Complex<f32>> {
+    v.iter()
+        .map(|c| Complex::new(c.re as f32, c.im as f32))
+        .collect()
+}
+
+/// Writes `recon.h5` (layout in the README) to `path`.
+fn write_h5(
+    path: &Path,
+    l: &Loaded,
+    inputs: &Inputs,
+    out: &Outputs,
+) -> Result<(), recon_io::IoError> {
+    let n = l.grid.n;
+    let shape = [n[2], n[1], n[0]];
+    let file = hdf5::File::create(path).at(path, "create")?;
+    recon_io::write_dataset(path, &file, "recon", &shape, &to_c32(&out.recon), false)?;
+    recon_io::write_dataset(
+        path,
+        &file,
+        "gridding",
+        &shape,
+        &to_c32(&out.gridding),
+        false,
+    )?;
+    recon_io::write_dataset(path, &file, "fhd", &shape, &to_c32(&out.fhd), false)?;
+    let truth: Vec<f32> = inputs.truth.iter().map(|v| *v as f32).collect();
+    recon_io::write_dataset(path, &file, "truth", &shape, &truth, false)?;
+    recon_io::set_attr(path, &file, "fov_mm", &l.grid.fov_mm)?;
+    recon_io::set_attr(path, &file, "matrix", &n.map(|v| v as u64))?;
+    recon_io::set_attr(path, &file, "voxel_mm", &l.grid.voxel_mm())?;
+    recon_io::set_str_attr(path, &file, "axes", "z, y, x (x fastest)")?;
+    file.close().at(path, "close")
+}
+
+/// Writes both files; each appears only once complete.
+pub fn write(
+    dir: &Path,
+    l: &Loaded,
+    inputs: &Inputs,
+    out: &Outputs,
+    report: &Report,
+) -> Result<()> {
+    let json = serde_json::to_string_pretty(report)? + "\n";
+    let h5 = dir.join("recon.h5");
+    recon_io::write_atomic(&h5, |tmp| write_h5(tmp, l, inputs, out)).context("writing recon.h5")?;
+    let rep = dir.join("report.json");
+    recon_io::write_atomic::<recon_io::IoError>(&rep, |tmp| {
+        std::fs::write(tmp, json.as_bytes()).map_err(|source| recon_io::IoError::Io {
+            path: tmp.display().to_string(),
+            op: "write",
+            source,
+        })
+    })
+    .context("writing report.json")?;
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! The reconstruction pipeline, stage by stage, written once for any backend.
+//! It knows nothing of terminals: progress goes through [`Ui`].
+
+use crate::config::{self, Loaded};
+use anyhow::{Context, Result};
+use recon_cg::{Params, Regularised, Toeplitz};
+use recon_core::{metrics, Backend, Complex, EdgeWeights, Real};
+use recon_q::{Cache, CacheStatus, Stored};
+use recon_synth::{add_noise, Noise};
+use std::time::Instant;
+
+/// How the pipeline reports progress; the binary implements it with indicatif.
+pub trait Ui {
+    /// A one-line message (stderr).
+    fn log(&self, msg: &str);
+    /// Runs `f` with a progress callback `(done, total)` for a named stage.
+    fn stage<T>(&self, name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T;
+    /// Runs CG with a callback `(iteration, relative residual)`.
+    fn solver<T>(&self, iterations: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T;
+}
+
+/// Synthetic inputs of a run.
+pub struct Inputs {
+    pub traj: Vec<[f64; 3]>,
+    pub data: Vec<Complex<f64>>,
+    pub truth: Vec<f64>,
+    pub noise_sigma: f64,
+}
+
+/// Everything a run produces.
+pub struct Outputs {
+    pub recon: Vec<Complex<f64>>,
+    pub gridding: Vec<Complex<f64>>,
+    pub fhd: Vec<Complex<f64>>,
+    pub info: recon_cg::Info,
+    pub q_cache: CacheStatus,
+    pub q_file: Option<std::path::PathBuf>,
+    pub lambda_abs: f64,
+    pub seconds: Vec<(&'static str, f64)>,
+    pub device: String,
+}
+
+/// Trajectory, k-space data (analytic, plus noise) and the true image.
+pub fn synthesise(l: &Loaded) -> Result<Inputs> {
+    let traj = l.cfg.trajectory.generate(&l.grid)?;
+    let mut data = l.phantom.kspace(&l.grid, &traj);
+    let noise_sigma = match &l.cfg.noise {
+        Some(n) => add_noise(
+            &mut data,
+            Noise {
+                snr: n.snr,
+                seed: n.seed,
+            },
+        ),
+        None => 0.0,
+    };
+    let truth = l.phantom.rasterise(&l.grid, l.cfg.phantom.supersample);
+    Ok(Inputs {
+        traj,
+        data,
+        truth,
+        noise_sigma,
+    })
+}
+
+fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
+    v.iter()
+        .map(|c| Complex::new(c.re.f64(), c.im.f64()))
+        .collect()
+}
+
+fn q_cache(l: &Loaded) -> Option<Cache> {
+    l.cfg.q.cache.then(|| Cache::new(config::cache_dir(&l.cfg)))
+}
+
+/// Q only, through the cache: `recon q`.
+pub fn q_only<B>(
+    backend: &B,
+    l: &Loaded,
+    inputs_traj: &[[f64; 3]],
+    ui: &impl Ui,
+) -> Result<(CacheStatus, Option<std::path::PathBuf>)>
+where
+    B: Backend,
+    B::Real: Stored,
+{
+    let (_, status, file) = stage_q(backend, l, inputs_traj, ui)?;
+    Ok((status, file))
+}
+
+#[allow(clippy::type_complexity)]
+fn stage_q<B>(
+    backend: &B,
+    l: &Loaded,
+    traj: &[[f64; 3]],
+    ui: &impl Ui,
+) -> Result<(
+    Vec<Complex<B::Real>>,
+    CacheStatus,
+    Option<std::path::PathBuf>,
+)>
+where
+    B: Backend,
+    B::Real: Stored,
+{
+    let cache = q_cache(l);
+    let file = cache
+        .as_ref()
+        .map(|c| recon_q::cache_file(c, &l.grid, traj, B::Real::NAME));
+    let (q, status) = ui
+        .stage("Q", |p| {
+            recon_q::load_or_compute(backend, cache.as_ref(), &l.grid, traj, p)
+        })
+        .context("computing Q")?;
+    let file_name = file
+        .as_ref()
+        .map(|f| f.display().to_string())
+        .unwrap_or_default();
+    match &status {
+        CacheStatus::Hit => ui.log(&format!("Q: loaded from cache {file_name}")),
+        CacheStatus::Miss => ui.log(&format!("Q: computed and cached in {file_name}")),
+        CacheStatus::Invalid(why) => ui.log(&format!(
+            "Q: cache file unusable ({why}); recomputed and replaced"
+        )),
+        CacheStatus::Disabled => ui.log("Q: computed (cache disabled)"),
+    }
+    Ok((q, status, file))
+}
+
+/// The whole reconstruction on `backend`.
+pub fn reconstruct<B>(backend: &B, l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Outputs>
+where
+    B: Backend,
+    B::Real: Stored,
+{
+    let grid = &l.grid;
+    let mut seconds = Vec::new();
+
+    let t = Instant::now();
+    let (q, q_cache, q_file) = stage_q(backend, l, &inputs.traj, ui)?;
+    seconds.push(("q", t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let fhd = ui
+        .stage("F^H D", |p| {
+            recon_fhd::fhd(backend, grid, &inputs.traj, &inputs.data, p)
+        })
+        .context("computing F^H D")?;
+    seconds.push(("fhd", t.elapsed().as_secs_f64()));
+
+    // (F^H F + lambda W^H W) rho = F^H D
+    let t = Instant::now();
+    let lambda_abs = recon_cg::lambda_abs(l.cfg.solver.lambda, &q);
+    let toeplitz = Toeplitz::new(backend, grid, &q)?;
+    let mut a = Regularised::new(backend, toeplitz, &EdgeWeights::uniform(grid.n), lambda_abs)?;
+    let b = backend.upload(&fhd)?;
+    let mut x = backend.zeros(grid.len())?;
+    let params = Params {
+        iterations: l.cfg.solver.iterations,
+        tolerance: l.cfg.solver.tolerance,
+    };
+    let info = ui
+        .solver(params.iterations, |cb| {
+            recon_cg::solve(backend, &mut a, &mut x, &b, &params, cb)
+        })
+        .context("conjugate gradient")?;
+    let mut rho = vec![Complex::default(); grid.len()];
+    backend.download(&mut rho, &x)?;
+    seconds.push(("cg", t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let gp = recon_gridding::Params {
+        oversampling: l.cfg.gridding.oversampling,
+        dcf_iterations: l.cfg.gridding.dcf_iterations,
+    };
+    let gridding =
+        recon_gridding::reconstruct(grid, &inputs.traj, &inputs.data, &gp).context("gridding")?;
+    seconds.push(("gridding", t.elapsed().as_secs_f64()));
+
+    Ok(Outputs {
+        recon: to_f64(&rho),
+        gridding,
+        fhd: to_f64(&fhd),
+        info,
+        q_cache,
+        q_file,
+        lambda_abs,
+        seconds,
+        device: backend.describe(),
+    })
+}
+
+/// Image-quality figures of one reconstruction against the truth.
+pub struct Quality {
+    pub psnr_db: f64,
+    pub percent_error: f64,
+}
+
+pub fn quality(image: &[Complex<f64>], truth: &[f64]) -> Quality {
+    let mag: Vec<f64> = image.iter().map(|c| c.norm()).collect();
+    Quality {
+        psnr_db: metrics::psnr_db(&mag, truth),
+        percent_error: metrics::percent_error(&mag, truth),
+    }
+}

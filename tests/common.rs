@@ -1,0 +1,60 @@
+//! Helpers shared by the test files: small problems with fixed seeds.
+#![allow(dead_code)]
+
+use recon_core::{Complex, Grid};
+
+/// A tiny deterministic pseudo-random stream (SplitMix64), so tests need no RNG crate.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in [-1, 1).
+    pub fn sym(&mut self) -> f64 {
+        2.0 * self.next_f64() - 1.0
+    }
+    pub fn complex(&mut self, n: usize) -> Vec<Complex<f64>> {
+        (0..n)
+            .map(|_| Complex::new(self.sym(), self.sym()))
+            .collect()
+    }
+}
+
+/// Random k-space samples inside Nyquist.
+pub fn random_traj(grid: &Grid, m: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
+    (0..m)
+        .map(|_| [0, 1, 2].map(|d| rng.sym() * grid.n[d] as f64 / 2.0))
+        .collect()
+}
+
+/// Complex inner product `<a, b> = sum conj(a) b`.
+pub fn inner(a: &[Complex<f64>], b: &[Complex<f64>]) -> Complex<f64> {
+    a.iter().zip(b).map(|(x, y)| x.conj() * y).sum()
+}
+
+/// The explicit encoding matrix F (M x N), row-major, from its definition.
+pub fn explicit_f(grid: &Grid, traj: &[[f64; 3]]) -> Vec<Complex<f64>> {
+    let vox = grid.voxels();
+    let mut f = Vec::with_capacity(traj.len() * grid.len());
+    for k in traj {
+        let phi = grid.phi(*k);
+        for n in 0..grid.len() {
+            let x = vox.point(n);
+            let t = k[0] * x[0] + k[1] * x[1] + k[2] * x[2];
+            f.push(Complex::from_polar(phi, -std::f64::consts::TAU * t));
+        }
+    }
+    f
+}
+
+pub fn no_progress() -> impl FnMut(u64, u64) {
+    |_, _| {}
+}

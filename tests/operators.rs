@@ -1,0 +1,144 @@
+//! Operator tests: adjoints, Toeplitz F^H F against the explicit product,
+//! W^H W against an explicit W, and f32 against f64.
+
+mod common;
+
+use common::*;
+use recon_cg::{Normal, Toeplitz};
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, EdgeWeights, Grid};
+
+fn small_grid() -> Grid {
+    Grid::new([6, 4, 8], [200.0, 150.0, 240.0]).unwrap()
+}
+
+#[test]
+fn forward_and_fhd_are_adjoint() {
+    // <F x, y> = <x, F^H y>
+    let grid = small_grid();
+    let mut rng = Rng::new(1);
+    let traj = random_traj(&grid, 150, &mut rng);
+    let x = rng.complex(grid.len());
+    let y = rng.complex(traj.len());
+    let be = CpuBackend::<f64>::new();
+    let fx = recon_fhd::forward(&be, &grid, &traj, &x, &mut no_progress()).unwrap();
+    let fhy = recon_fhd::fhd(&be, &grid, &traj, &y, &mut no_progress()).unwrap();
+    let lhs = inner(&fx, &y);
+    let rhs = inner(&x, &fhy);
+    // f64 sums of ~3e4 terms of size ~V^2: relative agreement to ~1e-13.
+    assert!((lhs - rhs).norm() / lhs.norm() < 1e-12, "{lhs} vs {rhs}");
+}
+
+#[test]
+fn forward_matches_the_explicit_matrix() {
+    let grid = small_grid();
+    let mut rng = Rng::new(2);
+    let traj = random_traj(&grid, 40, &mut rng);
+    let x = rng.complex(grid.len());
+    let f = explicit_f(&grid, &traj);
+    let want: Vec<Complex<f64>> = (0..traj.len())
+        .map(|m| (0..grid.len()).map(|n| f[m * grid.len() + n] * x[n]).sum())
+        .collect();
+    let be = CpuBackend::<f64>::new();
+    let got = recon_fhd::forward(&be, &grid, &traj, &x, &mut no_progress()).unwrap();
+    // Polynomial sin/cos vs std's: both f64-exact to ~1e-15 per term.
+    assert!(nrmse(&got, &want) < 1e-12);
+}
+
+#[test]
+fn toeplitz_matches_explicit_normal_product() {
+    // F^H F x by Q and FFTs against F^H (F x) with the explicit matrix.
+    let grid = small_grid();
+    let mut rng = Rng::new(3);
+    let traj = random_traj(&grid, 120, &mut rng);
+    let x = rng.complex(grid.len());
+    let f = explicit_f(&grid, &traj);
+    let n = grid.len();
+    let fx: Vec<Complex<f64>> = (0..traj.len())
+        .map(|m| (0..n).map(|j| f[m * n + j] * x[j]).sum())
+        .collect();
+    let want: Vec<Complex<f64>> = (0..n)
+        .map(|j| (0..traj.len()).map(|m| f[m * n + j].conj() * fx[m]).sum())
+        .collect();
+
+    let be = CpuBackend::<f64>::new();
+    let q = recon_q::compute(&be, &grid, &traj, &mut no_progress()).unwrap();
+    let mut t = Toeplitz::new(&be, &grid, &q).unwrap();
+    let xv = be.upload(&x).unwrap();
+    let mut out = be.zeros(n).unwrap();
+    t.apply(&be, &mut out, &xv).unwrap();
+    let err = nrmse(&out, &want);
+    // The bound: f64, relative error < 1e-6 (we see ~1e-14).
+    assert!(err < 1e-6, "Toeplitz relative error {err:e}");
+}
+
+#[test]
+fn pad_and_crop_are_adjoint() {
+    let n = [3, 4, 2];
+    let be = CpuBackend::<f64>::new();
+    let mut rng = Rng::new(4);
+    let x = rng.complex(24);
+    let y = rng.complex(8 * 24);
+    let mut px = be.zeros(8 * 24).unwrap();
+    be.pad(&mut px, &x, n).unwrap();
+    let mut cy = be.zeros(24).unwrap();
+    be.crop(&mut cy, &y, n).unwrap();
+    // Exact: both sides sum the same products.
+    assert!((inner(&px, &y) - inner(&x, &cy)).norm() < 1e-12);
+}
+
+#[test]
+fn whw_matches_explicit_weighted_differences() {
+    // W^H W x from the stencil against W^T (W x) with W built as rows.
+    let n = [4, 3, 5];
+    let len = 60;
+    let mut rng = Rng::new(5);
+    let w = EdgeWeights {
+        n,
+        w: [0, 1, 2].map(|_| (0..len).map(|_| 0.5 + rng.next_f64()).collect()),
+    };
+    let stride = w.strides();
+    let x = rng.complex(len);
+    // W x: one row per existing edge.
+    let mut edges = Vec::new();
+    for d in 0..3 {
+        for idx in 0..len {
+            let c = [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
+            if c[d] + 1 < n[d] {
+                edges.push((idx, idx + stride[d], w.w[d][idx]));
+            }
+        }
+    }
+    let mut want = vec![Complex::new(0.0, 0.0); len];
+    for &(a, b, wt) in &edges {
+        let r = (x[b] - x[a]) * wt; // (W x)_e
+        want[b] += r * wt; // W^T r
+        want[a] -= r * wt;
+    }
+    let be = CpuBackend::<f64>::new();
+    let wd = be.upload_weights(&w).unwrap();
+    let mut out = vec![Complex::new(0.0, 0.0); len];
+    be.add_whw(&mut out, 1.0, &x, &wd).unwrap();
+    assert!(nrmse(&out, &want) < 1e-14);
+}
+
+#[test]
+fn f32_engine_agrees_with_f64_on_q_and_fhd() {
+    let grid = Grid::new([8, 8, 8], [220.0; 3]).unwrap();
+    let mut rng = Rng::new(6);
+    let traj = random_traj(&grid, 500, &mut rng);
+    let d = rng.complex(traj.len());
+    let b64 = CpuBackend::<f64>::new();
+    let b32 = CpuBackend::<f32>::new();
+    let q64 = recon_q::compute(&b64, &grid, &traj, &mut no_progress()).unwrap();
+    let q32 = recon_q::compute(&b32, &grid, &traj, &mut no_progress()).unwrap();
+    let up = |v: Vec<Complex<f32>>| -> Vec<Complex<f64>> {
+        v.iter()
+            .map(|c| Complex::new(c.re as f64, c.im as f64))
+            .collect()
+    };
+    // f32 phases of up to ~8 turns and 500-term sums: ~1e-6 relative.
+    assert!(nrmse(&up(q32), &q64) < 1e-5);
+    let f64_ = recon_fhd::fhd(&b64, &grid, &traj, &d, &mut no_progress()).unwrap();
+    let f32_ = recon_fhd::fhd(&b32, &grid, &traj, &d, &mut no_progress()).unwrap();
+    assert!(nrmse(&up(f32_), &f64_) < 1e-5);
+}
