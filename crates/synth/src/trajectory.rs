@@ -53,6 +53,15 @@ pub enum Trajectory {
     Cartesian {},
 }
 
+/// Position of sample `i` of `samples` along a readout, from 0 to 1.
+fn along(i: usize, samples: usize) -> f64 {
+    if samples == 1 {
+        0.0
+    } else {
+        i as f64 / (samples - 1) as f64
+    }
+}
+
 /// Golden means of the 3-D golden-angle radial scheme (Chan et al. 2009).
 const PHI1: f64 = 0.465_571_231_876_768_0;
 const PHI2: f64 = 0.682_327_803_828_019_3;
@@ -153,11 +162,7 @@ impl Trajectory {
                     let r = (1.0 - z * z).sqrt();
                     let dir = [r * az.cos(), r * az.sin(), z];
                     for i in 0..samples {
-                        let t = if samples == 1 {
-                            0.0
-                        } else {
-                            i as f64 / (samples - 1) as f64
-                        };
+                        let t = along(i, samples);
                         k.push(scale(dir.map(|v| v * t), kmax));
                     }
                 }
@@ -175,11 +180,7 @@ impl Trajectory {
                     let kz = (p as f64 - parts as f64 / 2.0) / (parts as f64 / 2.0);
                     for l in 0..interleaves {
                         for i in 0..samples {
-                            let t = if samples == 1 {
-                                0.0
-                            } else {
-                                i as f64 / (samples - 1) as f64
-                            };
+                            let t = along(i, samples);
                             let ang = TAU * (turns * t + l as f64 / interleaves as f64);
                             k.push(scale([t * ang.cos(), t * ang.sin(), kz], kmax));
                         }
@@ -209,11 +210,7 @@ impl Trajectory {
                     for l in 0..per_cone {
                         let az0 = TAU * l as f64 / per_cone as f64;
                         for i in 0..samples {
-                            let t = if samples == 1 {
-                                0.0
-                            } else {
-                                t_end * i as f64 / (samples - 1) as f64
-                            };
+                            let t = t_end * along(i, samples);
                             let (r, phi) = if t <= p {
                                 (t, 0.0)
                             } else {
