@@ -67,6 +67,13 @@ pub trait Backend: Send + Sync {
     /// A one-line description: device name and precision.
     fn describe(&self) -> String;
 
+    /// Free device memory in bytes, where the device has a hard limit
+    /// (GPUs); `None` on the CPU. The pipeline checks its estimate against it
+    /// before allocating.
+    fn memory_available(&self) -> Option<u64> {
+        None
+    }
+
     /// The summation engine shared by Q, F^H D and the forward model:
     /// `out[n] = sum_m coef[m] exp(sign i 2pi sources[m] . targets[n])`.
     ///

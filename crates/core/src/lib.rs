@@ -16,6 +16,7 @@ mod backend;
 pub mod cpu;
 mod error;
 mod grid;
+pub mod memory;
 pub mod metrics;
 mod real;
 mod weights;

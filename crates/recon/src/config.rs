@@ -89,14 +89,52 @@ pub enum Precision {
     F64,
 }
 
+/// Where to compute.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceChoice {
+    /// The GPU when one is usable, else the CPU (saying why).
+    Auto,
+    Cpu,
+    Cuda,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineCfg {
+    #[serde(default = "default_device")]
+    pub device: DeviceChoice,
+    /// f32 or f64; the GPU computes in f32 only.
     #[serde(default = "default_precision")]
     pub precision: Precision,
     /// CPU threads; 0 uses every core.
     #[serde(default)]
     pub threads: usize,
+    /// GPU summation kernel, 1 to 6 (the book's optimisation ladder).
+    #[serde(default = "default_variant")]
+    pub variant: u32,
+    /// GPU outputs per thread of variants 5 and 6: 1, 2, 4 or 8.
+    #[serde(default = "default_per_thread")]
+    pub per_thread: u32,
+    /// GPU threads per block of variants 5 and 6: a multiple of 32, to 1024.
+    #[serde(default = "default_block")]
+    pub block: u32,
+}
+
+fn default_device() -> DeviceChoice {
+    DeviceChoice::Auto
+}
+
+fn default_variant() -> u32 {
+    5
+}
+
+fn default_per_thread() -> u32 {
+    4
+}
+
+fn default_block() -> u32 {
+    256
 }
 
 fn default_precision() -> Precision {
@@ -106,8 +144,12 @@ fn default_precision() -> Precision {
 impl Default for EngineCfg {
     fn default() -> Self {
         EngineCfg {
+            device: default_device(),
             precision: default_precision(),
             threads: 0,
+            variant: default_variant(),
+            per_thread: default_per_thread(),
+            block: default_block(),
         }
     }
 }
@@ -310,6 +352,33 @@ impl Config {
             return fail(
                 "gridding.dcf_iterations",
                 format!("must be at most 1000, got {}", self.gridding.dcf_iterations),
+            );
+        }
+        if !(1..=6).contains(&self.engine.variant) {
+            return fail(
+                "engine.variant",
+                format!("must be 1 to 6, got {}", self.engine.variant),
+            );
+        }
+        if ![1, 2, 4, 8].contains(&self.engine.per_thread) {
+            return fail(
+                "engine.per_thread",
+                format!("must be 1, 2, 4 or 8, got {}", self.engine.per_thread),
+            );
+        }
+        if !(32..=1024).contains(&self.engine.block) || self.engine.block % 32 != 0 {
+            return fail(
+                "engine.block",
+                format!(
+                    "must be a multiple of 32 from 32 to 1024, got {}",
+                    self.engine.block
+                ),
+            );
+        }
+        if self.engine.device == DeviceChoice::Cuda && self.engine.precision == Precision::F64 {
+            return fail(
+                "engine.precision",
+                "the GPU computes in f32: use precision = \"f32\" with device = \"cuda\"",
             );
         }
         if self.engine.threads > 4096 {

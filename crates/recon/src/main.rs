@@ -5,13 +5,14 @@
 //! output files. The pipeline itself is in `pipeline.rs`, generic over the
 //! backend.
 
+mod bench;
 mod config;
 mod output;
 mod pipeline;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use config::{Loaded, Precision};
+use config::{DeviceChoice, Loaded, Precision};
 use indicatif::{ProgressBar, ProgressStyle};
 use pipeline::Ui;
 use recon_core::{Backend, CpuBackend};
@@ -35,6 +36,9 @@ struct Cli {
     /// Output folder, overriding `output.dir`.
     #[arg(long, global = true)]
     out: Option<PathBuf>,
+    /// Where to compute, overriding `engine.device`.
+    #[arg(long, global = true, value_enum)]
+    device: Option<DeviceChoice>,
 }
 
 #[derive(Subcommand)]
@@ -43,6 +47,8 @@ enum Command {
     Run,
     /// Precompute Q for the config's trajectory into the cache, and stop.
     Q,
+    /// Time the book's reference problem: each GPU variant, Q, F^H D and CG.
+    Bench(bench::BenchArgs),
 }
 
 /// Progress bars on stderr; hidden automatically when stderr is not a terminal.
@@ -100,6 +106,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    if let Some(Command::Bench(args)) = &cli.command {
+        return bench::run(args, cli.device.unwrap_or(DeviceChoice::Auto));
+    }
     let Some(config) = cli.config.as_deref() else {
         anyhow::bail!("no config given: use `recon --config configs/sodium.toml`");
     };
@@ -110,9 +119,66 @@ fn run(cli: Cli) -> Result<()> {
             .build_global()
             .context("setting engine.threads")?;
     }
-    match l.cfg.engine.precision {
-        Precision::F32 => dispatch(&CpuBackend::<f32>::new(), &l, cli.command),
-        Precision::F64 => dispatch(&CpuBackend::<f64>::new(), &l, cli.command),
+    let mut l = l;
+    if let Some(d) = cli.device {
+        l.cfg.engine.device = d;
+    }
+    match choose_backend(&l.cfg.engine)? {
+        Chosen::Cuda(b) => dispatch(&b, &l, cli.command),
+        Chosen::Cpu(Precision::F32) => dispatch(&CpuBackend::<f32>::new(), &l, cli.command),
+        Chosen::Cpu(Precision::F64) => dispatch(&CpuBackend::<f64>::new(), &l, cli.command),
+    }
+}
+
+enum Chosen {
+    Cuda(recon_cuda::CudaBackend),
+    Cpu(Precision),
+}
+
+/// `engine.device`: `cuda` insists on a GPU; `auto` takes one when usable
+/// and otherwise says, in one line, why it runs on the CPU.
+fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
+    let options = || recon_cuda::Options {
+        variant: recon_cuda::Variant::from_number(e.variant).expect("validated"),
+        tuning: recon_cuda::Tuning {
+            per_thread: e.per_thread,
+            block: e.block,
+        },
+        devices: None,
+    };
+    match e.device {
+        DeviceChoice::Cpu => Ok(Chosen::Cpu(e.precision)),
+        DeviceChoice::Cuda => {
+            if e.precision == Precision::F64 {
+                anyhow::bail!(
+                    "the GPU computes in f32: use engine.precision = \"f32\" with the cuda device"
+                );
+            }
+            recon_cuda::probe()
+                .map_err(|why| anyhow::anyhow!("device = cuda, but CUDA is unavailable: {why}"))?;
+            Ok(Chosen::Cuda(
+                recon_cuda::CudaBackend::new(options()).context("opening the GPU")?,
+            ))
+        }
+        DeviceChoice::Auto => {
+            if e.precision == Precision::F64 {
+                eprintln!(
+                    "device auto: engine.precision = f64 runs on the CPU (the GPU computes in f32)"
+                );
+                return Ok(Chosen::Cpu(e.precision));
+            }
+            match recon_cuda::probe() {
+                Err(why) => {
+                    eprintln!("device auto: no usable GPU ({why}); running on the CPU");
+                    Ok(Chosen::Cpu(e.precision))
+                }
+                Ok(_) => {
+                    let b = recon_cuda::CudaBackend::new(options()).context("opening the GPU")?;
+                    eprintln!("device auto: using {}", b.device_names().join(" + "));
+                    Ok(Chosen::Cuda(b))
+                }
+            }
+        }
     }
 }
 
@@ -123,6 +189,7 @@ where
 {
     match command.unwrap_or(Command::Run) {
         Command::Run => run_pipeline(backend, l),
+        Command::Bench(_) => unreachable!("handled before the config is read"),
         Command::Q => {
             let traj = l.cfg.trajectory.generate(&l.grid)?;
             let t = Instant::now();
@@ -150,7 +217,10 @@ where
     let ui = Bars;
     ui.log(&format!("device: {}", backend.describe()));
     let t = Instant::now();
-    let inputs = pipeline::synthesise(l)?;
+    let traj = l.cfg.trajectory.generate(&l.grid)?;
+    // Before anything large is made: does the device hold this problem?
+    pipeline::check_memory(backend, &l.grid, traj.len())?;
+    let inputs = pipeline::synthesise(l, traj)?;
     let synth_s = t.elapsed().as_secs_f64();
     ui.log(&format!(
         "synthesised {} samples ({}) of phantom `{}` on a {:?} grid in {synth_s:.2} s",

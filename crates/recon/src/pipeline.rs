@@ -40,9 +40,8 @@ pub struct Outputs {
     pub device: String,
 }
 
-/// Trajectory, k-space data (analytic, plus noise) and the true image.
-pub fn synthesise(l: &Loaded) -> Result<Inputs> {
-    let traj = l.cfg.trajectory.generate(&l.grid)?;
+/// k-space data on `traj` (analytic, plus noise) and the true image.
+pub fn synthesise(l: &Loaded, traj: Vec<[f64; 3]>) -> Result<Inputs> {
     let mut data = l.phantom.kspace(&l.grid, &traj);
     let noise_sigma = match &l.cfg.noise {
         Some(n) => add_noise(
@@ -69,6 +68,35 @@ fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
         .collect()
 }
 
+/// Checks the estimated device memory against what the device has free,
+/// before anything is allocated; the error says what would fit.
+pub fn check_memory<B: Backend>(
+    backend: &B,
+    grid: &recon_core::Grid,
+    samples: usize,
+) -> Result<()> {
+    let Some(free) = backend.memory_available() else {
+        return Ok(());
+    };
+    let (stage, need) = recon_core::memory::peak_bytes(grid.n, samples);
+    if need > free {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let fits = match recon_core::memory::largest_cubic(samples, free) {
+            Some(n) => format!("the largest cubic matrix that fits is {n}"),
+            None => "not even a small matrix fits: free some GPU memory".to_string(),
+        };
+        anyhow::bail!(
+            "not enough GPU memory: {stage} for matrix {:?} and {samples} samples needs {:.2} GiB, \
+             but {} has {:.2} GiB free; {fits}",
+            grid.n,
+            gib(need),
+            backend.describe(),
+            gib(free)
+        );
+    }
+    Ok(())
+}
+
 fn q_cache(l: &Loaded) -> Option<Cache> {
     l.cfg.q.cache.then(|| Cache::new(config::cache_dir(&l.cfg)))
 }
@@ -84,6 +112,7 @@ where
     B: Backend,
     B::Real: Stored,
 {
+    check_memory(backend, &l.grid, inputs_traj.len())?;
     let (_, status, file) = stage_q(backend, l, inputs_traj, ui)?;
     Ok((status, file))
 }

@@ -1,0 +1,133 @@
+// Vector primitives of the CG loop, the Toeplitz pieces and the W^H W stencil.
+// Complex vectors are float2 (re, im). Reductions accumulate in double and
+// run in two fixed passes, so a dot product is the same on every run.
+
+extern "C" __global__ void axpy(float2* y, float a, const float2* __restrict__ x, long long n)
+{
+    // y = y + a x
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        float2 v = y[i], u = x[i];
+        y[i] = make_float2(fmaf(a, u.x, v.x), fmaf(a, u.y, v.y));
+    }
+}
+
+extern "C" __global__ void xpby(float2* y, const float2* __restrict__ x, float b, long long n)
+{
+    // y = x + b y
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        float2 v = y[i], u = x[i];
+        y[i] = make_float2(fmaf(b, v.x, u.x), fmaf(b, v.y, u.y));
+    }
+}
+
+extern "C" __global__ void mul_scaled(float2* x, const float2* __restrict__ y, float scale, long long n)
+{
+    // x = scale * x .* y
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        float2 a = x[i], b = y[i];
+        x[i] = make_float2(scale * (a.x * b.x - a.y * b.y), scale * (a.x * b.y + a.y * b.x));
+    }
+}
+
+extern "C" __global__ void scale(float2* x, float s, long long n)
+{
+    // x = s x
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        float2 a = x[i];
+        x[i] = make_float2(s * a.x, s * a.y);
+    }
+}
+
+// out (2nx x 2ny x 2nz) = x (nx x ny x nz) in the corner, zeros elsewhere. Every element is written.
+extern "C" __global__ void pad(float2* out, const float2* __restrict__ x, int nx, int ny, int nz)
+{
+    long long total = 8LL * nx * ny * nz;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        int X = (int)(i % (2 * nx));
+        long long r = i / (2 * nx);
+        int Y = (int)(r % (2 * ny));
+        int Z = (int)(r / (2 * ny));
+        out[i] = (X < nx && Y < ny && Z < nz) ? x[((long long)Z * ny + Y) * nx + X] : make_float2(0.0f, 0.0f);
+    }
+}
+
+// out (nx x ny x nz) = the corner of x (2nx x 2ny x 2nz).
+extern "C" __global__ void crop(float2* out, const float2* __restrict__ x, int nx, int ny, int nz)
+{
+    long long total = (long long)nx * ny * nz;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        int X = (int)(i % nx);
+        long long r = i / nx;
+        int Y = (int)(r % ny);
+        int Z = (int)(r / ny);
+        out[i] = x[((long long)Z * 2 * ny + Y) * 2 * nx + X];
+    }
+}
+
+#define REDUCE_THREADS 256
+
+// partial[block] = sum over this block's grid-stride share of Re(conj(x) y), in double.
+extern "C" __global__ void dot_partial(double* partial, const float2* __restrict__ x, const float2* __restrict__ y, long long n)
+{
+    __shared__ double s[REDUCE_THREADS];
+    double acc = 0.0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        float2 a = x[i], b = y[i];
+        acc += (double)a.x * b.x + (double)a.y * b.y;
+    }
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+
+// out[0] = sum of count partials, by one block, in a fixed order.
+extern "C" __global__ void sum_partials(double* out, const double* __restrict__ partial, int count)
+{
+    __shared__ double s[REDUCE_THREADS];
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < count; i += REDUCE_THREADS) acc += partial[i];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = s[0];
+}
+
+// out = out + a W^H W x, W the weighted first differences; w2d holds the
+// squared weight of the edge (n, n + e_d). Mirrors the CPU stencil.
+extern "C" __global__ void add_whw(float2* out, float a, const float2* __restrict__ x, const float* __restrict__ w2x,
+                                   const float* __restrict__ w2y, const float* __restrict__ w2z, int nx, int ny, int nz)
+{
+    long long total = (long long)nx * ny * nz;
+    long long sy = nx, sz = (long long)nx * ny;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        int X = (int)(i % nx);
+        long long r = i / nx;
+        int Y = (int)(r % ny);
+        int Z = (int)(r / ny);
+        float2 xi = x[i];
+        float accr = 0.0f, acci = 0.0f;
+#define EDGE(cond, j, w)                   \
+    if (cond) {                            \
+        float2 xj = x[j];                  \
+        float ww = (w);                    \
+        accr += ww * (xi.x - xj.x);        \
+        acci += ww * (xi.y - xj.y);        \
+    }
+        EDGE(X + 1 < nx, i + 1, w2x[i])
+        EDGE(X > 0, i - 1, w2x[i - 1])
+        EDGE(Y + 1 < ny, i + sy, w2y[i])
+        EDGE(Y > 0, i - sy, w2y[i - sy])
+        EDGE(Z + 1 < nz, i + sz, w2z[i])
+        EDGE(Z > 0, i - sz, w2z[i - sz])
+#undef EDGE
+        float2 o = out[i];
+        out[i] = make_float2(fmaf(a, accr, o.x), fmaf(a, acci, o.y));
+    }
+}

@@ -1,0 +1,390 @@
+//! The CUDA backend: [`recon_core::Backend`] on NVIDIA GPUs, in float32.
+//!
+//! Key design decision: nothing CUDA is needed to build. cudarc loads
+//! libcuda, NVRTC and cuFFT at run time (`dynamic-loading`), and [`probe`]
+//! checks for each library before cudarc would panic on a missing one, so a
+//! machine without a GPU gets a clear "unavailable" instead. Kernels live in
+//! `kernels/*.cu`, are compiled by NVRTC for the device's architecture once
+//! per process, and loaded into each device's context.
+//!
+//! The summation engine keeps the book's optimisation ladder as selectable
+//! [`Variant`]s, and splits its output points across every GPU of the host
+//! (each point is computed by the same code whatever the split, so the
+//! result does not depend on the number of GPUs). The CG primitives (cuFFT,
+//! the W^H W stencil, reductions) run on the first GPU; only scalars cross
+//! to the host per iteration.
+
+mod device;
+
+use device::Device;
+use recon_core::{
+    Backend, Complex, Direction, EdgeWeights, Error, Progress, Result, Sign, Targets,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use device::{Lattice, Sample};
+
+/// The summation kernels of the book's optimisation ladder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// 1: everything in global memory, output accumulated there.
+    Naive = 1,
+    /// 2: coordinates and accumulators in registers.
+    Registers = 2,
+    /// 3: samples in chunks through constant memory, array of structs.
+    Constant = 3,
+    /// 4: hardware sin/cos with explicit range reduction.
+    FastTrig = 4,
+    /// 5: several outputs per thread, unrolled, tuned block size.
+    Tuned = 5,
+    /// 6: as 5, samples streamed in chunks with copy/compute overlap.
+    Streamed = 6,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 6] = [
+        Variant::Naive,
+        Variant::Registers,
+        Variant::Constant,
+        Variant::FastTrig,
+        Variant::Tuned,
+        Variant::Streamed,
+    ];
+
+    pub fn from_number(n: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| *v as u32 == n)
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Variant::Naive => "naive gather",
+            Variant::Registers => "registers",
+            Variant::Constant => "constant memory, AoS chunks",
+            Variant::FastTrig => "hardware sin/cos",
+            Variant::Tuned => "tuned, several outputs/thread",
+            Variant::Streamed => "streamed chunks, copy/compute overlap",
+        }
+    }
+}
+
+/// Launch shape of variants 5 and 6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Outputs per thread: 1, 2, 4 or 8.
+    pub per_thread: u32,
+    /// Threads per block.
+    pub block: u32,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            per_thread: 4,
+            block: 256,
+        }
+    }
+}
+
+/// Backend settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    pub variant: Variant,
+    pub tuning: Tuning,
+    /// GPUs to use for the summation engine; `None`: all of them.
+    pub devices: Option<Vec<usize>>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            variant: Variant::Tuned,
+            tuning: Tuning::default(),
+            devices: None,
+        }
+    }
+}
+
+/// Why the CUDA backend cannot run here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Checks that libcuda, NVRTC and cuFFT load and a device exists, without
+/// panicking; returns the device count.
+pub fn probe() -> std::result::Result<usize, Unavailable> {
+    // SAFETY: these only try to dlopen the libraries.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(Unavailable("no NVIDIA driver (libcuda) found".into()));
+    }
+    let count = cudarc::driver::CudaContext::device_count()
+        .map_err(|e| Unavailable(format!("the CUDA driver found no usable device ({e:?})")))?;
+    if count < 1 {
+        return Err(Unavailable("the CUDA driver reports no device".into()));
+    }
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(Unavailable(
+            "libnvrtc (CUDA 13) not found: install the CUDA toolkit or add its lib64 to LD_LIBRARY_PATH".into(),
+        ));
+    }
+    if !unsafe { cudarc::cufft::sys::is_culib_present() } {
+        return Err(Unavailable(
+            "libcufft (CUDA 13) not found: install the CUDA toolkit or add its lib64 to LD_LIBRARY_PATH".into(),
+        ));
+    }
+    Ok(count as usize)
+}
+
+/// The CUDA backend.
+pub struct CudaBackend {
+    /// `devices[0]` holds the vectors and runs CG; all run the summation engine.
+    devices: Vec<Device>,
+    pub options: Options,
+}
+
+/// Squared edge weights on the first device.
+pub struct CudaWeights {
+    n: [usize; 3],
+    w2: [cudarc::driver::CudaSlice<f32>; 3],
+}
+
+impl CudaBackend {
+    /// Opens the GPUs named by `options.devices` (all by default). Call
+    /// [`probe`] first: without libcuda this reports the error cudarc
+    /// would otherwise panic on.
+    pub fn new(options: Options) -> Result<Self> {
+        let count = probe().map_err(|u| device::err("probe", u))?;
+        let ordinals = options
+            .devices
+            .clone()
+            .unwrap_or_else(|| (0..count).collect());
+        if ordinals.is_empty() {
+            return Err(Error::Invalid {
+                what: "CUDA devices",
+                reason: "the list of devices is empty".into(),
+            });
+        }
+        let mut devices = Vec::new();
+        for o in ordinals {
+            if o >= count {
+                return Err(Error::Invalid {
+                    what: "CUDA devices",
+                    reason: format!("device {o} requested, but only {count} present"),
+                });
+            }
+            devices.push(Device::open(o)?);
+        }
+        Ok(CudaBackend { devices, options })
+    }
+
+    /// One line per GPU in use.
+    pub fn device_names(&self) -> Vec<String> {
+        self.devices.iter().map(|d| d.describe()).collect()
+    }
+
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// The first device's peak of special-function results: one sin and one
+    /// cos per pair at 16 results per clock per SM, in pairs per second.
+    pub fn sfu_bound_pairs_per_s(&self) -> f64 {
+        self.devices.iter().map(|d| d.sfu_bound()).sum()
+    }
+
+    fn dev0(&self) -> &Device {
+        &self.devices[0]
+    }
+}
+
+impl Backend for CudaBackend {
+    type Real = f32;
+    type Vector = cudarc::driver::CudaSlice<f32>;
+    type Weights = CudaWeights;
+
+    fn describe(&self) -> String {
+        let names = self.device_names();
+        let v = self.options.variant;
+        format!(
+            "CUDA: {} (f32, variant {} {})",
+            names.join(" + "),
+            v as u32,
+            v.describe()
+        )
+    }
+
+    fn memory_available(&self) -> Option<u64> {
+        self.dev0().free_memory().ok()
+    }
+
+    fn sum_exp(
+        &self,
+        out: &mut [Complex<f32>],
+        targets: Targets<'_>,
+        sources: &[[f64; 3]],
+        coef: &[Complex<f32>],
+        sign: Sign,
+        progress: Progress<'_>,
+    ) -> Result<()> {
+        Error::check_len("sum_exp output", targets.len(), out.len())?;
+        Error::check_len("sum_exp coefficients", sources.len(), coef.len())?;
+        let samples: Vec<Sample> = sources
+            .iter()
+            .zip(coef)
+            .map(|(k, c)| Sample {
+                kx: k[0] as f32,
+                ky: k[1] as f32,
+                kz: k[2] as f32,
+                cr: c.re,
+                ci: c.im,
+            })
+            .collect();
+        let job = device::Job {
+            targets: match targets {
+                Targets::Lattice(l) => device::TargetSpec::Lattice(Lattice::from(&l)),
+                Targets::List(p) => {
+                    device::TargetSpec::List(p.iter().flat_map(|x| x.map(|v| v as f32)).collect())
+                }
+            },
+            samples: &samples,
+            sign: match sign {
+                Sign::Plus => 1.0,
+                Sign::Minus => -1.0,
+            },
+            variant: self.options.variant,
+            tuning: self.options.tuning,
+        };
+        // Contiguous, equal shares of the output points, one per GPU.
+        let total = out.len();
+        let shares = self.devices.len();
+        let done = AtomicU64::new(0);
+        let mut parts: Vec<(usize, &mut [Complex<f32>])> = Vec::new();
+        let mut rest = out;
+        let mut first = 0;
+        for d in 0..shares {
+            let len = total * (d + 1) / shares - total * d / shares;
+            let (head, tail) = rest.split_at_mut(len);
+            parts.push((first, head));
+            first += len;
+            rest = tail;
+        }
+        if shares == 1 {
+            let (first, part) = parts.pop().expect("one share");
+            return self.devices[0]
+                .sum_exp(part, first, &job, &done, &mut |d| progress(d, total as u64));
+        }
+        std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .devices
+                .iter()
+                .zip(parts)
+                .map(|(dev, (first, part))| {
+                    let (job, done) = (&job, &done);
+                    s.spawn(move || dev.sum_exp(part, first, job, done, &mut |_| {}))
+                })
+                .collect();
+            while !handles.iter().all(|h| h.is_finished()) {
+                progress(done.load(Ordering::Relaxed), total as u64);
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            progress(done.load(Ordering::Relaxed), total as u64);
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a GPU worker thread panicked"))
+                .collect::<Result<Vec<()>>>()
+                .map(|_| ())
+        })
+    }
+
+    fn zeros(&self, len: usize) -> Result<Self::Vector> {
+        self.dev0().zeros(2 * len)
+    }
+
+    fn upload(&self, host: &[Complex<f32>]) -> Result<Self::Vector> {
+        self.dev0().upload(device::as_floats(host))
+    }
+
+    fn download(&self, out: &mut [Complex<f32>], x: &Self::Vector) -> Result<()> {
+        Error::check_len("download", x.len(), 2 * out.len())?;
+        self.dev0().download(device::as_floats_mut(out), x)
+    }
+
+    fn len(&self, x: &Self::Vector) -> usize {
+        x.len() / 2
+    }
+
+    fn copy(&self, out: &mut Self::Vector, x: &Self::Vector) -> Result<()> {
+        Error::check_len("copy", x.len(), out.len())?;
+        self.dev0().copy(out, x)
+    }
+
+    fn axpy(&self, y: &mut Self::Vector, a: f64, x: &Self::Vector) -> Result<()> {
+        Error::check_len("axpy", y.len(), x.len())?;
+        self.dev0().axpy(y, a as f32, x)
+    }
+
+    fn xpby(&self, y: &mut Self::Vector, x: &Self::Vector, b: f64) -> Result<()> {
+        Error::check_len("xpby", y.len(), x.len())?;
+        self.dev0().xpby(y, x, b as f32)
+    }
+
+    fn dot_re(&self, x: &Self::Vector, y: &Self::Vector) -> Result<f64> {
+        Error::check_len("dot", x.len(), y.len())?;
+        self.dev0().dot_re(x, y)
+    }
+
+    fn fft3(&self, x: &mut Self::Vector, shape: [usize; 3], dir: Direction) -> Result<()> {
+        Error::check_len("fft3", 2 * shape.iter().product::<usize>(), x.len())?;
+        self.dev0().fft3(x, shape, dir)
+    }
+
+    fn mul(&self, x: &mut Self::Vector, y: &Self::Vector) -> Result<()> {
+        Error::check_len("mul", x.len(), y.len())?;
+        self.dev0().mul_scaled(x, y, 1.0)
+    }
+
+    fn pad(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
+        let len: usize = n.iter().product();
+        Error::check_len("pad input", 2 * len, x.len())?;
+        Error::check_len("pad output", 16 * len, out.len())?;
+        self.dev0().pad(out, x, n)
+    }
+
+    fn crop(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
+        let len: usize = n.iter().product();
+        Error::check_len("crop input", 16 * len, x.len())?;
+        Error::check_len("crop output", 2 * len, out.len())?;
+        self.dev0().crop(out, x, n)
+    }
+
+    fn upload_weights(&self, w: &EdgeWeights) -> Result<Self::Weights> {
+        w.check()?;
+        let d = self.dev0();
+        let sq = |v: &Vec<f64>| -> Vec<f32> { v.iter().map(|w| (w * w) as f32).collect() };
+        Ok(CudaWeights {
+            n: w.n,
+            w2: [
+                d.upload(&sq(&w.w[0]))?,
+                d.upload(&sq(&w.w[1]))?,
+                d.upload(&sq(&w.w[2]))?,
+            ],
+        })
+    }
+
+    fn add_whw(
+        &self,
+        out: &mut Self::Vector,
+        a: f64,
+        x: &Self::Vector,
+        w: &Self::Weights,
+    ) -> Result<()> {
+        let len: usize = w.n.iter().product();
+        Error::check_len("W^H W input", 2 * len, x.len())?;
+        Error::check_len("W^H W output", 2 * len, out.len())?;
+        self.dev0().add_whw(out, a as f32, x, &w.w2, w.n)
+    }
+}

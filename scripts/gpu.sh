@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# On a GPU machine, from the repository root, with .gpu/ made by
+# scripts/gpu-build.sh: runs every GPU test, then `recon bench`, and prints a
+# short table last. Logs and bench.json go to $OUT (default /tmp/recon-gpu).
+# Extra arguments go to `recon bench`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/recon-gpu}
+mkdir -p "$out"
+
+# NVRTC and cuFFT: the CUDA toolkit's, else the Python wheels'.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+         /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
+         /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib; do
+    [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
+export LD_LIBRARY_PATH
+export RECON_BIN="$PWD/.gpu/recon" RECON_REPO="$PWD"
+
+nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
+
+summary=()
+for t in .gpu/tests/*; do
+    name=$(basename "$t")
+    start=$(date +%s%N)
+    "$t" --test-threads=1 --show-output > "$out/test-$name.log" 2>&1
+    rc=$?
+    secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+    line=$(grep -E "^test result" "$out/test-$name.log" | tail -n 1)
+    grep -E "^test |skipped|error|panicked|F\^H D error|CG \(|PSNR" "$out/test-$name.log"
+    summary+=("$(printf '%-10s %-4s %6ss  %s' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$secs" "$line")")
+done
+
+.gpu/recon bench --json "$out/bench.json" "$@" 2>&1 | tee "$out/bench.txt"
+bench_rc=${PIPESTATUS[0]}
+
+echo
+echo "== GPU tests =="
+printf '%s\n' "${summary[@]}"
+echo "== bench (exit $bench_rc) =="
+sed -n '/^recon bench:/,$p' "$out/bench.txt"
