@@ -9,9 +9,11 @@
 //   3 samples in chunks through constant memory, array-of-structs;
 //   4 as 3, with hardware __sincosf after explicit range reduction of the
 //     phase in turns (t - round(t), exact), so its argument is in [-pi, pi];
-//   5 tuned: several outputs per thread, unrolled sample loop;
-//   6 as 5, with samples streamed from global memory in double-buffered
-//     chunks, copies overlapping compute, for sample sets of any size.
+//   5 tuned: samples staged through shared-memory tiles, several outputs per
+//     thread (V consecutive voxels along x, their sin/cos by rotation from one
+//     hardware sin/cos per sample), tile-wise partial sums;
+//   6 as 5, with samples streamed in double-buffered chunks, copies
+//     overlapping compute, for sample sets larger than device memory.
 // Phases are in turns: t = k . x with k in cycles/FOV and x in FOV units.
 
 #define TAU 6.28318530717958647692f
@@ -130,19 +132,102 @@ extern "C" __global__ void sum_v4(float2* out, Lattice L, const float* list, lon
     out[t].y += ai;
 }
 
-// ---- 5 and 6. several outputs per thread -----------------------------------
-// A block covers blockDim.x * VPT consecutive targets; thread t takes targets
-// t, t + blockDim.x, ..., so loads and stores stay coalesced. Each sample is
-// read once per thread and used VPT times.
-template <int VPT, bool CONSTANT>
-__device__ __forceinline__ void gather_many(float2* out, const Lattice L, const float* list, long long first,
-                                            int count, const Sample* __restrict__ g, int m_count, float sign)
+// ---- 5 and 6. tuned: shared-memory tiles, several outputs per thread --------
+// Samples are read from global memory in tiles of TILE, staged through shared
+// memory (every thread reads the same sample: a broadcast). Sums are kept per
+// tile and added to the running total after each, so float32 rounding grows
+// with the number of tiles, not of samples.
+//
+// Lattice kernels (sum_v5_V, sum_v6_V): each thread owns V consecutive
+// targets along x. It evaluates one hardware sin/cos per sample, for its first
+// target, and gets the others by rotation, exp(i 2pi k.(x + v dx)) =
+// exp(i 2pi k.x) exp(i 2pi v kx dx), with exp(i 2pi kx dx) computed once per
+// sample per block (accurately, by sincospif) when the tile is staged. The
+// host launches them only on whole x-rows with Nx a multiple of V.
+// Generic kernels (sum_v5g_V, sum_v6g_V): any targets; V targets per thread,
+// strided by the block size, each with its own hardware sin/cos.
+
+#define TILE 256
+
+template <int V>
+__device__ __forceinline__ void gather_rows(float2* out, const Lattice L, long long first, int count,
+                                            const Sample* __restrict__ g, int m_count, float sign)
 {
-    int base = blockIdx.x * blockDim.x * VPT + threadIdx.x;
-    float x[VPT], y[VPT], z[VPT], ar[VPT], ai[VPT];
+    __shared__ float4 s_k[TILE]; // kx, ky, kz, cr
+    __shared__ float4 s_r[TILE]; // sign ci, sin and cos of the step's phase
+    int n0 = (blockIdx.x * blockDim.x + threadIdx.x) * V;
+    bool active = n0 < count;
+    float3 p = target(L, nullptr, first + (active ? n0 : 0));
+    float ar[V], ai[V];
 #pragma unroll
-    for (int v = 0; v < VPT; v++) {
-        int t = base + v * blockDim.x;
+    for (int v = 0; v < V; v++) {
+        ar[v] = 0.0f;
+        ai[v] = 0.0f;
+    }
+    for (int base = 0; base < m_count; base += TILE) {
+        int len = min(TILE, m_count - base);
+        __syncthreads();
+        for (int j = threadIdx.x; j < len; j += blockDim.x) {
+            Sample q = g[base + j];
+            float sd, cd;
+            sincospif(2.0f * q.kx * L.sx, &sd, &cd);
+            s_k[j] = make_float4(q.kx, q.ky, q.kz, q.cr);
+            s_r[j] = make_float4(sign * q.ci, sd, cd, 0.0f);
+        }
+        __syncthreads();
+        float tr[V], ti[V];
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+            tr[v] = 0.0f;
+            ti[v] = 0.0f;
+        }
+#pragma unroll 2
+        for (int j = 0; j < len; j++) {
+            float4 k = s_k[j];
+            float4 r = s_r[j];
+            float s, c;
+            sincos_turns_fast(k.x * p.x + k.y * p.y + k.z * p.z, &s, &c);
+            float cr = k.w, ci = r.x;
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                // (cr + i ci')(c + i s), with ci' = sign ci; the sign of the
+                // imaginary part is applied once at the end (see below).
+                tr[v] += cr * c - ci * s;
+                ti[v] += ci * c + cr * s;
+                if (v + 1 < V) {
+                    float s2 = s * r.z + c * r.y;
+                    c = c * r.z - s * r.y;
+                    s = s2;
+                }
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+            ar[v] += tr[v];
+            ai[v] += ti[v];
+        }
+    }
+    if (active) {
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+            // (cr + i ci)(c + i sign s) = (cr c - ci' s) + i sign (ci' c + cr s)
+            out[n0 + v].x += ar[v];
+            out[n0 + v].y += sign * ai[v];
+        }
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void gather_any(float2* out, const Lattice L, const float* list, long long first,
+                                           int count, const Sample* __restrict__ g, int m_count, float sign)
+{
+    __shared__ float4 s_k[TILE]; // kx, ky, kz, cr
+    __shared__ float s_ci[TILE]; // sign ci
+    int t0 = blockIdx.x * blockDim.x * V + threadIdx.x;
+    float x[V], y[V], z[V], ar[V], ai[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+        int t = t0 + v * blockDim.x;
         float3 p = target(L, list, first + (t < count ? t : 0));
         x[v] = p.x;
         y[v] = p.y;
@@ -150,25 +235,42 @@ __device__ __forceinline__ void gather_many(float2* out, const Lattice L, const 
         ar[v] = 0.0f;
         ai[v] = 0.0f;
     }
-#pragma unroll 4
-    for (int m = 0; m < m_count; m++) {
-        Sample p = CONSTANT ? c_samples[m] : g[m];
-        // (cr + i ci)(c + i sign s) = (cr c - sign ci s) + i (ci c + sign cr s).
-        // With ci' = sign ci: real part cr c - ci' s, and imaginary part
-        // sign (ci' c + cr s), so the sign is applied once, at the end.
-        float cr = p.cr;
-        float ci = sign * p.ci;
+    for (int base = 0; base < m_count; base += TILE) {
+        int len = min(TILE, m_count - base);
+        __syncthreads();
+        for (int j = threadIdx.x; j < len; j += blockDim.x) {
+            Sample q = g[base + j];
+            s_k[j] = make_float4(q.kx, q.ky, q.kz, q.cr);
+            s_ci[j] = sign * q.ci;
+        }
+        __syncthreads();
+        float tr[V], ti[V];
 #pragma unroll
-        for (int v = 0; v < VPT; v++) {
-            float s, c;
-            sincos_turns_fast(p.kx * x[v] + p.ky * y[v] + p.kz * z[v], &s, &c);
-            ar[v] += cr * c - ci * s;
-            ai[v] += ci * c + cr * s;
+        for (int v = 0; v < V; v++) {
+            tr[v] = 0.0f;
+            ti[v] = 0.0f;
+        }
+#pragma unroll 2
+        for (int j = 0; j < len; j++) {
+            float4 k = s_k[j];
+            float ci = s_ci[j];
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                float s, c;
+                sincos_turns_fast(k.x * x[v] + k.y * y[v] + k.z * z[v], &s, &c);
+                tr[v] += k.w * c - ci * s;
+                ti[v] += ci * c + k.w * s;
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+            ar[v] += tr[v];
+            ai[v] += ti[v];
         }
     }
 #pragma unroll
-    for (int v = 0; v < VPT; v++) {
-        int t = base + v * blockDim.x;
+    for (int v = 0; v < V; v++) {
+        int t = t0 + v * blockDim.x;
         if (t < count) {
             out[t].x += ar[v];
             out[t].y += sign * ai[v];
@@ -176,20 +278,36 @@ __device__ __forceinline__ void gather_many(float2* out, const Lattice L, const 
     }
 }
 
-#define DEFINE_V5(VPT)                                                                                        \
-    extern "C" __global__ void sum_v5_##VPT(float2* out, Lattice L, const float* list, long long first,     \
-                                            int count, int m_count, float sign)                              \
-    {                                                                                                         \
-        gather_many<VPT, true>(out, L, list, first, count, nullptr, m_count, sign);                          \
-    }                                                                                                         \
-    extern "C" __global__ void sum_v6_##VPT(float2* out, Lattice L, const float* list, long long first,     \
-                                            int count, const Sample* __restrict__ samples, int m_count,      \
-                                            float sign)                                                      \
-    {                                                                                                         \
-        gather_many<VPT, false>(out, L, list, first, count, samples, m_count, sign);                         \
+// v5 and v6 run the same kernels; they differ on the host (all samples
+// resident, or streamed chunk by chunk). Both names are kept so that a
+// profile shows which ran.
+#define DEFINE_TUNED(V)                                                                                      \
+    extern "C" __global__ void sum_v5_##V(float2* out, Lattice L, const float* list, long long first,      \
+                                          int count, const Sample* __restrict__ samples, int m_count,       \
+                                          float sign)                                                       \
+    {                                                                                                        \
+        gather_rows<V>(out, L, first, count, samples, m_count, sign);                                       \
+    }                                                                                                        \
+    extern "C" __global__ void sum_v5g_##V(float2* out, Lattice L, const float* list, long long first,     \
+                                           int count, const Sample* __restrict__ samples, int m_count,      \
+                                           float sign)                                                      \
+    {                                                                                                        \
+        gather_any<V>(out, L, list, first, count, samples, m_count, sign);                                  \
+    }                                                                                                        \
+    extern "C" __global__ void sum_v6_##V(float2* out, Lattice L, const float* list, long long first,      \
+                                          int count, const Sample* __restrict__ samples, int m_count,       \
+                                          float sign)                                                       \
+    {                                                                                                        \
+        gather_rows<V>(out, L, first, count, samples, m_count, sign);                                       \
+    }                                                                                                        \
+    extern "C" __global__ void sum_v6g_##V(float2* out, Lattice L, const float* list, long long first,     \
+                                           int count, const Sample* __restrict__ samples, int m_count,      \
+                                           float sign)                                                      \
+    {                                                                                                        \
+        gather_any<V>(out, L, list, first, count, samples, m_count, sign);                                  \
     }
 
-DEFINE_V5(1)
-DEFINE_V5(2)
-DEFINE_V5(4)
-DEFINE_V5(8)
+DEFINE_TUNED(1)
+DEFINE_TUNED(2)
+DEFINE_TUNED(4)
+DEFINE_TUNED(8)

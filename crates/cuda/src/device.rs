@@ -467,6 +467,7 @@ impl Device {
             ),
         };
         let samples_dev = if !streamed && m > 0 {
+            // Variants 1, 2 and 5 read them in place; 3 and 4 copy chunks to constant memory.
             Some(self.stream.clone_htod(job.samples).at("upload samples")?)
         } else {
             None
@@ -498,31 +499,44 @@ impl Device {
         let mut buf_free: [Option<cudarc::driver::CudaEvent>; 2] = [None, None];
 
         let vpt = job.tuning.per_thread;
-        let kernel = match job.variant {
-            Variant::Naive => "sum_v1".to_string(),
-            Variant::Registers => "sum_v2".to_string(),
-            Variant::Constant => "sum_v3".to_string(),
-            Variant::FastTrig => "sum_v4".to_string(),
-            Variant::Tuned => format!("sum_v5_{vpt}"),
-            Variant::Streamed => format!("sum_v6_{vpt}"),
-        };
-        let func = self
-            .funcs
-            .get(kernel.as_str())
-            .ok_or_else(|| Error::Invalid {
+        if ![1, 2, 4, 8].contains(&vpt) {
+            return Err(Error::Invalid {
                 what: "CUDA tuning",
                 reason: format!("outputs per thread must be 1, 2, 4 or 8, got {vpt}"),
-            })?;
-        let (block, per_block) = match job.variant {
-            Variant::Tuned | Variant::Streamed => {
-                (job.tuning.block, job.tuning.block as usize * vpt as usize)
+            });
+        }
+        // Ranges of whole x-rows (whole planes when the lattice allows), so
+        // that the row kernels of variants 5 and 6 apply to every range.
+        let row = match &job.targets {
+            TargetSpec::Lattice(l) => l.n[0].max(1) as usize,
+            TargetSpec::List(_) => 1,
+        };
+        let range = (RANGE / row).max(1) * row;
+        let rows_ok = |r0: usize, len: usize| {
+            matches!(job.targets, TargetSpec::Lattice(_))
+                && row % vpt as usize == 0
+                && (first + r0) % row == 0
+                && len % row == 0
+        };
+        let kernel_for = |r0: usize, len: usize| -> String {
+            let tuned = if rows_ok(r0, len) { "" } else { "g" };
+            match job.variant {
+                Variant::Naive => "sum_v1".into(),
+                Variant::Registers => "sum_v2".into(),
+                Variant::Constant => "sum_v3".into(),
+                Variant::FastTrig => "sum_v4".into(),
+                Variant::Tuned => format!("sum_v5{tuned}_{vpt}"),
+                Variant::Streamed => format!("sum_v6{tuned}_{vpt}"),
             }
+        };
+        let (block, per_block) = match job.variant {
+            Variant::Tuned | Variant::Streamed => (job.tuning.block, job.tuning.block as usize * vpt as usize),
             _ => (256, 256),
         };
         let chunk = match job.variant {
-            Variant::Naive | Variant::Registers => m.max(1),
+            Variant::Naive | Variant::Registers | Variant::Tuned => m.max(1),
             Variant::Streamed => STREAM_CHUNK,
-            _ => CHUNK,
+            Variant::Constant | Variant::FastTrig => CHUNK,
         };
         let null = 0u64;
         let sign = job.sign;
@@ -540,9 +554,11 @@ impl Device {
         })?;
 
         let mut finished = 0u64;
-        for r0 in (0..count).step_by(RANGE) {
-            let r1 = (r0 + RANGE).min(count);
+        for r0 in (0..count).step_by(range) {
+            let r1 = (r0 + range).min(count);
             let len = r1 - r0;
+            let kernel = kernel_for(r0, len);
+            let func = &self.funcs[kernel.as_str()];
             let cfg = LaunchConfig {
                 grid_dim: (len.div_ceil(per_block) as u32, 1, 1),
                 block_dim: (block, 1, 1),
@@ -564,7 +580,7 @@ impl Device {
                 };
                 b.arg(&abs_first).arg(&n_launch);
                 let launched = match job.variant {
-                    Variant::Naive | Variant::Registers => {
+                    Variant::Naive | Variant::Registers | Variant::Tuned => {
                         let s = samples_dev.as_ref().map(|s| s.slice(0..m));
                         match &s {
                             Some(s) => b.arg(s),
@@ -573,7 +589,7 @@ impl Device {
                         b.arg(&m_all).arg(&sign);
                         unsafe { b.launch(cfg) }
                     }
-                    Variant::Constant | Variant::FastTrig | Variant::Tuned => {
+                    Variant::Constant | Variant::FastTrig => {
                         if mc > 0 {
                             let src = samples_dev
                                 .as_ref()

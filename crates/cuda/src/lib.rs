@@ -258,15 +258,22 @@ impl Backend for CudaBackend {
             variant: self.options.variant,
             tuning: self.options.tuning,
         };
-        // Contiguous, equal shares of the output points, one per GPU.
+        // Contiguous, near-equal shares of the output points, one per GPU:
+        // whole z-planes of a lattice, so every share suits the row kernels.
         let total = out.len();
         let shares = self.devices.len();
+        let unit = match targets {
+            Targets::Lattice(l) => (l.n[0] * l.n[1]).max(1),
+            Targets::List(_) => 1,
+        };
         let done = AtomicU64::new(0);
         let mut parts: Vec<(usize, &mut [Complex<f32>])> = Vec::new();
         let mut rest = out;
         let mut first = 0;
         for d in 0..shares {
-            let len = total * (d + 1) / shares - total * d / shares;
+            let units = total.div_ceil(unit);
+            let end = (units * (d + 1) / shares * unit).min(total);
+            let len = end - first;
             let (head, tail) = rest.split_at_mut(len);
             parts.push((first, head));
             first += len;
