@@ -530,7 +530,9 @@ impl Device {
             }
         };
         let (block, per_block) = match job.variant {
-            Variant::Tuned | Variant::Streamed => (job.tuning.block, job.tuning.block as usize * vpt as usize),
+            Variant::Tuned | Variant::Streamed => {
+                (job.tuning.block, job.tuning.block as usize * vpt as usize)
+            }
             _ => (256, 256),
         };
         let chunk = match job.variant {
