@@ -35,17 +35,17 @@ impl<B: Backend> Toeplitz<B> {
     pub fn new(backend: &B, grid: &Grid, q: &[Complex<B::Real>]) -> Result<Self> {
         let d = grid.doubled();
         Error::check_len("Q (2N)^3", d[0] * d[1] * d[2], q.len())?;
-        // ifftshift: Qc[m] = Q[(m + N) mod 2N] along each axis.
+        // ifftshift: Qc[m] = Q[(m + N) mod 2N] along each axis, a whole row
+        // (two contiguous halves) at a time.
         let mut qc = vec![Complex::default(); q.len()];
-        for z in 0..d[2] {
-            let sz = (z + grid.n[2]) % d[2];
-            for y in 0..d[1] {
-                let sy = (y + grid.n[1]) % d[1];
-                for x in 0..d[0] {
-                    let sx = (x + grid.n[0]) % d[0];
-                    qc[(z * d[1] + y) * d[0] + x] = q[(sz * d[1] + sy) * d[0] + sx];
-                }
-            }
+        let row = d[0];
+        let half = grid.n[0];
+        for (r, out) in qc.chunks_exact_mut(row).enumerate() {
+            let (y, z) = (r % d[1], r / d[1]);
+            let (sy, sz) = ((y + grid.n[1]) % d[1], (z + grid.n[2]) % d[2]);
+            let src = &q[(sz * d[1] + sy) * row..][..row];
+            out[..row - half].copy_from_slice(&src[half..]);
+            out[row - half..].copy_from_slice(&src[..half]);
         }
         let mut fq = backend.upload(&qc)?;
         backend.fft3(&mut fq, d, Direction::Forward)?;

@@ -135,8 +135,8 @@ extern "C" __global__ void sum_v4(float2* out, Lattice L, const float* list, lon
 // ---- 5 and 6. tuned: shared-memory tiles, several outputs per thread --------
 // Samples are read from global memory in tiles of TILE, staged through shared
 // memory (every thread reads the same sample: a broadcast). Sums are kept per
-// tile and added to the running total after each, so float32 rounding grows
-// with the number of tiles, not of samples.
+// tile and added to the running total with Kahan compensation, so float32
+// rounding grows with the tile length, not with the number of samples.
 //
 // Lattice kernels (sum_v5_V, sum_v6_V): each thread owns V consecutive
 // targets along x. It evaluates one hardware sin/cos per sample, for its first
@@ -149,6 +149,15 @@ extern "C" __global__ void sum_v4(float2* out, Lattice L, const float* list, lon
 
 #define TILE 256
 
+// sum += x with Kahan compensation c (the low bits sum + x lost).
+__device__ __forceinline__ void kahan_add(float& sum, float& c, float x)
+{
+    float y = __fsub_rn(x, c);
+    float t = __fadd_rn(sum, y);
+    c = __fsub_rn(__fsub_rn(t, sum), y);
+    sum = t;
+}
+
 template <int V>
 __device__ __forceinline__ void gather_rows(float2* out, const Lattice L, long long first, int count,
                                             const Sample* __restrict__ g, int m_count, float sign)
@@ -158,11 +167,13 @@ __device__ __forceinline__ void gather_rows(float2* out, const Lattice L, long l
     int n0 = (blockIdx.x * blockDim.x + threadIdx.x) * V;
     bool active = n0 < count;
     float3 p = target(L, nullptr, first + (active ? n0 : 0));
-    float ar[V], ai[V];
+    float ar[V], ai[V], er[V], ei[V];
 #pragma unroll
     for (int v = 0; v < V; v++) {
         ar[v] = 0.0f;
         ai[v] = 0.0f;
+        er[v] = 0.0f;
+        ei[v] = 0.0f;
     }
     for (int base = 0; base < m_count; base += TILE) {
         int len = min(TILE, m_count - base);
@@ -203,8 +214,8 @@ __device__ __forceinline__ void gather_rows(float2* out, const Lattice L, long l
         }
 #pragma unroll
         for (int v = 0; v < V; v++) {
-            ar[v] += tr[v];
-            ai[v] += ti[v];
+            kahan_add(ar[v], er[v], tr[v]);
+            kahan_add(ai[v], ei[v], ti[v]);
         }
     }
     if (active) {
@@ -224,7 +235,7 @@ __device__ __forceinline__ void gather_any(float2* out, const Lattice L, const f
     __shared__ float4 s_k[TILE]; // kx, ky, kz, cr
     __shared__ float s_ci[TILE]; // sign ci
     int t0 = blockIdx.x * blockDim.x * V + threadIdx.x;
-    float x[V], y[V], z[V], ar[V], ai[V];
+    float x[V], y[V], z[V], ar[V], ai[V], er[V], ei[V];
 #pragma unroll
     for (int v = 0; v < V; v++) {
         int t = t0 + v * blockDim.x;
@@ -234,6 +245,8 @@ __device__ __forceinline__ void gather_any(float2* out, const Lattice L, const f
         z[v] = p.z;
         ar[v] = 0.0f;
         ai[v] = 0.0f;
+        er[v] = 0.0f;
+        ei[v] = 0.0f;
     }
     for (int base = 0; base < m_count; base += TILE) {
         int len = min(TILE, m_count - base);
@@ -264,8 +277,8 @@ __device__ __forceinline__ void gather_any(float2* out, const Lattice L, const f
         }
 #pragma unroll
         for (int v = 0; v < V; v++) {
-            ar[v] += tr[v];
-            ai[v] += ti[v];
+            kahan_add(ar[v], er[v], tr[v]);
+            kahan_add(ai[v], ei[v], ti[v]);
         }
     }
 #pragma unroll

@@ -138,15 +138,43 @@ pub(crate) struct Device {
     stream: Arc<CudaStream>,
     copy_stream: Arc<CudaStream>,
     sum: Arc<CudaModule>,
-    funcs: HashMap<&'static str, CudaFunction>,
+    funcs: HashMap<String, CudaFunction>,
     ffts: Mutex<HashMap<[usize; 3], CudaFft>>,
     partial: Mutex<CudaSlice<f64>>,
 }
 
-const SUM_FUNCS: [&str; 12] = [
-    "sum_v1", "sum_v2", "sum_v3", "sum_v4", "sum_v5_1", "sum_v5_2", "sum_v5_4", "sum_v5_8",
-    "sum_v6_1", "sum_v6_2", "sum_v6_4", "sum_v6_8",
-];
+/// Outputs-per-thread counts the tuned kernels are compiled for.
+pub const PER_THREAD: [u32; 4] = [1, 2, 4, 8];
+
+/// The kernel of sum.cu that runs `variant`; `rows`: the lattice row
+/// kernel of variants 5 and 6 (else their generic one).
+fn sum_kernel(variant: Variant, rows: bool, per_thread: u32) -> String {
+    let g = if rows { "" } else { "g" };
+    match variant {
+        Variant::Naive => "sum_v1".into(),
+        Variant::Registers => "sum_v2".into(),
+        Variant::Constant => "sum_v3".into(),
+        Variant::FastTrig => "sum_v4".into(),
+        Variant::Tuned => format!("sum_v5{g}_{per_thread}"),
+        Variant::Streamed => format!("sum_v6{g}_{per_thread}"),
+    }
+}
+
+/// Every kernel of sum.cu the backend may launch.
+fn sum_kernels() -> Vec<String> {
+    let mut names: Vec<String> = Variant::ALL
+        .iter()
+        .flat_map(|&v| {
+            [true, false]
+                .into_iter()
+                .flat_map(move |rows| PER_THREAD.map(|p| sum_kernel(v, rows, p)))
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 const VECTOR_FUNCS: [&str; 9] = [
     "axpy",
     "xpby",
@@ -181,11 +209,15 @@ impl Device {
             .load_module(ptx("vector.cu", VECTOR_CU, arch)?)
             .at("load vector.cu")?;
         let mut funcs = HashMap::new();
-        for f in SUM_FUNCS {
-            funcs.insert(f, sum.load_function(f).at(&format!("load kernel {f}"))?);
+        for f in sum_kernels() {
+            let func = sum.load_function(&f).at(&format!("load kernel {f}"))?;
+            funcs.insert(f, func);
         }
         for f in VECTOR_FUNCS {
-            funcs.insert(f, vec.load_function(f).at(&format!("load kernel {f}"))?);
+            funcs.insert(
+                f.to_string(),
+                vec.load_function(f).at(&format!("load kernel {f}"))?,
+            );
         }
         let partial = stream
             .alloc_zeros::<f64>(REDUCE_BLOCKS + 1)
@@ -499,7 +531,7 @@ impl Device {
         let mut buf_free: [Option<cudarc::driver::CudaEvent>; 2] = [None, None];
 
         let vpt = job.tuning.per_thread;
-        if ![1, 2, 4, 8].contains(&vpt) {
+        if !PER_THREAD.contains(&vpt) {
             return Err(Error::Invalid {
                 what: "CUDA tuning",
                 reason: format!("outputs per thread must be 1, 2, 4 or 8, got {vpt}"),
@@ -518,17 +550,7 @@ impl Device {
                 && (first + r0) % row == 0
                 && len % row == 0
         };
-        let kernel_for = |r0: usize, len: usize| -> String {
-            let tuned = if rows_ok(r0, len) { "" } else { "g" };
-            match job.variant {
-                Variant::Naive => "sum_v1".into(),
-                Variant::Registers => "sum_v2".into(),
-                Variant::Constant => "sum_v3".into(),
-                Variant::FastTrig => "sum_v4".into(),
-                Variant::Tuned => format!("sum_v5{tuned}_{vpt}"),
-                Variant::Streamed => format!("sum_v6{tuned}_{vpt}"),
-            }
-        };
+        let kernel_for = |r0: usize, len: usize| sum_kernel(job.variant, rows_ok(r0, len), vpt);
         let (block, per_block) = match job.variant {
             Variant::Tuned | Variant::Streamed => {
                 (job.tuning.block, job.tuning.block as usize * vpt as usize)
@@ -560,7 +582,10 @@ impl Device {
             let r1 = (r0 + range).min(count);
             let len = r1 - r0;
             let kernel = kernel_for(r0, len);
-            let func = &self.funcs[kernel.as_str()];
+            let func = self
+                .funcs
+                .get(&kernel)
+                .ok_or_else(|| err(format!("find kernel {kernel}"), "not loaded"))?;
             let cfg = LaunchConfig {
                 grid_dim: (len.div_ceil(per_block) as u32, 1, 1),
                 block_dim: (block, 1, 1),
@@ -670,13 +695,14 @@ mod tests {
             );
             return;
         }
+        let vector: Vec<String> = VECTOR_FUNCS.iter().map(|f| f.to_string()).collect();
         for (name, src, funcs) in [
-            ("sum.cu", SUM_CU, &SUM_FUNCS[..]),
-            ("vector.cu", VECTOR_CU, &VECTOR_FUNCS[..]),
+            ("sum.cu", SUM_CU, sum_kernels()),
+            ("vector.cu", VECTOR_CU, vector),
         ] {
             let p = ptx(name, src, "compute_90".into()).unwrap_or_else(|e| panic!("{e}"));
             let text = p.to_src();
-            for f in funcs {
+            for f in &funcs {
                 assert!(
                     text.contains(&format!(".entry {f}(")),
                     "{name} lacks kernel {f}"
