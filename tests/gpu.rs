@@ -176,10 +176,11 @@ fn primitives_match_cpu() {
     b.crop(&mut gc, &gp, n).unwrap();
     assert!(nrmse(&up(&get(&gc)), &up(&cc)) < 1e-5, "crop");
 
-    let w = EdgeWeights {
+    let w = EdgeWeights::weighted(
         n,
-        w: [0, 1, 2].map(|_| (0..len).map(|_| 0.5 + rng.next_f64()).collect()),
-    };
+        [0, 1, 2].map(|_| (0..len).map(|_| 0.5 + rng.next_f64()).collect()),
+    )
+    .unwrap();
     let (cw, gw) = (
         cpu.upload_weights(&w).unwrap(),
         b.upload_weights(&w).unwrap(),
@@ -219,7 +220,7 @@ fn cg_solve_matches_cpu_f64() {
             &cpu,
             t,
             &EdgeWeights::uniform(grid.n),
-            recon_cg::lambda_abs(0.02, &q),
+            recon_cg::lambda_abs(0.02, &grid, &q).unwrap(),
         )
         .unwrap();
         let mut x = cpu.zeros(grid.len()).unwrap();
@@ -233,7 +234,7 @@ fn cg_solve_matches_cpu_f64() {
         &b,
         t,
         &EdgeWeights::uniform(grid.n),
-        recon_cg::lambda_abs(0.02, &q),
+        recon_cg::lambda_abs(0.02, &grid, &q).unwrap(),
     )
     .unwrap();
     let rhs = b.upload(&fhd).unwrap();

@@ -92,10 +92,11 @@ fn whw_matches_explicit_weighted_differences() {
     let n = [4, 3, 5];
     let len = 60;
     let mut rng = Rng::new(5);
-    let w = EdgeWeights {
+    let w = EdgeWeights::weighted(
         n,
-        w: [0, 1, 2].map(|_| (0..len).map(|_| 0.5 + rng.next_f64()).collect()),
-    };
+        [0, 1, 2].map(|_| (0..len).map(|_| 0.5 + rng.next_f64()).collect()),
+    )
+    .unwrap();
     let stride = w.strides();
     let x = rng.complex(len);
     // W x: one row per existing edge.
@@ -104,7 +105,7 @@ fn whw_matches_explicit_weighted_differences() {
         for idx in 0..len {
             let c = [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
             if c[d] + 1 < n[d] {
-                edges.push((idx, idx + stride[d], w.w[d][idx]));
+                edges.push((idx, idx + stride[d], w.w.as_ref().unwrap()[d][idx]));
             }
         }
     }

@@ -20,7 +20,7 @@ fn compare(lambda_rel: f64, seed: u64) {
     // Dense: A = F^H F + lambda W^H W, b = F^H y.
     let f = explicit_f(&grid, &traj);
     let q = recon_q::compute(&be, &grid, &traj, &mut no_progress()).unwrap();
-    let lambda = recon_cg::lambda_abs(lambda_rel, &q);
+    let lambda = recon_cg::lambda_abs(lambda_rel, &grid, &q).unwrap();
     let w = EdgeWeights::uniform(grid.n);
     let wd = be.upload_weights(&w).unwrap();
     let mut a = Array2::<Complex<f64>>::zeros((n, n));

@@ -124,17 +124,21 @@ impl<B: Backend> Normal<B> for Regularised<B> {
     }
 }
 
-/// The peak of |Q|: Q at displacement 0, `sum_m |phi(k_m)|^2`, which is also
-/// every diagonal entry of F^H F.
-pub fn q_peak<T: Real>(q: &[Complex<T>]) -> f64 {
-    q.iter().map(|v| v.norm().f64()).fold(0.0, f64::max)
+/// The peak of |Q|: Q at displacement 0, `sum_m |phi(k_m)|^2` (by the
+/// triangle inequality no |Q(y)| exceeds it), which is also every diagonal
+/// entry of F^H F. Read at index N along each axis (see recon-q).
+pub fn q_peak<T: Real>(grid: &Grid, q: &[Complex<T>]) -> Result<f64> {
+    let d = grid.doubled();
+    Error::check_len("Q (2N)^3", d[0] * d[1] * d[2], q.len())?;
+    let centre = (grid.n[2] * d[1] + grid.n[1]) * d[0] + grid.n[0];
+    Ok(q[centre].norm().f64())
 }
 
 /// Converts the configs' relative lambda to an absolute one:
 /// `lambda_abs = lambda_rel * max |Q|`, so that lambda_rel = 1 weighs W^H W
 /// like the diagonal of F^H F, whatever the trajectory length or units.
-pub fn lambda_abs<T: Real>(lambda_rel: f64, q: &[Complex<T>]) -> f64 {
-    lambda_rel * q_peak(q)
+pub fn lambda_abs<T: Real>(lambda_rel: f64, grid: &Grid, q: &[Complex<T>]) -> Result<f64> {
+    Ok(lambda_rel * q_peak(grid, q)?)
 }
 
 /// Solver settings.

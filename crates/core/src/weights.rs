@@ -12,23 +12,27 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, PartialEq)]
 pub struct EdgeWeights {
     pub n: [usize; 3],
-    pub w: [Vec<f64>; 3],
+    /// Per-axis weights; `None` weighs every edge 1 without storing anything.
+    pub w: Option<[Vec<f64>; 3]>,
 }
 
 impl EdgeWeights {
     /// Every edge weighted 1: plain first differences.
     pub fn uniform(n: [usize; 3]) -> Self {
-        let len = n[0] * n[1] * n[2];
-        EdgeWeights {
-            n,
-            w: [vec![1.0; len], vec![1.0; len], vec![1.0; len]],
-        }
+        EdgeWeights { n, w: None }
+    }
+
+    /// Weights per axis, one per voxel (see the type's docs).
+    pub fn weighted(n: [usize; 3], w: [Vec<f64>; 3]) -> Result<Self> {
+        let e = EdgeWeights { n, w: Some(w) };
+        e.check()?;
+        Ok(e)
     }
 
     /// Checks that each axis has one weight per voxel and all are finite.
     pub fn check(&self) -> Result<()> {
         let len = self.n[0] * self.n[1] * self.n[2];
-        for w in &self.w {
+        for w in self.w.iter().flatten() {
             Error::check_len("edge weights", len, w.len())?;
             if let Some(bad) = w.iter().find(|v| !v.is_finite()) {
                 return Err(Error::Invalid {
@@ -38,6 +42,13 @@ impl EdgeWeights {
             }
         }
         Ok(())
+    }
+
+    /// Squared weights in precision `T`, or `None` when uniform.
+    pub fn squared<T: crate::Real>(&self) -> Option<[Vec<T>; 3]> {
+        self.w
+            .as_ref()
+            .map(|w| w.clone().map(|v| v.iter().map(|x| T::of(x * x)).collect()))
     }
 
     /// Linear strides of the three axes (x fastest).

@@ -100,7 +100,8 @@ extern "C" __global__ void sum_partials(double* out, const double* __restrict__ 
 }
 
 // out = out + a W^H W x, W the weighted first differences; w2d holds the
-// squared weight of the edge (n, n + e_d). Mirrors the CPU stencil.
+// squared weight of the edge (n, n + e_d), or is null for weights of 1.
+// Mirrors the CPU stencil.
 extern "C" __global__ void add_whw(float2* out, float a, const float2* __restrict__ x, const float* __restrict__ w2x,
                                    const float* __restrict__ w2y, const float* __restrict__ w2z, int nx, int ny, int nz)
 {
@@ -120,12 +121,12 @@ extern "C" __global__ void add_whw(float2* out, float a, const float2* __restric
         accr += ww * (xi.x - xj.x);        \
         acci += ww * (xi.y - xj.y);        \
     }
-        EDGE(X + 1 < nx, i + 1, w2x[i])
-        EDGE(X > 0, i - 1, w2x[i - 1])
-        EDGE(Y + 1 < ny, i + sy, w2y[i])
-        EDGE(Y > 0, i - sy, w2y[i - sy])
-        EDGE(Z + 1 < nz, i + sz, w2z[i])
-        EDGE(Z > 0, i - sz, w2z[i - sz])
+        EDGE(X + 1 < nx, i + 1, w2x ? w2x[i] : 1.0f)
+        EDGE(X > 0, i - 1, w2x ? w2x[i - 1] : 1.0f)
+        EDGE(Y + 1 < ny, i + sy, w2y ? w2y[i] : 1.0f)
+        EDGE(Y > 0, i - sy, w2y ? w2y[i - sy] : 1.0f)
+        EDGE(Z + 1 < nz, i + sz, w2z ? w2z[i] : 1.0f)
+        EDGE(Z > 0, i - sz, w2z ? w2z[i - sz] : 1.0f)
 #undef EDGE
         float2 o = out[i];
         out[i] = make_float2(fmaf(a, accr, o.x), fmaf(a, acci, o.y));

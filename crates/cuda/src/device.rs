@@ -435,20 +435,18 @@ impl Device {
         out: &mut CudaSlice<f32>,
         a: f32,
         x: &CudaSlice<f32>,
-        w2: &[CudaSlice<f32>; 3],
+        w2: Option<&[CudaSlice<f32>; 3]>,
         n: [usize; 3],
     ) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
+        let null = 0u64;
         let mut b = self.stream.launch_builder(self.f("add_whw"));
-        b.arg(out)
-            .arg(&a)
-            .arg(x)
-            .arg(&w2[0])
-            .arg(&w2[1])
-            .arg(&w2[2])
-            .arg(&nx)
-            .arg(&ny)
-            .arg(&nz);
+        b.arg(out).arg(&a).arg(x);
+        match w2 {
+            Some([wx, wy, wz]) => b.arg(wx).arg(wy).arg(wz),
+            None => b.arg(&null).arg(&null).arg(&null),
+        };
+        b.arg(&nx).arg(&ny).arg(&nz);
         unsafe { b.launch(self.cfg(n.iter().product())) }
             .at("launch add_whw")
             .map(|_| ())

@@ -149,7 +149,8 @@ pub struct CudaBackend {
 /// Squared edge weights on the first device.
 pub struct CudaWeights {
     n: [usize; 3],
-    w2: [cudarc::driver::CudaSlice<f32>; 3],
+    /// `None`: every weight 1 (the kernel gets null pointers).
+    w2: Option<[cudarc::driver::CudaSlice<f32>; 3]>,
 }
 
 impl CudaBackend {
@@ -371,15 +372,11 @@ impl Backend for CudaBackend {
     fn upload_weights(&self, w: &EdgeWeights) -> Result<Self::Weights> {
         w.check()?;
         let d = self.dev0();
-        let sq = |v: &Vec<f64>| -> Vec<f32> { v.iter().map(|w| (w * w) as f32).collect() };
-        Ok(CudaWeights {
-            n: w.n,
-            w2: [
-                d.upload(&sq(&w.w[0]))?,
-                d.upload(&sq(&w.w[1]))?,
-                d.upload(&sq(&w.w[2]))?,
-            ],
-        })
+        let w2 = match w.squared::<f32>() {
+            Some([x, y, z]) => Some([d.upload(&x)?, d.upload(&y)?, d.upload(&z)?]),
+            None => None,
+        };
+        Ok(CudaWeights { n: w.n, w2 })
     }
 
     fn add_whw(
@@ -392,6 +389,6 @@ impl Backend for CudaBackend {
         let len: usize = w.n.iter().product();
         Error::check_len("W^H W input", 2 * len, x.len())?;
         Error::check_len("W^H W output", 2 * len, out.len())?;
-        self.dev0().add_whw(out, a as f32, x, &w.w2, w.n)
+        self.dev0().add_whw(out, a as f32, x, w.w2.as_ref(), w.n)
     }
 }

@@ -328,7 +328,8 @@ where
     let fhd_seconds = t.elapsed().as_secs_f64();
     let t_cg = Instant::now();
     let toeplitz = Toeplitz::new(b, &p.grid, &q)?;
-    let lambda = recon_cg::lambda_abs(0.01, &q);
+    let t_toeplitz = t_cg.elapsed().as_secs_f64();
+    let lambda = recon_cg::lambda_abs(0.01, &p.grid, &q)?;
     let mut a = Regularised::new(b, toeplitz, &EdgeWeights::uniform(p.grid.n), lambda)?;
     let rhs = b.upload(&fhd)?;
     let mut x = b.zeros(p.grid.len())?;
@@ -336,12 +337,23 @@ where
         iterations: args.iterations,
         tolerance: 0.0,
     };
+    let t_setup = t_cg.elapsed().as_secs_f64();
     let t_it = Instant::now();
     let info = recon_cg::solve(b, &mut a, &mut x, &rhs, &params, &mut |_, _| {})?;
     let iters = t_it.elapsed().as_secs_f64();
     let mut xh = vec![Complex::default(); p.grid.len()];
     b.download(&mut xh, &x)?;
     let cg_total = t_cg.elapsed().as_secs_f64();
+    // A second Toeplitz set-up shows what the first paid once per process
+    // (loading cuFFT, planning the (2N)^3 transform).
+    let t = Instant::now();
+    drop(Toeplitz::new(b, &p.grid, &q)?);
+    let t_toeplitz_warm = t.elapsed().as_secs_f64();
+    eprintln!(
+        "bench: CG set-up {t_setup:.3} s (Toeplitz {t_toeplitz:.3} s; again, warm: {t_toeplitz_warm:.3} s), \
+         {} iterations {iters:.3} s, with download {cg_total:.3} s",
+        info.iterations
+    );
     Ok(Results {
         device: b.describe(),
         matrix: args.matrix,

@@ -179,7 +179,7 @@ where
 
     // (F^H F + lambda W^H W) rho = F^H D
     let t = Instant::now();
-    let lambda_abs = recon_cg::lambda_abs(l.cfg.solver.lambda, &q);
+    let lambda_abs = recon_cg::lambda_abs(l.cfg.solver.lambda, grid, &q)?;
     let toeplitz = Toeplitz::new(backend, grid, &q)?;
     let mut a = Regularised::new(backend, toeplitz, &EdgeWeights::uniform(grid.n), lambda_abs)?;
     let b = backend.upload(&fhd)?;

@@ -35,7 +35,8 @@ impl<T: Real> CpuBackend<T> {
 /// Squared edge weights in the backend's precision.
 pub struct CpuWeights<T> {
     n: [usize; 3],
-    w2: [Vec<T>; 3],
+    /// `None`: every weight 1.
+    w2: Option<[Vec<T>; 3]>,
 }
 
 impl<T: Real> Backend for CpuBackend<T> {
@@ -176,10 +177,7 @@ impl<T: Real> Backend for CpuBackend<T> {
         w.check()?;
         Ok(CpuWeights {
             n: w.n,
-            w2: w
-                .w
-                .clone()
-                .map(|v| v.iter().map(|w| T::of(w * w)).collect()),
+            w2: w.squared(),
         })
     }
 
@@ -196,6 +194,7 @@ impl<T: Real> Backend for CpuBackend<T> {
         Error::check_len("W^H W output", len, out.len())?;
         let stride = [1, n[0], n[0] * n[1]];
         let a = T::of(a);
+        let w2 = |d: usize, i: usize| w.w2.as_ref().map_or(T::one(), |w2| w2[d][i]);
         out.par_iter_mut().enumerate().for_each(|(idx, o)| {
             let c = [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
             let xi = x[idx];
@@ -203,12 +202,12 @@ impl<T: Real> Backend for CpuBackend<T> {
             for d in 0..3 {
                 // edge (idx, idx + e_d): w^2 (x[idx] - x[idx + e_d])
                 if c[d] + 1 < n[d] {
-                    acc = acc + (xi - x[idx + stride[d]]) * w.w2[d][idx];
+                    acc = acc + (xi - x[idx + stride[d]]) * w2(d, idx);
                 }
                 // edge (idx - e_d, idx): w^2 (x[idx] - x[idx - e_d])
                 if c[d] > 0 {
                     let j = idx - stride[d];
-                    acc = acc + (xi - x[j]) * w.w2[d][j];
+                    acc = acc + (xi - x[j]) * w2(d, j);
                 }
             }
             *o = *o + acc * a;
