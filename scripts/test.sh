@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-cargo test --release --locked --workspace "$@"
+# --show-output prints what passing tests printed: the GPU tests' "skipped"
+# lines on a machine without a GPU.
+cargo test --release --locked --workspace "$@" -- --show-output
