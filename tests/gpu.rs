@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use recon_cg::{Normal, Params, Regularised, Toeplitz};
+use recon_cg::{Normal, Params, Toeplitz};
 use recon_core::{
     metrics::nrmse, Backend, Complex, CpuBackend, Direction, EdgeWeights, Grid, Sign, Targets,
 };
@@ -210,39 +210,19 @@ fn cg_solve_matches_cpu_f64() {
         tolerance: 0.0,
     };
 
-    let solve = |be: &dyn Fn() -> Vec<Complex<f64>>| be();
+    // The same solve on both backends.
+    let w = EdgeWeights::uniform(grid.n);
     let cpu = CpuBackend::<f64>::new();
-    let x64 = solve(&|| {
-        let q = recon_q::compute(&cpu, &grid, &traj, &mut no_progress()).unwrap();
-        let fhd = recon_fhd::fhd(&cpu, &grid, &traj, &data, &mut no_progress()).unwrap();
-        let t = Toeplitz::new(&cpu, &grid, &q).unwrap();
-        let mut a = Regularised::new(
-            &cpu,
-            t,
-            &EdgeWeights::uniform(grid.n),
-            recon_cg::lambda_abs(0.02, &grid, &q).unwrap(),
-        )
-        .unwrap();
-        let mut x = cpu.zeros(grid.len()).unwrap();
-        recon_cg::solve(&cpu, &mut a, &mut x, &fhd, &params, &mut |_, _| {}).unwrap();
-        x
-    });
+    let q64 = recon_q::compute(&cpu, &grid, &traj, &mut no_progress()).unwrap();
+    let fhd64 = recon_fhd::fhd(&cpu, &grid, &traj, &data, &mut no_progress()).unwrap();
+    let (x64, _) =
+        recon_cg::solve_from_q(&cpu, &grid, &q64, &fhd64, &w, 0.02, &params, &mut |_, _| {})
+            .unwrap();
     let q = recon_q::compute(&b, &grid, &traj, &mut no_progress()).unwrap();
     let fhd = recon_fhd::fhd(&b, &grid, &traj, &data, &mut no_progress()).unwrap();
-    let t = Toeplitz::new(&b, &grid, &q).unwrap();
-    let mut a = Regularised::new(
-        &b,
-        t,
-        &EdgeWeights::uniform(grid.n),
-        recon_cg::lambda_abs(0.02, &grid, &q).unwrap(),
-    )
-    .unwrap();
-    let rhs = b.upload(&fhd).unwrap();
-    let mut x = b.zeros(grid.len()).unwrap();
-    let info = recon_cg::solve(&b, &mut a, &mut x, &rhs, &params, &mut |_, _| {}).unwrap();
+    let (xh, info) =
+        recon_cg::solve_from_q(&b, &grid, &q, &fhd, &w, 0.02, &params, &mut |_, _| {}).unwrap();
     assert_eq!(info.iterations, 15);
-    let mut xh = vec![Complex::default(); grid.len()];
-    b.download(&mut xh, &x).unwrap();
     let err = nrmse(&up(&xh), &x64);
     println!("CG (15 iterations) GPU f32 vs CPU f64: {err:.2e}");
     // float32 CG over 15 iterations amplifies rounding by the condition
@@ -250,12 +230,7 @@ fn cg_solve_matches_cpu_f64() {
     assert!(err < 1e-4, "CG relative error {err:e}");
 
     // The Toeplitz operator alone, against the CPU's.
-    let mut t64 = Toeplitz::new(
-        &cpu,
-        &grid,
-        &recon_q::compute(&cpu, &grid, &traj, &mut no_progress()).unwrap(),
-    )
-    .unwrap();
+    let mut t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();
     let v = rng.complex(grid.len());
     let mut want = cpu.zeros(grid.len()).unwrap();
     t64.apply(&cpu, &mut want, &v).unwrap();

@@ -232,3 +232,28 @@ pub fn solve<B: Backend, A: Normal<B>>(
     }
     Ok(info)
 }
+
+/// The whole solve from Q: `(F^H F + lambda W^H W) x = F^H D` with
+/// `lambda = lambda_rel * max|Q|`, by CG from 0 on the backend. Returns x on
+/// the host, and what CG did.
+#[allow(clippy::too_many_arguments)]
+pub fn solve_from_q<B: Backend>(
+    backend: &B,
+    grid: &Grid,
+    q: &[Complex<B::Real>],
+    fhd: &[Complex<B::Real>],
+    weights: &EdgeWeights,
+    lambda_rel: f64,
+    params: &Params,
+    on_iteration: &mut dyn FnMut(usize, f64),
+) -> Result<(Vec<Complex<B::Real>>, Info)> {
+    Error::check_len("F^H D (one value per voxel)", grid.len(), fhd.len())?;
+    let toeplitz = Toeplitz::new(backend, grid, q)?;
+    let mut a = Regularised::new(backend, toeplitz, weights, lambda_abs(lambda_rel, grid, q)?)?;
+    let b = backend.upload(fhd)?;
+    let mut x = backend.zeros(grid.len())?;
+    let info = solve(backend, &mut a, &mut x, &b, params, on_iteration)?;
+    let mut out = vec![Complex::default(); grid.len()];
+    backend.download(&mut out, &x)?;
+    Ok((out, info))
+}

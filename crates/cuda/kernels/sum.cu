@@ -159,6 +159,25 @@ __device__ __forceinline__ void kahan_add(float& sum, float& c, float x)
 }
 
 template <int V>
+__device__ __forceinline__ void zero(float (&a)[V])
+{
+#pragma unroll
+    for (int v = 0; v < V; v++) a[v] = 0.0f;
+}
+
+// The tile sums (tr, ti) into the running totals (ar, ai), compensated by (er, ei).
+template <int V>
+__device__ __forceinline__ void add_tile(float (&ar)[V], float (&ai)[V], float (&er)[V], float (&ei)[V],
+                                         const float (&tr)[V], const float (&ti)[V])
+{
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+        kahan_add(ar[v], er[v], tr[v]);
+        kahan_add(ai[v], ei[v], ti[v]);
+    }
+}
+
+template <int V>
 __device__ __forceinline__ void gather_rows(float2* out, const Lattice L, long long first, int count,
                                             const Sample* __restrict__ g, int m_count, float sign)
 {
@@ -168,13 +187,10 @@ __device__ __forceinline__ void gather_rows(float2* out, const Lattice L, long l
     bool active = n0 < count;
     float3 p = target(L, nullptr, first + (active ? n0 : 0));
     float ar[V], ai[V], er[V], ei[V];
-#pragma unroll
-    for (int v = 0; v < V; v++) {
-        ar[v] = 0.0f;
-        ai[v] = 0.0f;
-        er[v] = 0.0f;
-        ei[v] = 0.0f;
-    }
+    zero(ar);
+    zero(ai);
+    zero(er);
+    zero(ei);
     for (int base = 0; base < m_count; base += TILE) {
         int len = min(TILE, m_count - base);
         __syncthreads();
@@ -187,11 +203,8 @@ __device__ __forceinline__ void gather_rows(float2* out, const Lattice L, long l
         }
         __syncthreads();
         float tr[V], ti[V];
-#pragma unroll
-        for (int v = 0; v < V; v++) {
-            tr[v] = 0.0f;
-            ti[v] = 0.0f;
-        }
+        zero(tr);
+        zero(ti);
 #pragma unroll 2
         for (int j = 0; j < len; j++) {
             float4 k = s_k[j];
@@ -212,11 +225,7 @@ __device__ __forceinline__ void gather_rows(float2* out, const Lattice L, long l
                 }
             }
         }
-#pragma unroll
-        for (int v = 0; v < V; v++) {
-            kahan_add(ar[v], er[v], tr[v]);
-            kahan_add(ai[v], ei[v], ti[v]);
-        }
+        add_tile(ar, ai, er, ei, tr, ti);
     }
     if (active) {
 #pragma unroll
@@ -243,11 +252,11 @@ __device__ __forceinline__ void gather_any(float2* out, const Lattice L, const f
         x[v] = p.x;
         y[v] = p.y;
         z[v] = p.z;
-        ar[v] = 0.0f;
-        ai[v] = 0.0f;
-        er[v] = 0.0f;
-        ei[v] = 0.0f;
     }
+    zero(ar);
+    zero(ai);
+    zero(er);
+    zero(ei);
     for (int base = 0; base < m_count; base += TILE) {
         int len = min(TILE, m_count - base);
         __syncthreads();
@@ -258,11 +267,8 @@ __device__ __forceinline__ void gather_any(float2* out, const Lattice L, const f
         }
         __syncthreads();
         float tr[V], ti[V];
-#pragma unroll
-        for (int v = 0; v < V; v++) {
-            tr[v] = 0.0f;
-            ti[v] = 0.0f;
-        }
+        zero(tr);
+        zero(ti);
 #pragma unroll 2
         for (int j = 0; j < len; j++) {
             float4 k = s_k[j];
@@ -275,11 +281,7 @@ __device__ __forceinline__ void gather_any(float2* out, const Lattice L, const f
                 ti[v] += ci * c + k.w * s;
             }
         }
-#pragma unroll
-        for (int v = 0; v < V; v++) {
-            kahan_add(ar[v], er[v], tr[v]);
-            kahan_add(ai[v], ei[v], ti[v]);
-        }
+        add_tile(ar, ai, er, ei, tr, ti);
     }
 #pragma unroll
     for (int v = 0; v < V; v++) {

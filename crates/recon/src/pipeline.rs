@@ -3,7 +3,7 @@
 
 use crate::config::{self, Loaded};
 use anyhow::{Context, Result};
-use recon_cg::{Params, Regularised, Toeplitz};
+use recon_cg::Params;
 use recon_core::{metrics, Backend, Complex, EdgeWeights, Real};
 use recon_q::{Cache, CacheStatus, Stored};
 use recon_synth::{add_noise, Noise};
@@ -179,22 +179,26 @@ where
 
     // (F^H F + lambda W^H W) rho = F^H D
     let t = Instant::now();
-    let lambda_abs = recon_cg::lambda_abs(l.cfg.solver.lambda, grid, &q)?;
-    let toeplitz = Toeplitz::new(backend, grid, &q)?;
-    let mut a = Regularised::new(backend, toeplitz, &EdgeWeights::uniform(grid.n), lambda_abs)?;
-    let b = backend.upload(&fhd)?;
-    let mut x = backend.zeros(grid.len())?;
     let params = Params {
         iterations: l.cfg.solver.iterations,
         tolerance: l.cfg.solver.tolerance,
     };
-    let info = ui
+    let lambda_abs = recon_cg::lambda_abs(l.cfg.solver.lambda, grid, &q)?;
+    let weights = EdgeWeights::uniform(grid.n);
+    let (rho, info) = ui
         .solver(params.iterations, |cb| {
-            recon_cg::solve(backend, &mut a, &mut x, &b, &params, cb)
+            recon_cg::solve_from_q(
+                backend,
+                grid,
+                &q,
+                &fhd,
+                &weights,
+                l.cfg.solver.lambda,
+                &params,
+                cb,
+            )
         })
         .context("conjugate gradient")?;
-    let mut rho = vec![Complex::default(); grid.len()];
-    backend.download(&mut rho, &x)?;
     seconds.push(("cg", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
