@@ -21,4 +21,10 @@ for line in sys.stdin:
         print("packed test binary", name, file=sys.stderr)
 '
 strip --strip-debug .gpu/recon .gpu/tests/*
+# The Parboil mri-q datasets beside the project, for the GPU conformance
+# test: they travel in .gpu/ (ignored by git), never into the repository.
+if [ -d ../shared/parboil/mri-q ]; then
+    cp -r ../shared/parboil .gpu/parboil
+    chmod -R u+w .gpu/parboil
+fi
 du -sh .gpu

@@ -16,6 +16,7 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
 done
 export LD_LIBRARY_PATH
 export RECON_BIN="$PWD/.gpu/recon" RECON_REPO="$PWD"
+[ -d .gpu/parboil/mri-q ] && export RECON_PARBOIL_DIR="$PWD/.gpu/parboil/mri-q"
 
 nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 
@@ -31,11 +32,23 @@ for t in .gpu/tests/*; do
     summary+=("$(printf '%-10s %-4s %6ss  %s' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$secs" "$line")")
 done
 
+# Parboil mri-q: Q of both datasets on the GPU, checked by Parboil's rule.
+parboil=()
+if [ -n "${RECON_PARBOIL_DIR:-}" ]; then
+    for d in small large; do
+        in=$(ls "$RECON_PARBOIL_DIR/$d/input/"*) ref=$(ls "$RECON_PARBOIL_DIR/$d/output/"*)
+        .gpu/recon parboil-q "$in" "/tmp/parboil-$d.out" --device cuda --compare "$ref" > "$out/parboil-$d.txt" 2>&1
+        parboil+=("$d (exit $?): $(grep -h -E '^parboil-q|^compare' "$out/parboil-$d.txt" | tr '\n' ' ')")
+    done
+fi
+
 .gpu/recon bench --json "$out/bench.json" "$@" 2>&1 | tee "$out/bench.txt"
 bench_rc=${PIPESTATUS[0]}
 
 echo
 echo "== GPU tests =="
 printf '%s\n' "${summary[@]}"
+echo "== parboil mri-q =="
+printf '%s\n' "${parboil[@]}"
 echo "== bench (exit $bench_rc) =="
 sed -n '/^recon bench:/,$p' "$out/bench.txt"

@@ -397,3 +397,42 @@ fn too_large_a_problem_says_what_fits() {
     );
     assert!(!out.exists());
 }
+
+#[test]
+fn parboil_datasets_pass_parboils_rule_on_the_gpu() {
+    let Some(b) = gpu(Options::default()) else {
+        return;
+    };
+    let dir = std::env::var_os("RECON_PARBOIL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/parboil/mri-q"));
+    if !dir.is_dir() {
+        println!(
+            "skipped: Parboil mri-q datasets not found at {}",
+            dir.display()
+        );
+        return;
+    }
+    for name in ["small", "large"] {
+        let file = |sub: &str| {
+            std::fs::read_dir(dir.join(name).join(sub))
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path()
+        };
+        let input = recon_parboil::read_input(&file("input"), None).unwrap();
+        let q = recon_parboil::compute_q(&b, &input, &mut no_progress()).unwrap();
+        let (re, im): (Vec<f32>, Vec<f32>) = (
+            q.iter().map(|c| c.re).collect(),
+            q.iter().map(|c| c.im).collect(),
+        );
+        let (rr, ri) =
+            recon_parboil::parse_output(&std::fs::read(file("output")).unwrap(), "reference")
+                .unwrap();
+        let c = recon_parboil::compare((&re, &im), (&rr, &ri)).unwrap();
+        println!("parboil {name} on the GPU: {c:?}");
+        assert!(c.passed(), "{name}: {c:?}");
+    }
+}

@@ -8,6 +8,7 @@
 mod bench;
 mod config;
 mod output;
+mod parboil;
 mod pipeline;
 
 use anyhow::{Context, Result};
@@ -49,10 +50,12 @@ enum Command {
     Q,
     /// Time the book's reference problem: each GPU variant, Q, F^H D and CG.
     Bench(bench::BenchArgs),
+    /// Q for a Parboil mri-q input file, in Parboil's output format.
+    ParboilQ(parboil::ParboilArgs),
 }
 
 /// Progress bars on stderr; hidden automatically when stderr is not a terminal.
-struct Bars;
+pub(crate) struct Bars;
 
 impl Ui for Bars {
     fn log(&self, msg: &str) {
@@ -109,6 +112,9 @@ fn run(cli: Cli) -> Result<()> {
     if let Some(Command::Bench(args)) = &cli.command {
         return bench::run(args, cli.device.unwrap_or(DeviceChoice::Auto));
     }
+    if let Some(Command::ParboilQ(args)) = &cli.command {
+        return parboil::run(args, cli.device.unwrap_or(DeviceChoice::Auto), &Bars);
+    }
     let Some(config) = cli.config.as_deref() else {
         anyhow::bail!("no config given: use `recon --config configs/sodium.toml`");
     };
@@ -130,14 +136,14 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-enum Chosen {
+pub(crate) enum Chosen {
     Cuda(recon_cuda::CudaBackend),
     Cpu(Precision),
 }
 
 /// `engine.device`: `cuda` insists on a GPU; `auto` takes one when usable
 /// and otherwise says, in one line, why it runs on the CPU.
-fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
+pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
     let options = || recon_cuda::Options {
         variant: recon_cuda::Variant::from_number(e.variant).expect("validated"),
         tuning: recon_cuda::Tuning {
@@ -189,7 +195,9 @@ where
 {
     match command.unwrap_or(Command::Run) {
         Command::Run => run_pipeline(backend, l),
-        Command::Bench(_) => unreachable!("handled before the config is read"),
+        Command::Bench(_) | Command::ParboilQ(_) => {
+            unreachable!("handled before the config is read")
+        }
         Command::Q => {
             let traj = l.cfg.trajectory.generate(&l.grid)?;
             let t = Instant::now();
