@@ -8,6 +8,8 @@
 pub use hdf5;
 use hdf5::types::VarLenUnicode;
 use hdf5::{Dataset, Group, H5Type};
+pub mod scan;
+
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 

@@ -67,6 +67,20 @@ pub struct PhantomCfg {
     /// Sub-samples per voxel and axis for the true image.
     #[serde(default = "default_supersample")]
     pub supersample: usize,
+    /// Optional proton-density twin (same geometry), written to scan files
+    /// as `/reference/anatomy`.
+    pub anatomy: Option<PathBuf>,
+}
+
+/// A scan file to reconstruct instead of synthetic data.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScanCfg {
+    /// Scan file (HDF5, see the README).
+    pub file: PathBuf,
+    /// Accept samples beyond Nyquist (|k_d| > N_d / 2).
+    #[serde(default)]
+    pub allow_beyond_nyquist: bool,
 }
 
 fn default_supersample() -> usize {
@@ -236,15 +250,21 @@ impl Default for GriddingCfg {
 pub struct OutputCfg {
     /// Output folder.
     pub dir: PathBuf,
+    /// Also store Q in recon.h5.
+    #[serde(default)]
+    pub q: bool,
 }
 
 /// A whole run configuration.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    pub grid: GridCfg,
-    pub phantom: PhantomCfg,
-    pub trajectory: Trajectory,
+    /// Synthetic data: [grid], [phantom] and [trajectory] (and [noise]) ...
+    pub grid: Option<GridCfg>,
+    pub phantom: Option<PhantomCfg>,
+    pub trajectory: Option<Trajectory>,
+    /// ... or a scan file.
+    pub scan: Option<ScanCfg>,
     /// No `[noise]` table: noiseless data.
     pub noise: Option<NoiseCfg>,
     #[serde(default)]
@@ -258,12 +278,38 @@ pub struct Config {
     pub output: OutputCfg,
 }
 
+/// Where the k-space data come from.
+pub enum Source {
+    Synthetic {
+        phantom: Phantom,
+        /// The proton-density twin, if configured.
+        anatomy: Option<Phantom>,
+        trajectory: Trajectory,
+    },
+    Scan(recon_io::scan::Scan),
+}
+
 /// A checked configuration with everything it refers to loaded.
 pub struct Loaded {
     pub path: PathBuf,
     pub cfg: Config,
     pub grid: recon_core::Grid,
-    pub phantom: Phantom,
+    pub source: Source,
+}
+
+impl Loaded {
+    /// A short name of the data: the phantom, or the scan file.
+    pub fn data_name(&self) -> String {
+        match &self.source {
+            Source::Synthetic { phantom, .. } => phantom.name.clone(),
+            Source::Scan(_) => self
+                .cfg
+                .scan
+                .as_ref()
+                .map(|s| s.file.display().to_string())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 fn fail<T>(key: &str, msg: impl fmt::Display) -> Result<T> {
@@ -292,7 +338,41 @@ impl Config {
 
     /// Checks every value; see the README for the allowed ranges.
     pub fn validate(&self) -> Result<()> {
-        for n in self.grid.matrix.0 {
+        match (&self.scan, &self.phantom, &self.trajectory) {
+            (Some(_), None, None) => {
+                if self.noise.is_some() {
+                    return fail(
+                        "noise",
+                        "noise is added to synthetic data only: remove [noise] with [scan]",
+                    );
+                }
+                // [grid], if given, is checked against the file.
+            }
+            (None, Some(_), Some(_)) if self.grid.is_some() => {}
+            (Some(_), _, _) => return fail(
+                "scan",
+                "give either [scan] or synthetic data ([grid], [phantom], [trajectory]), not both",
+            ),
+            _ => {
+                let missing: Vec<&str> = [
+                    ("grid", self.grid.is_none()),
+                    ("phantom", self.phantom.is_none()),
+                    ("trajectory", self.trajectory.is_none()),
+                ]
+                .iter()
+                .filter(|(_, m)| *m)
+                .map(|(k, _)| *k)
+                .collect();
+                return fail(
+                    missing[0],
+                    format!("missing: synthetic data need [grid], [phantom] and [trajectory] (missing: {}), or give [scan] file = ...", missing.join(", ")),
+                );
+            }
+        }
+        let (Some(grid), Some(phantom)) = (&self.grid, &self.phantom) else {
+            return self.validate_common();
+        };
+        for n in grid.matrix.0 {
             if n < 4 || n % 2 != 0 || n > 1024 {
                 return fail(
                     "grid.matrix",
@@ -300,20 +380,25 @@ impl Config {
                 );
             }
         }
-        for f in self.grid.fov_mm.0 {
+        for f in grid.fov_mm.0 {
             if !(f.is_finite() && f > 0.0) {
                 return fail("grid.fov_mm", format!("must be positive, got {f}"));
             }
         }
-        if !(1..=16).contains(&self.phantom.supersample) {
+        if !(1..=16).contains(&phantom.supersample) {
             return fail(
                 "phantom.supersample",
-                format!("must be 1 to 16, got {}", self.phantom.supersample),
+                format!("must be 1 to 16, got {}", phantom.supersample),
             );
         }
-        self.trajectory
-            .check()
-            .map_err(|e| anyhow::anyhow!("config key {e}"))?;
+        if let Some(t) = &self.trajectory {
+            t.check().map_err(|e| anyhow::anyhow!("config key {e}"))?;
+        }
+        self.validate_common()
+    }
+
+    /// Checks shared by both data sources.
+    fn validate_common(&self) -> Result<()> {
         if let Some(n) = &self.noise {
             if !(n.snr.is_finite() && n.snr > 0.0) {
                 return fail(
@@ -407,7 +492,6 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
     let mut cfg = Config::parse(&text).with_context(|| format!("in {}", path.display()))?;
     cfg.validate()
         .with_context(|| format!("in {}", path.display()))?;
-    cfg.phantom.file = resolve(path, &cfg.phantom.file);
     cfg.output.dir = match out_override {
         Some(o) => o.to_path_buf(),
         None => resolve(path, &cfg.output.dir),
@@ -415,14 +499,48 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
     if let Some(d) = &cfg.q.dir {
         cfg.q.dir = Some(resolve(path, d));
     }
-    let phantom = Phantom::load(&cfg.phantom.file)
-        .with_context(|| format!("config key `phantom.file` in {}", path.display()))?;
-    let grid = recon_core::Grid::new(cfg.grid.matrix.0, cfg.grid.fov_mm.0)?;
+    let at = |key: &str| format!("config key `{key}` in {}", path.display());
+    let (grid, source) = if let Some(scan) = &mut cfg.scan {
+        scan.file = resolve(path, &scan.file);
+        let s = recon_io::scan::read_scan(&scan.file, scan.allow_beyond_nyquist)
+            .with_context(|| at("scan.file"))?;
+        if let Some(g) = &cfg.grid {
+            if g.matrix.0 != s.grid.n || g.fov_mm.0 != s.grid.fov_mm {
+                anyhow::bail!(
+                    "config key `grid` in {}: matrix {:?} and FOV {:?} mm disagree with the scan file's {:?} and {:?} mm (omit [grid] to use the file's)",
+                    path.display(), g.matrix.0, g.fov_mm.0, s.grid.n, s.grid.fov_mm
+                );
+            }
+        }
+        (s.grid, Source::Scan(s))
+    } else {
+        let pc = cfg.phantom.as_mut().expect("validated");
+        pc.file = resolve(path, &pc.file);
+        let phantom = Phantom::load(&pc.file).with_context(|| at("phantom.file"))?;
+        let anatomy = match &mut pc.anatomy {
+            Some(a) => {
+                *a = resolve(path, a);
+                Some(Phantom::load(a).with_context(|| at("phantom.anatomy"))?)
+            }
+            None => None,
+        };
+        let g = cfg.grid.as_ref().expect("validated");
+        let grid = recon_core::Grid::new(g.matrix.0, g.fov_mm.0)?;
+        let trajectory = cfg.trajectory.clone().expect("validated");
+        (
+            grid,
+            Source::Synthetic {
+                phantom,
+                anatomy,
+                trajectory,
+            },
+        )
+    };
     Ok(Loaded {
         path: path.to_path_buf(),
         cfg,
         grid,
-        phantom,
+        source,
     })
 }
 

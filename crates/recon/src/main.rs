@@ -48,6 +48,8 @@ enum Command {
     Run,
     /// Precompute Q for the config's trajectory into the cache, and stop.
     Q,
+    /// Write the config's synthetic data as a scan file (`--out scan.h5`).
+    Simulate,
     /// Time the book's reference problem: each GPU variant, Q, F^H D and CG.
     Bench(bench::BenchArgs),
     /// Q for a Parboil mri-q input file, in Parboil's output format.
@@ -118,6 +120,13 @@ fn run(cli: Cli) -> Result<()> {
     let Some(config) = cli.config.as_deref() else {
         anyhow::bail!("no config given: use `recon --config configs/sodium.toml`");
     };
+    if let Some(Command::Simulate) = &cli.command {
+        let Some(out) = cli.out.as_deref() else {
+            anyhow::bail!("recon simulate needs --out FILE.h5, the scan file to write");
+        };
+        let l = config::load(config, None)?;
+        return simulate(&l, out);
+    }
     let l = config::load(config, cli.out.as_deref())?;
     if l.cfg.engine.threads > 0 {
         rayon::ThreadPoolBuilder::new()
@@ -195,11 +204,11 @@ where
 {
     match command.unwrap_or(Command::Run) {
         Command::Run => run_pipeline(backend, l),
-        Command::Bench(_) | Command::ParboilQ(_) => {
-            unreachable!("handled before the config is read")
+        Command::Bench(_) | Command::ParboilQ(_) | Command::Simulate => {
+            unreachable!("handled before a backend is chosen")
         }
         Command::Q => {
-            let traj = l.cfg.trajectory.generate(&l.grid)?;
+            let traj = pipeline::trajectory(l)?;
             let t = Instant::now();
             let (status, file) = pipeline::q_only(backend, l, &traj, &Bars)?;
             println!(
@@ -216,6 +225,36 @@ where
     }
 }
 
+/// `recon simulate`: synthetic data, truth and anatomy into a scan file.
+fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
+    if let config::Source::Scan(_) = l.source {
+        anyhow::bail!("recon simulate writes synthetic data: the config must have [phantom] and [trajectory], not [scan]");
+    }
+    let traj = pipeline::trajectory(l)?;
+    let inputs = pipeline::inputs(l, traj)?;
+    let scan = recon_io::scan::Scan {
+        grid: l.grid,
+        traj: inputs.traj,
+        data: inputs.data,
+        truth: inputs.truth,
+        anatomy: inputs.anatomy,
+    };
+    recon_io::scan::write_scan(out, &scan).context("writing the scan file")?;
+    println!(
+        "wrote {}: {} samples, matrix {:?}, FOV {:?} mm, truth{}",
+        out.display(),
+        scan.traj.len(),
+        scan.grid.n,
+        scan.grid.fov_mm,
+        if scan.anatomy.is_some() {
+            " and anatomy"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
 fn run_pipeline<B>(backend: &B, l: &Loaded) -> Result<()>
 where
     B: Backend,
@@ -225,30 +264,31 @@ where
     let ui = Bars;
     ui.log(&format!("device: {}", backend.describe()));
     let t = Instant::now();
-    let traj = l.cfg.trajectory.generate(&l.grid)?;
+    let traj = pipeline::trajectory(l)?;
     // Before anything large is made: does the device hold this problem?
     pipeline::check_memory(backend, &l.grid, traj.len())?;
-    let inputs = pipeline::synthesise(l, traj)?;
+    let inputs = pipeline::inputs(l, traj)?;
     let synth_s = t.elapsed().as_secs_f64();
     ui.log(&format!(
-        "synthesised {} samples ({}) of phantom `{}` on a {:?} grid in {synth_s:.2} s",
+        "{} {} samples of `{}` on a {:?} grid in {synth_s:.2} s",
+        match l.source {
+            config::Source::Synthetic { .. } => "synthesised",
+            config::Source::Scan(_) => "read",
+        },
         inputs.traj.len(),
-        serde_json::to_value(&l.cfg.trajectory)?["kind"]
-            .as_str()
-            .unwrap_or("?"),
-        l.phantom.name,
+        l.data_name(),
         l.grid.n
     ));
     let mut out = pipeline::reconstruct(backend, l, &inputs, &ui)?;
     out.seconds.insert(0, ("synthesis", synth_s));
-    let iterative = pipeline::quality(&out.recon, &inputs.truth);
-    let gridding = pipeline::quality(&out.gridding, &inputs.truth);
+    let iterative = pipeline::quality(&out.recon, inputs.truth.as_deref());
+    let gridding = pipeline::quality(&out.gridding, inputs.truth.as_deref());
     let report = output::report(
         l,
         &inputs,
         &out,
-        &iterative,
-        &gridding,
+        iterative.as_ref(),
+        gridding.as_ref(),
         start.elapsed().as_secs_f64(),
     );
     output::write(&l.cfg.output.dir, l, &inputs, &out, &report)?;
@@ -256,23 +296,28 @@ where
     // One-screen summary.
     println!("recon: {} ({})", l.path.display(), report.device);
     println!(
-        "  phantom {}, {} samples, matrix {:?}, FOV {:?} mm, noise sigma {:.3e}",
-        report.phantom, report.samples, report.matrix, report.fov_mm, report.noise_sigma
+        "  data {}, {} samples, matrix {:?}, FOV {:?} mm, noise sigma {:.3e}",
+        report.data, report.samples, report.matrix, report.fov_mm, report.noise_sigma
     );
     println!(
         "  CG: {} iterations, relative residual {:.3e}, lambda {} x peak Q = {:.3e}",
         report.iterations, report.relative_residual, report.lambda, report.lambda_abs
     );
     println!("  Q cache: {}", report.q_cache);
-    println!("                 PSNR (dB)   error (%)");
-    println!(
-        "  iterative    {:>10.2}  {:>10.2}",
-        report.psnr_db, report.percent_error
-    );
-    println!(
-        "  gridding     {:>10.2}  {:>10.2}",
-        report.gridding_psnr_db, report.gridding_percent_error
-    );
+    match (&iterative, &gridding) {
+        (Some(i), Some(g)) => {
+            println!("                 PSNR (dB)   error (%)");
+            println!(
+                "  iterative    {:>10.2}  {:>10.2}",
+                i.psnr_db, i.percent_error
+            );
+            println!(
+                "  gridding     {:>10.2}  {:>10.2}",
+                g.psnr_db, g.percent_error
+            );
+        }
+        _ => println!("  no true image in the scan file: PSNR not computed"),
+    }
     let secs: Vec<String> = report
         .seconds
         .iter()

@@ -14,8 +14,12 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub config: String,
-    pub phantom: String,
-    pub trajectory: recon_synth::Trajectory,
+    /// The phantom's name, or the scan file.
+    pub data: String,
+    /// The trajectory's parameters (synthetic data only).
+    pub trajectory: Option<recon_synth::Trajectory>,
+    /// Whether a true image was available for PSNR.
+    pub truth: bool,
     pub device: String,
     pub precision: String,
     pub matrix: [usize; 3],
@@ -24,10 +28,11 @@ pub struct Report {
     pub noise_sigma: f64,
     pub lambda: f64,
     pub lambda_abs: f64,
-    pub psnr_db: f64,
-    pub percent_error: f64,
-    pub gridding_psnr_db: f64,
-    pub gridding_percent_error: f64,
+    /// PSNR and errors: null when there is no truth.
+    pub psnr_db: Option<f64>,
+    pub percent_error: Option<f64>,
+    pub gridding_psnr_db: Option<f64>,
+    pub gridding_percent_error: Option<f64>,
     pub iterations: usize,
     pub relative_residual: f64,
     pub residuals: Vec<f64>,
@@ -40,8 +45,8 @@ pub fn report(
     l: &Loaded,
     inputs: &Inputs,
     out: &Outputs,
-    iterative: &Quality,
-    gridding: &Quality,
+    iterative: Option<&Quality>,
+    gridding: Option<&Quality>,
     total_s: f64,
 ) -> Report {
     let mut seconds: BTreeMap<String, f64> = out
@@ -52,8 +57,9 @@ pub fn report(
     seconds.insert("total".into(), total_s);
     Report {
         config: l.path.display().to_string(),
-        phantom: l.phantom.name.clone(),
+        data: l.data_name(),
         trajectory: l.cfg.trajectory.clone(),
+        truth: inputs.truth.is_some(),
         device: out.device.clone(),
         precision: format!("{:?}", l.cfg.engine.precision).to_lowercase(),
         matrix: l.grid.n,
@@ -62,10 +68,10 @@ pub fn report(
         noise_sigma: inputs.noise_sigma,
         lambda: l.cfg.solver.lambda,
         lambda_abs: out.lambda_abs,
-        psnr_db: iterative.psnr_db,
-        percent_error: iterative.percent_error,
-        gridding_psnr_db: gridding.psnr_db,
-        gridding_percent_error: gridding.percent_error,
+        psnr_db: iterative.map(|q| q.psnr_db),
+        percent_error: iterative.map(|q| q.percent_error),
+        gridding_psnr_db: gridding.map(|q| q.psnr_db),
+        gridding_percent_error: gridding.map(|q| q.percent_error),
         iterations: out.info.iterations,
         relative_residual: out.info.relative_residual,
         residuals: out.info.residuals.clone(),
@@ -101,8 +107,16 @@ fn write_h5(
         false,
     )?;
     recon_io::write_dataset(path, &file, "fhd", &shape, &to_c32(&out.fhd), false)?;
-    let truth: Vec<f32> = inputs.truth.iter().map(|v| *v as f32).collect();
-    recon_io::write_dataset(path, &file, "truth", &shape, &truth, false)?;
+    for (name, img) in [("truth", &inputs.truth), ("anatomy", &inputs.anatomy)] {
+        if let Some(img) = img {
+            let v: Vec<f32> = img.iter().map(|v| *v as f32).collect();
+            recon_io::write_dataset(path, &file, name, &shape, &v, false)?;
+        }
+    }
+    if let Some(q) = &out.q {
+        let d = l.grid.doubled();
+        recon_io::write_dataset(path, &file, "q", &[d[2], d[1], d[0]], &to_c32(q), false)?;
+    }
     recon_io::set_attr(path, &file, "fov_mm", &l.grid.fov_mm)?;
     recon_io::set_attr(path, &file, "matrix", &n.map(|v| v as u64))?;
     recon_io::set_attr(path, &file, "voxel_mm", &l.grid.voxel_mm())?;

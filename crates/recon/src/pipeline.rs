@@ -1,7 +1,7 @@
 //! The reconstruction pipeline, stage by stage, written once for any backend.
 //! It knows nothing of terminals: progress goes through [`Ui`].
 
-use crate::config::{self, Loaded};
+use crate::config::{self, Loaded, Source};
 use anyhow::{Context, Result};
 use recon_cg::Params;
 use recon_core::{metrics, Backend, Complex, EdgeWeights, Real};
@@ -19,11 +19,14 @@ pub trait Ui {
     fn solver<T>(&self, iterations: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T;
 }
 
-/// Synthetic inputs of a run.
+/// The inputs of a run.
 pub struct Inputs {
     pub traj: Vec<[f64; 3]>,
     pub data: Vec<Complex<f64>>,
-    pub truth: Vec<f64>,
+    /// The true image, when known (always for synthetic data).
+    pub truth: Option<Vec<f64>>,
+    /// A proton-density reference on the same grid.
+    pub anatomy: Option<Vec<f64>>,
     pub noise_sigma: f64,
 }
 
@@ -32,6 +35,8 @@ pub struct Outputs {
     pub recon: Vec<Complex<f64>>,
     pub gridding: Vec<Complex<f64>>,
     pub fhd: Vec<Complex<f64>>,
+    /// Q, kept when `output.q` asks for it.
+    pub q: Option<Vec<Complex<f64>>>,
     pub info: recon_cg::Info,
     pub q_cache: CacheStatus,
     pub q_file: Option<std::path::PathBuf>,
@@ -40,26 +45,49 @@ pub struct Outputs {
     pub device: String,
 }
 
-/// k-space data on `traj` (analytic, plus noise) and the true image.
-pub fn synthesise(l: &Loaded, traj: Vec<[f64; 3]>) -> Result<Inputs> {
-    let mut data = l.phantom.kspace(&l.grid, &traj);
-    let noise_sigma = match &l.cfg.noise {
-        Some(n) => add_noise(
-            &mut data,
-            Noise {
-                snr: n.snr,
-                seed: n.seed,
-            },
-        ),
-        None => 0.0,
-    };
-    let truth = l.phantom.rasterise(&l.grid, l.cfg.phantom.supersample);
-    Ok(Inputs {
-        traj,
-        data,
-        truth,
-        noise_sigma,
+/// The sample positions: generated, or from the scan file.
+pub fn trajectory(l: &Loaded) -> Result<Vec<[f64; 3]>> {
+    Ok(match &l.source {
+        Source::Synthetic { trajectory, .. } => trajectory.generate(&l.grid)?,
+        Source::Scan(s) => s.traj.clone(),
     })
+}
+
+/// k-space data on `traj`, the truth and the anatomy: synthesised (analytic
+/// transform, plus noise, and the box-averaged phantoms), or from the scan.
+pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>) -> Result<Inputs> {
+    match &l.source {
+        Source::Synthetic {
+            phantom, anatomy, ..
+        } => {
+            let mut data = phantom.kspace(&l.grid, &traj);
+            let noise_sigma = match &l.cfg.noise {
+                Some(n) => add_noise(
+                    &mut data,
+                    Noise {
+                        snr: n.snr,
+                        seed: n.seed,
+                    },
+                ),
+                None => 0.0,
+            };
+            let s = l.cfg.phantom.as_ref().map_or(4, |p| p.supersample);
+            Ok(Inputs {
+                truth: Some(phantom.rasterise(&l.grid, s)),
+                anatomy: anatomy.as_ref().map(|a| a.rasterise(&l.grid, s)),
+                traj,
+                data,
+                noise_sigma,
+            })
+        }
+        Source::Scan(s) => Ok(Inputs {
+            traj,
+            data: s.data.clone(),
+            truth: s.truth.clone(),
+            anatomy: s.anatomy.clone(),
+            noise_sigma: 0.0,
+        }),
+    }
 }
 
 fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
@@ -215,6 +243,7 @@ where
         gridding,
         fhd: to_f64(&fhd),
         info,
+        q: l.cfg.output.q.then(|| to_f64(&q)),
         q_cache,
         q_file,
         lambda_abs,
@@ -229,10 +258,12 @@ pub struct Quality {
     pub percent_error: f64,
 }
 
-pub fn quality(image: &[Complex<f64>], truth: &[f64]) -> Quality {
+/// `None` when there is no truth to compare with.
+pub fn quality(image: &[Complex<f64>], truth: Option<&[f64]>) -> Option<Quality> {
+    let truth = truth?;
     let mag: Vec<f64> = image.iter().map(|c| c.norm()).collect();
-    Quality {
+    Some(Quality {
         psnr_db: metrics::psnr_db(&mag, truth),
         percent_error: metrics::percent_error(&mag, truth),
-    }
+    })
 }

@@ -1,0 +1,224 @@
+//! Scan files, version 1: k-space samples with their trajectory, and
+//! optionally the true image and an anatomical reference. HDF5, readable and
+//! writable with h5py:
+//!
+//! - `/kspace/trajectory`: float32 [M, 3], cycles/FOV (kx, ky, kz);
+//! - `/kspace/data`: float32 [M, 2], real and imaginary parts;
+//! - attributes of `/kspace`: `fov_mm` (3 floats, x y z), `matrix` (3 ints, x y z);
+//! - optional `/reference/truth`: float32 [Nz, Ny, Nx];
+//! - optional `/reference/anatomy`: float32 [Nz, Ny, Nx].
+//!
+//! Reading checks everything and names the dataset and what was expected.
+
+use crate::{Context, IoError};
+use hdf5::types::TypeDescriptor;
+use recon_core::{Complex, Grid};
+use std::path::Path;
+
+/// The contents of a scan file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scan {
+    pub grid: Grid,
+    /// Cycles/FOV.
+    pub traj: Vec<[f64; 3]>,
+    pub data: Vec<Complex<f64>>,
+    /// The true image, x fastest, when known.
+    pub truth: Option<Vec<f64>>,
+    /// A proton-density reference image on the same grid.
+    pub anatomy: Option<Vec<f64>>,
+}
+
+fn bad(path: &Path, name: &str, problem: impl Into<String>) -> IoError {
+    IoError::Layout {
+        path: path.display().to_string(),
+        name: name.to_string(),
+        problem: problem.into(),
+    }
+}
+
+/// A float32 dataset of the given shape, checked for type, shape and finiteness.
+fn read_f32(
+    file: &hdf5::File,
+    path: &Path,
+    name: &str,
+    shape: &[Option<usize>],
+) -> Result<(Vec<usize>, Vec<f32>), IoError> {
+    let ds = file
+        .dataset(name)
+        .map_err(|_| bad(path, name, "is missing"))?;
+    let dtype = ds
+        .dtype()
+        .and_then(|t| t.to_descriptor())
+        .at(path, &format!("read the type of `{name}`"))?;
+    if dtype != TypeDescriptor::Float(hdf5::types::FloatSize::U4) {
+        return Err(bad(
+            path,
+            name,
+            format!("has type {dtype}, expected float32"),
+        ));
+    }
+    let got = ds.shape();
+    let fits = got.len() == shape.len()
+        && got
+            .iter()
+            .zip(shape)
+            .all(|(g, s)| s.is_none_or(|s| *g == s));
+    if !fits {
+        let want: Vec<String> = shape
+            .iter()
+            .map(|s| s.map_or("M".to_string(), |v| v.to_string()))
+            .collect();
+        return Err(bad(
+            path,
+            name,
+            format!("has shape {got:?}, expected [{}]", want.join(", ")),
+        ));
+    }
+    let v: Vec<f32> = ds.read_raw().at(path, &format!("read `{name}`"))?;
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        let row: usize = got[1..].iter().product();
+        return Err(bad(
+            path,
+            name,
+            format!(
+                "holds {} at index {} (row {}): values must be finite",
+                v[i],
+                i,
+                i / row.max(1)
+            ),
+        ));
+    }
+    Ok((got, v))
+}
+
+fn attr3<T: hdf5::H5Type + Copy>(
+    g: &hdf5::Group,
+    path: &Path,
+    name: &str,
+) -> Result<[T; 3], IoError> {
+    let a = g
+        .attr(name)
+        .map_err(|_| bad(path, &format!("/kspace attribute {name}"), "is missing"))?;
+    let v: Vec<T> = a.read_raw().map_err(|e| {
+        bad(
+            path,
+            &format!("/kspace attribute {name}"),
+            format!("cannot be read as 3 numbers: {e}"),
+        )
+    })?;
+    match v[..] {
+        [a, b, c] => Ok([a, b, c]),
+        _ => Err(bad(
+            path,
+            &format!("/kspace attribute {name}"),
+            format!("has {} values, expected 3 (x, y, z)", v.len()),
+        )),
+    }
+}
+
+/// Reads and checks a scan file. Samples beyond Nyquist (`|k_d| > N_d/2`)
+/// are an error unless `allow_beyond_nyquist`.
+pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoError> {
+    let file = hdf5::File::open(path).at(path, "open")?;
+    let ks = file
+        .group("kspace")
+        .map_err(|_| bad(path, "/kspace", "is missing (not a recon scan file?)"))?;
+    let fov = attr3::<f64>(&ks, path, "fov_mm")?;
+    let matrix = attr3::<i64>(&ks, path, "matrix")?;
+    let n = matrix.map(|v| v.max(0) as usize);
+    let grid = Grid::new(n, fov)
+        .map_err(|e| bad(path, "/kspace attributes matrix and fov_mm", e.to_string()))?;
+    let (tshape, t) = read_f32(&file, path, "kspace/trajectory", &[None, Some(3)])?;
+    let (dshape, d) = read_f32(&file, path, "kspace/data", &[None, Some(2)])?;
+    if tshape[0] != dshape[0] {
+        return Err(bad(
+            path,
+            "kspace/data",
+            format!(
+                "has {} samples but kspace/trajectory has {}",
+                dshape[0], tshape[0]
+            ),
+        ));
+    }
+    if tshape[0] == 0 {
+        return Err(bad(path, "kspace/trajectory", "holds no samples"));
+    }
+    let traj: Vec<[f64; 3]> = t
+        .chunks_exact(3)
+        .map(|k| [k[0], k[1], k[2]].map(f64::from))
+        .collect();
+    if !allow_beyond_nyquist {
+        for (m, k) in traj.iter().enumerate() {
+            if let Some(d) = (0..3).find(|&d| k[d].abs() > n[d] as f64 / 2.0 + 1e-6) {
+                return Err(bad(
+                    path,
+                    "kspace/trajectory",
+                    format!(
+                        "sample {m} has k{} = {} beyond Nyquist ({} for matrix {}): check the units (cycles/FOV), or opt in with scan.allow_beyond_nyquist",
+                        ["x", "y", "z"][d], k[d], n[d] as f64 / 2.0, n[d]
+                    ),
+                ));
+            }
+        }
+    }
+    let data = d
+        .chunks_exact(2)
+        .map(|c| Complex::new(c[0] as f64, c[1] as f64))
+        .collect();
+    let image = |name: &str| -> Result<Option<Vec<f64>>, IoError> {
+        if !file.link_exists(name) {
+            return Ok(None);
+        }
+        let (_, v) = read_f32(&file, path, name, &[Some(n[2]), Some(n[1]), Some(n[0])]).map_err(
+            |e| match e {
+                IoError::Layout { problem, .. } if problem.contains("shape") => bad(
+                    path,
+                    name,
+                    format!("{problem}: it must match /kspace matrix {matrix:?} as [Nz, Ny, Nx]"),
+                ),
+                e => e,
+            },
+        )?;
+        Ok(Some(v.into_iter().map(f64::from).collect()))
+    };
+    Ok(Scan {
+        grid,
+        traj,
+        truth: image("reference/truth")?,
+        anatomy: image("reference/anatomy")?,
+        data,
+    })
+}
+
+/// Writes a scan file atomically.
+pub fn write_scan(path: &Path, scan: &Scan) -> Result<(), IoError> {
+    crate::write_atomic(path, |tmp| {
+        let file = hdf5::File::create(tmp).at(tmp, "create")?;
+        let ks = file.create_group("kspace").at(tmp, "create /kspace")?;
+        let m = scan.traj.len();
+        let t: Vec<f32> = scan.traj.iter().flat_map(|k| k.map(|v| v as f32)).collect();
+        let d: Vec<f32> = scan
+            .data
+            .iter()
+            .flat_map(|c| [c.re as f32, c.im as f32])
+            .collect();
+        crate::write_dataset(tmp, &ks, "trajectory", &[m, 3], &t, false)?;
+        crate::write_dataset(tmp, &ks, "data", &[m, 2], &d, false)?;
+        crate::set_attr(tmp, &ks, "fov_mm", &scan.grid.fov_mm)?;
+        crate::set_attr(tmp, &ks, "matrix", &scan.grid.n.map(|v| v as i64))?;
+        let n = scan.grid.n;
+        let shape = [n[2], n[1], n[0]];
+        if scan.truth.is_some() || scan.anatomy.is_some() {
+            let r = file
+                .create_group("reference")
+                .at(tmp, "create /reference")?;
+            for (name, img) in [("truth", &scan.truth), ("anatomy", &scan.anatomy)] {
+                if let Some(img) = img {
+                    let v: Vec<f32> = img.iter().map(|x| *x as f32).collect();
+                    crate::write_dataset(tmp, &r, name, &shape, &v, false)?;
+                }
+            }
+        }
+        file.close().at(tmp, "close")
+    })
+}

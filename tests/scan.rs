@@ -1,0 +1,366 @@
+//! Scan files: written by `recon simulate` or by h5py, reconstructed with
+//! `[scan] file = ...`; and every kind of bad file, each named.
+
+use recon_io::hdf5;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn recon(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(args)
+        .env("RECON_CACHE_DIR", cache)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The small test config, as a synthetic source.
+fn synthetic_config(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("configs/test-small.toml")).unwrap();
+    let text = text.replace(
+        "../phantoms/shepp-logan.toml",
+        &repo()
+            .join("phantoms/shepp-logan.toml")
+            .display()
+            .to_string(),
+    );
+    let p = dir.join("synthetic.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A config reconstructing `scan`, plus `extra` lines.
+fn scan_config(dir: &Path, scan: &Path, extra: &str) -> PathBuf {
+    let p = dir.join("scan.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "[scan]\nfile = \"{}\"\n{extra}\n[engine]\nprecision = \"f64\"\n[solver]\niterations = 30\nlambda = 0.01\n[output]\ndir = \"out\"\n",
+            scan.display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn report(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn simulated_scan_reconstructs_like_the_synthetic_run_and_hits_the_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let synth = synthetic_config(tmp.path());
+    let scan = tmp.path().join("scan.h5");
+    let s = ok(&recon(
+        &[
+            "simulate",
+            "--config",
+            synth.to_str().unwrap(),
+            "--out",
+            scan.to_str().unwrap(),
+        ],
+        &cache,
+    ));
+    assert!(s.contains("6000 samples"), "{s}");
+    ok(&recon(
+        &[
+            "--config",
+            synth.to_str().unwrap(),
+            "--out",
+            tmp.path().join("a").to_str().unwrap(),
+        ],
+        &cache,
+    ));
+    let direct = report(&tmp.path().join("a"));
+
+    let cfg = scan_config(tmp.path(), &scan, "");
+    let out = tmp.path().join("b");
+    let first = recon(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &cache,
+    );
+    ok(&first);
+    let r = report(&out);
+    assert_eq!(r["truth"], true);
+    // The file stores float32: PSNR agrees with the float64 synthetic run to rounding.
+    let (a, b) = (
+        direct["psnr_db"].as_f64().unwrap(),
+        r["psnr_db"].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() < 0.01, "synthetic {a} vs scan {b}");
+    assert_eq!(r["samples"], 6000);
+    // The same trajectory again: Q comes from the cache.
+    let second = recon(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &cache,
+    );
+    assert!(String::from_utf8_lossy(&second.stderr).contains("Q: loaded from cache"));
+    assert_eq!(report(&out)["q_cache"], "hit");
+}
+
+#[test]
+fn scan_without_truth_reports_none_and_recon_h5_can_hold_q() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let synth = synthetic_config(tmp.path());
+    let scan = tmp.path().join("scan.h5");
+    ok(&recon(
+        &[
+            "simulate",
+            "--config",
+            synth.to_str().unwrap(),
+            "--out",
+            scan.to_str().unwrap(),
+        ],
+        &cache,
+    ));
+    // Drop /reference: a scan of a patient has no truth.
+    {
+        let f = hdf5::File::open_rw(&scan).unwrap();
+        f.unlink("reference").unwrap();
+    }
+    let cfg = scan_config(tmp.path(), &scan, "");
+    std::fs::write(
+        &cfg,
+        std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("dir = \"out\"", "dir = \"out\"\nq = true"),
+    )
+    .unwrap();
+    let stdout = ok(&recon(&["--config", cfg.to_str().unwrap()], &cache));
+    assert!(stdout.contains("no true image"), "{stdout}");
+    let out = tmp.path().join("out");
+    let r = report(&out);
+    assert_eq!(r["truth"], false);
+    assert!(r["psnr_db"].is_null() && r["gridding_psnr_db"].is_null());
+    let f = hdf5::File::open(out.join("recon.h5")).unwrap();
+    assert_eq!(f.dataset("q").unwrap().shape(), vec![32, 32, 32]);
+    assert!(f.dataset("truth").is_err(), "no truth to store");
+}
+
+#[test]
+fn scan_written_by_h5py_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scan = tmp.path().join("h5py.h5");
+    // A 16^3 grid, radial-ish samples within Nyquist, data of a point at the centre.
+    let py = r#"
+import sys, numpy as np, h5py
+rng = np.random.default_rng(1)
+k = rng.uniform(-8, 8, size=(4000, 3)).astype(np.float32)
+d = np.zeros((4000, 2), np.float32); d[:, 0] = 1.0
+with h5py.File(sys.argv[1], "w") as f:
+    g = f.create_group("kspace")
+    g["trajectory"] = k
+    g["data"] = d
+    g.attrs["fov_mm"] = np.array([200.0, 200.0, 200.0])
+    g.attrs["matrix"] = np.array([16, 16, 16], np.int32)
+"#;
+    match Command::new("/usr/bin/python3")
+        .args(["-c", py, scan.to_str().unwrap()])
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("No module named") => {
+            println!("skipped: h5py or numpy missing (scripts/setup.sh installs python3-h5py)");
+            return;
+        }
+        Ok(o) => panic!("{}", String::from_utf8_lossy(&o.stderr)),
+        Err(_) => {
+            println!("skipped: no /usr/bin/python3");
+            return;
+        }
+    }
+    let cfg = scan_config(tmp.path(), &scan, "");
+    let stdout = ok(&recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    ));
+    assert!(stdout.contains("4000 samples"), "{stdout}");
+    // Constant data: a delta at the centre voxel, which must be the brightest.
+    let f = hdf5::File::open(tmp.path().join("out/recon.h5")).unwrap();
+    let img: Vec<recon_core::Complex<f32>> = f.dataset("recon").unwrap().read_raw().unwrap();
+    let peak = (0..img.len())
+        .max_by(|&a, &b| img[a].norm().total_cmp(&img[b].norm()))
+        .unwrap();
+    assert_eq!(peak, (8 * 16 + 8) * 16 + 8);
+}
+
+/// Writes a scan file from parts, for the bad cases.
+struct Parts {
+    traj: Option<(Vec<usize>, Vec<f32>)>,
+    data_f64: bool,
+    data: Option<(Vec<usize>, Vec<f32>)>,
+    matrix: Vec<i64>,
+    truth: Option<(Vec<usize>, Vec<f32>)>,
+}
+
+impl Parts {
+    fn good() -> Self {
+        let m = 50;
+        let traj: Vec<f32> = (0..3 * m)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.5)
+            .collect();
+        Parts {
+            traj: Some((vec![m, 3], traj)),
+            data_f64: false,
+            data: Some((vec![m, 2], vec![0.5; 2 * m])),
+            matrix: vec![8, 8, 8],
+            truth: Some((vec![8, 8, 8], vec![1.0; 512])),
+        }
+    }
+
+    fn write(&self, path: &Path) {
+        let f = hdf5::File::create(path).unwrap();
+        let g = f.create_group("kspace").unwrap();
+        if let Some((s, v)) = &self.traj {
+            g.new_dataset::<f32>()
+                .shape(s.clone())
+                .create("trajectory")
+                .unwrap()
+                .write_raw(v)
+                .unwrap();
+        }
+        if let Some((s, v)) = &self.data {
+            if self.data_f64 {
+                let v: Vec<f64> = v.iter().map(|x| *x as f64).collect();
+                g.new_dataset::<f64>()
+                    .shape(s.clone())
+                    .create("data")
+                    .unwrap()
+                    .write_raw(&v)
+                    .unwrap();
+            } else {
+                g.new_dataset::<f32>()
+                    .shape(s.clone())
+                    .create("data")
+                    .unwrap()
+                    .write_raw(v)
+                    .unwrap();
+            }
+        }
+        g.new_attr::<f64>()
+            .shape([3])
+            .create("fov_mm")
+            .unwrap()
+            .write_raw(&[200.0, 200.0, 200.0])
+            .unwrap();
+        g.new_attr::<i64>()
+            .shape([self.matrix.len()])
+            .create("matrix")
+            .unwrap()
+            .write_raw(&self.matrix)
+            .unwrap();
+        if let Some((s, v)) = &self.truth {
+            let r = f.create_group("reference").unwrap();
+            r.new_dataset::<f32>()
+                .shape(s.clone())
+                .create("truth")
+                .unwrap()
+                .write_raw(v)
+                .unwrap();
+        }
+    }
+}
+
+#[test]
+fn bad_scan_files_are_named_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cases: Vec<(&str, Parts, &str, &[&str])> = Vec::new();
+    let mut p = Parts::good();
+    p.traj = None;
+    cases.push(("missing", p, "", &["kspace/trajectory", "missing"]));
+    let mut p = Parts::good();
+    p.traj = Some((vec![75, 2], vec![0.0; 150]));
+    cases.push((
+        "shape",
+        p,
+        "",
+        &["kspace/trajectory", "shape [75, 2]", "expected [M, 3]"],
+    ));
+    let mut p = Parts::good();
+    p.data_f64 = true;
+    cases.push(("dtype", p, "", &["kspace/data", "float32"]));
+    let mut p = Parts::good();
+    p.data.as_mut().unwrap().1[17] = f32::NAN;
+    cases.push(("nan", p, "", &["kspace/data", "NaN", "index 17"]));
+    let mut p = Parts::good();
+    p.traj.as_mut().unwrap().1[4] = f32::INFINITY;
+    cases.push(("inf", p, "", &["kspace/trajectory", "inf"]));
+    let mut p = Parts::good();
+    p.traj.as_mut().unwrap().1[5] = 4.5; // kz of sample 1, beyond 8/2
+    cases.push((
+        "nyquist",
+        p,
+        "",
+        &[
+            "kspace/trajectory",
+            "beyond Nyquist",
+            "allow_beyond_nyquist",
+        ],
+    ));
+    let mut p = Parts::good();
+    p.data = Some((vec![49, 2], vec![0.5; 98]));
+    cases.push(("count", p, "", &["kspace/data", "49 samples", "50"]));
+    let mut p = Parts::good();
+    p.truth = Some((vec![8, 8, 4], vec![1.0; 256]));
+    cases.push(("truth", p, "", &["reference/truth", "[8, 8, 4]", "matrix"]));
+    let mut p = Parts::good();
+    p.matrix = vec![8, 8];
+    cases.push(("matrix", p, "", &["matrix", "expected 3"]));
+    cases.push((
+        "grid",
+        Parts::good(),
+        "[grid]\nmatrix = 16\nfov_mm = 200.0\n",
+        &["grid", "disagree"],
+    ));
+    for (name, parts, extra, expect) in cases {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let scan = dir.join("scan.h5");
+        parts.write(&scan);
+        let cfg = scan_config(&dir, &scan, "");
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        std::fs::write(&cfg, format!("{extra}{text}")).unwrap();
+        let o = recon(&["--config", cfg.to_str().unwrap()], &dir.join("cache"));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{name}: accepted");
+        for e in expect {
+            assert!(err.contains(e), "{name}: error should mention {e:?}: {err}");
+        }
+        assert!(
+            !dir.join("out").exists() && !dir.join("cache").exists(),
+            "{name}: wrote output"
+        );
+    }
+    // Beyond Nyquist with the opt-in is accepted.
+    let dir = tmp.path().join("opt-in");
+    std::fs::create_dir(&dir).unwrap();
+    let mut p = Parts::good();
+    p.traj.as_mut().unwrap().1[5] = 4.5;
+    p.write(&dir.join("scan.h5"));
+    let cfg = scan_config(&dir, &dir.join("scan.h5"), "allow_beyond_nyquist = true");
+    ok(&recon(
+        &["--config", cfg.to_str().unwrap()],
+        &dir.join("cache"),
+    ));
+}
