@@ -18,3 +18,10 @@ if [ ${#need[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+
+# nibabel (and h5py, numpy) for the Python that is first on PATH: the NIfTI
+# check of the test suite reads recon's outputs with it.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import nibabel, h5py, numpy' >/dev/null 2>&1; then
+    echo "setup: installing nibabel, h5py and numpy with pip" >&2
+    python3 -m pip install -q nibabel h5py numpy >&2 || echo "setup: pip failed; the NIfTI check will be skipped" >&2
+fi

@@ -209,7 +209,16 @@ fn small_pipeline_end_to_end() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["recon.h5", "report.json"]);
+    assert_eq!(
+        names,
+        [
+            "gridding.nii",
+            "recon.h5",
+            "recon.nii",
+            "report.json",
+            "truth.nii"
+        ]
+    );
 
     // The same config again: Q comes from the cache, and the result is the same.
     let second = recon(&args, &cache);
@@ -258,4 +267,47 @@ fn q_subcommand_precomputes_then_hits() {
         !tmp.path().join("out").exists(),
         "`recon q` writes only the cache"
     );
+}
+
+#[test]
+fn nifti_outputs_read_by_nibabel() {
+    let check = "import nibabel, h5py, numpy";
+    match Command::new("python3").args(["-c", check]).output() {
+        Ok(o) if o.status.success() => {}
+        _ => {
+            println!("skipped: python3 with nibabel, h5py and numpy not found (scripts/setup.sh installs them)");
+            return;
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    // A non-cubic grid, so that axis order and voxel sizes are really checked.
+    let cfg = config_with(tmp.path(), |t| {
+        t.replace("matrix = 16", "matrix = [16, 12, 8]")
+            .replace("fov_mm = 240.0", "fov_mm = [240.0, 200.0, 160.0]")
+    });
+    let o = recon(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &tmp.path().join("cache"),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let script = repo().join("tests/nifti_check.py");
+    let o = Command::new("python3")
+        .arg(&script)
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    println!("{stdout}");
+    assert!(stdout.contains("all NIfTI checks passed"));
 }

@@ -58,13 +58,15 @@ fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Io
     }
 }
 
-/// The temporary name used while `path` is being written.
+/// The temporary name used while `path` is being written: hidden, marked
+/// partial, and ending like the final name (writers that choose a format by
+/// extension, as NIfTI's do, see the right one).
 pub fn temp_path(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
-    path.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+    path.with_file_name(format!(".partial-{}-{name}", std::process::id()))
 }
 
 /// Writes `path` atomically: `write` fills a temporary file beside it, which

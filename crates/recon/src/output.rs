@@ -124,7 +124,54 @@ fn write_h5(
     file.close().at(path, "close")
 }
 
-/// Writes both files; each appears only once complete.
+/// Writes a magnitude image as NIfTI-1 (`.nii`): float32, voxel size in mm,
+/// and the same voxel-to-scanner transform in qform and sform: image axes x,
+/// y, z along scanner +x, +y, +z (RAS), voxel centres `(i - N/2) * voxel`.
+fn write_nifti(
+    path: &Path,
+    grid: &recon_core::Grid,
+    values: &[f32],
+    what: &str,
+) -> Result<(), recon_io::IoError> {
+    let n = grid.n;
+    let v = grid.voxel_mm().map(|x| x as f32);
+    let origin = [0, 1, 2].map(|d| -(n[d] as f32 / 2.0) * v[d]);
+    let header = nifti::NiftiHeader {
+        pixdim: [1.0, v[0], v[1], v[2], 1.0, 1.0, 1.0, 1.0],
+        xyzt_units: 2, // NIFTI_UNITS_MM
+        qform_code: 1, // scanner anatomical
+        sform_code: 1,
+        quatern_b: 0.0,
+        quatern_c: 0.0,
+        quatern_d: 0.0,
+        quatern_x: origin[0],
+        quatern_y: origin[1],
+        quatern_z: origin[2],
+        srow_x: [v[0], 0.0, 0.0, origin[0]],
+        srow_y: [0.0, v[1], 0.0, origin[1]],
+        srow_z: [0.0, 0.0, v[2], origin[2]],
+        descrip: format!("recon: {what}").into_bytes(),
+        ..nifti::NiftiHeader::default()
+    };
+    // Our arrays are [Nz, Ny, Nx], x fastest; the writer takes [x, y, z].
+    let image = ndarray::ArrayView3::from_shape((n[2], n[1], n[0]), values)
+        .expect("one value per voxel")
+        .reversed_axes();
+    nifti::writer::WriterOptions::new(path)
+        .reference_header(&header)
+        .write_nifti(&image)
+        .map_err(|e| recon_io::IoError::Hdf5 {
+            path: path.display().to_string(),
+            op: "write NIfTI".into(),
+            message: e.to_string(),
+        })
+}
+
+fn magnitude(v: &[Complex<f64>]) -> Vec<f32> {
+    v.iter().map(|c| c.norm() as f32).collect()
+}
+
+/// Writes every output; each file appears only once complete.
 pub fn write(
     dir: &Path,
     l: &Loaded,
@@ -144,5 +191,26 @@ pub fn write(
         })
     })
     .context("writing report.json")?;
+    let mut images = vec![
+        (
+            "recon.nii",
+            magnitude(&out.recon),
+            "|iterative reconstruction|",
+        ),
+        ("gridding.nii", magnitude(&out.gridding), "|gridding|"),
+    ];
+    if let Some(t) = &inputs.truth {
+        images.push((
+            "truth.nii",
+            t.iter().map(|v| *v as f32).collect(),
+            "true image",
+        ));
+    }
+    for (name, values, what) in images {
+        recon_io::write_atomic(&dir.join(name), |tmp| {
+            write_nifti(tmp, &l.grid, &values, what)
+        })
+        .with_context(|| format!("writing {name}"))?;
+    }
     Ok(())
 }
