@@ -311,3 +311,109 @@ fn nifti_outputs_read_by_nibabel() {
     println!("{stdout}");
     assert!(stdout.contains("all NIfTI checks passed"));
 }
+
+/// Files under `dir`, recursively (an absent folder has none).
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.extend(files_under(&p));
+            } else {
+                out.push(p.display().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Starts recon, waits until stderr shows `when`, sends SIGINT, and returns
+/// the exit status.
+fn interrupt(
+    args: &[&str],
+    cache: &Path,
+    env: &[(&str, &str)],
+    when: &str,
+) -> std::process::ExitStatus {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(args)
+        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see HDF5_LOCKING above
+        .env("RECON_CACHE_DIR", cache)
+        .envs(env.iter().copied())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read stderr to the end in a thread (a closed pipe would make recon's
+    // next message fail), signalling when `when` appears.
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let when = when.to_string();
+    let reader = std::thread::spawn(move || {
+        for line in stderr.lines() {
+            if line.unwrap().contains(&when) {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("recon never reached the point to interrupt");
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    status
+}
+
+#[test]
+fn ctrl_c_leaves_no_partial_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    // 32^3 in f64: Q takes seconds, long enough to interrupt during it.
+    let cfg = config_with(tmp.path(), |t| t.replace("matrix = 16", "matrix = 32"));
+    let out = tmp.path().join("out");
+    let status = interrupt(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &cache,
+        &[],
+        "device",
+    );
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert!(
+        files_under(&out).is_empty() && files_under(&cache).is_empty(),
+        "{:?}",
+        files_under(tmp.path())
+    );
+
+    // While every output is staged under its temporary name.
+    let cfg = config_with(tmp.path(), |t| t);
+    let status = interrupt(
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &cache,
+        &[("RECON_PAUSE_BEFORE_COMMIT_MS", "20000")],
+        "outputs staged",
+    );
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert!(
+        files_under(&out).is_empty(),
+        "left behind: {:?}",
+        files_under(&out)
+    );
+    // The Q cache file of that run was complete before the interrupt, and stays.
+    assert_eq!(files_under(&cache).len(), 1, "{:?}", files_under(&cache));
+}

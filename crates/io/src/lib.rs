@@ -69,27 +69,84 @@ pub fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".partial-{}-{name}", std::process::id()))
 }
 
-/// Writes `path` atomically: `write` fills a temporary file beside it, which
-/// is synced and renamed over `path` only if `write` succeeds. On failure
-/// the temporary file is removed and `path` is untouched.
-pub fn write_atomic<E>(path: &Path, write: impl FnOnce(&Path) -> Result<(), E>) -> Result<(), E>
+/// Temporary files being written, so that an interrupt can remove them.
+static PARTIAL: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn register(tmp: &Path) {
+    PARTIAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(tmp.to_path_buf());
+}
+
+fn unregister(tmp: &Path) {
+    PARTIAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|p| p != tmp);
+}
+
+/// Removes every temporary file still being written: for an interrupt
+/// handler, so that Ctrl-C leaves no half-written file behind.
+pub fn remove_partial_files() {
+    for p in PARTIAL.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// A file written completely under its temporary name, waiting for
+/// [`commit`]. Dropped uncommitted (an error elsewhere), it is removed.
+pub struct Staged {
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.tmp);
+        unregister(&self.tmp);
+    }
+}
+
+/// Writes `path`'s contents under a temporary name beside it (`write` fills
+/// that file), synced; the file takes its real name only at [`commit`]. On
+/// failure the temporary file is removed.
+pub fn stage<E>(path: &Path, write: impl FnOnce(&Path) -> Result<(), E>) -> Result<Staged, E>
 where
     E: From<IoError>,
 {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io(dir, "create folder"))?;
     }
-    let tmp = temp_path(path);
-    let result = write(&tmp).and_then(|()| {
-        let f = std::fs::File::open(&tmp).map_err(io(&tmp, "open"))?;
-        f.sync_all().map_err(io(&tmp, "sync"))?;
-        std::fs::rename(&tmp, path).map_err(io(path, "rename into place"))?;
-        Ok(())
-    });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    let staged = Staged {
+        tmp: temp_path(path),
+        path: path.to_path_buf(),
+    };
+    register(&staged.tmp);
+    write(&staged.tmp)?;
+    let f = std::fs::File::open(&staged.tmp).map_err(io(&staged.tmp, "open"))?;
+    f.sync_all().map_err(io(&staged.tmp, "sync"))?;
+    Ok(staged)
+}
+
+/// Gives staged files their real names, together at the end of a run.
+pub fn commit(staged: Vec<Staged>) -> Result<(), IoError> {
+    for s in &staged {
+        std::fs::rename(&s.tmp, &s.path).map_err(io(&s.path, "rename into place"))?;
+        unregister(&s.tmp);
     }
-    result
+    Ok(())
+}
+
+/// Writes `path` atomically: [`stage`] then [`commit`] of that one file. On
+/// failure `path` is untouched and no temporary file remains.
+pub fn write_atomic<E>(path: &Path, write: impl FnOnce(&Path) -> Result<(), E>) -> Result<(), E>
+where
+    E: From<IoError>,
+{
+    let staged = stage(path, write)?;
+    commit(vec![staged])?;
+    Ok(())
 }
 
 /// Writes `data` as a dataset of `shape`, optionally chunked with HDF5's

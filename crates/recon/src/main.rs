@@ -101,6 +101,12 @@ impl Ui for Bars {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Ctrl-C: remove whatever is being written, then stop.
+    let _ = ctrlc::set_handler(|| {
+        recon_io::remove_partial_files();
+        eprintln!("interrupted: no partial output left");
+        std::process::exit(130);
+    });
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -171,7 +171,9 @@ fn magnitude(v: &[Complex<f64>]) -> Vec<f32> {
     v.iter().map(|c| c.norm() as f32).collect()
 }
 
-/// Writes every output; each file appears only once complete.
+/// Writes every output: each is staged under a temporary name, and all take
+/// their real names together at the end, so an error or an interrupt leaves
+/// no partial set of outputs and no half-written file.
 pub fn write(
     dir: &Path,
     l: &Loaded,
@@ -180,17 +182,11 @@ pub fn write(
     report: &Report,
 ) -> Result<()> {
     let json = serde_json::to_string_pretty(report)? + "\n";
-    let h5 = dir.join("recon.h5");
-    recon_io::write_atomic(&h5, |tmp| write_h5(tmp, l, inputs, out)).context("writing recon.h5")?;
-    let rep = dir.join("report.json");
-    recon_io::write_atomic::<recon_io::IoError>(&rep, |tmp| {
-        std::fs::write(tmp, json.as_bytes()).map_err(|source| recon_io::IoError::Io {
-            path: tmp.display().to_string(),
-            op: "write",
-            source,
-        })
-    })
-    .context("writing report.json")?;
+    let mut staged =
+        vec![
+            recon_io::stage(&dir.join("recon.h5"), |tmp| write_h5(tmp, l, inputs, out))
+                .context("writing recon.h5")?,
+        ];
     let mut images = vec![
         (
             "recon.nii",
@@ -207,10 +203,29 @@ pub fn write(
         ));
     }
     for (name, values, what) in images {
-        recon_io::write_atomic(&dir.join(name), |tmp| {
-            write_nifti(tmp, &l.grid, &values, what)
-        })
-        .with_context(|| format!("writing {name}"))?;
+        staged.push(
+            recon_io::stage(&dir.join(name), |tmp| {
+                write_nifti(tmp, &l.grid, &values, what)
+            })
+            .with_context(|| format!("writing {name}"))?,
+        );
     }
+    staged.push(
+        recon_io::stage::<recon_io::IoError>(&dir.join("report.json"), |tmp| {
+            std::fs::write(tmp, json.as_bytes()).map_err(|source| recon_io::IoError::Io {
+                path: tmp.display().to_string(),
+                op: "write",
+                source,
+            })
+        })
+        .context("writing report.json")?,
+    );
+    if let Some(ms) = std::env::var_os("RECON_PAUSE_BEFORE_COMMIT_MS") {
+        // For the interrupt test: a window in which every output is staged.
+        let ms: u64 = ms.to_string_lossy().parse().unwrap_or(0);
+        eprintln!("outputs staged; committing in {ms} ms");
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+    recon_io::commit(staged).context("moving the outputs into place")?;
     Ok(())
 }
