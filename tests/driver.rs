@@ -213,11 +213,43 @@ fn small_pipeline_end_to_end() {
         names,
         [
             "gridding.nii",
+            "montage.png",
             "recon.h5",
             "recon.nii",
             "report.json",
+            "residual.png",
             "truth.nii"
         ]
+    );
+    // The pictures decode, at the size their layout gives, and show something.
+    let decode = |name: &str| {
+        let dec = png::Decoder::new(std::io::BufReader::new(
+            std::fs::File::open(out_dir.join(name)).unwrap(),
+        ));
+        let mut reader = dec.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        buf.truncate(info.buffer_size());
+        (info.width, info.height, buf)
+    };
+    let (w, h, px) = decode("montage.png");
+    // 4 columns and 3 rows of 16 voxels magnified 10x, plus margins.
+    assert_eq!((w, h), (72 + 4 * 172 + 8, 28 + 3 * 172 + 70));
+    let greys: std::collections::BTreeSet<u8> = px
+        .chunks(3)
+        .filter(|p| p[0] == p[1] && p[1] == p[2])
+        .map(|p| p[0])
+        .collect();
+    assert!(
+        greys.len() > 50,
+        "montage has only {} grey levels",
+        greys.len()
+    );
+    let (w, h, px) = decode("residual.png");
+    assert_eq!((w, h), (640, 400));
+    assert!(
+        px.chunks(3).any(|p| p == [30, 90, 200]),
+        "no residual curve drawn"
     );
 
     // The same config again: Q comes from the cache, and the result is the same.

@@ -9,6 +9,7 @@ mod bench;
 mod config;
 mod output;
 mod parboil;
+mod pictures;
 mod pipeline;
 
 use anyhow::{Context, Result};

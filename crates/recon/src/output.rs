@@ -211,6 +211,24 @@ pub fn write(
         );
     }
     staged.push(
+        recon_io::stage(&dir.join("montage.png"), |tmp| {
+            crate::pictures::montage(
+                tmp,
+                &l.grid,
+                inputs.truth.as_deref(),
+                &out.recon,
+                &out.gridding,
+            )
+        })
+        .context("writing montage.png")?,
+    );
+    staged.push(
+        recon_io::stage(&dir.join("residual.png"), |tmp| {
+            crate::pictures::residual_plot(tmp, &out.info.residuals)
+        })
+        .context("writing residual.png")?,
+    );
+    staged.push(
         recon_io::stage::<recon_io::IoError>(&dir.join("report.json"), |tmp| {
             std::fs::write(tmp, json.as_bytes()).map_err(|source| recon_io::IoError::Io {
                 path: tmp.display().to_string(),

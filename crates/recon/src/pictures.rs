@@ -1,0 +1,258 @@
+//! Pictures of a run, for people: a montage of the three orthogonal central
+//! slices (truth | iterative | gridding | error) and the CG residual against
+//! iteration. Drawn on a small RGB canvas with an 8x8 bitmap font (font8x8),
+//! encoded by the png crate: no system fonts or plotting stack needed.
+
+use font8x8::UnicodeFonts;
+use recon_core::{Complex, Grid};
+use std::path::Path;
+
+type Rgb = [u8; 3];
+const WHITE: Rgb = [255, 255, 255];
+const BLACK: Rgb = [0, 0, 0];
+const GREY: Rgb = [160, 160, 160];
+const BLUE: Rgb = [30, 90, 200];
+
+/// An RGB image, row-major.
+struct Canvas {
+    w: usize,
+    h: usize,
+    px: Vec<u8>,
+}
+
+impl Canvas {
+    fn new(w: usize, h: usize, bg: Rgb) -> Self {
+        Canvas {
+            w,
+            h,
+            px: bg.repeat(w * h),
+        }
+    }
+
+    fn set(&mut self, x: i64, y: i64, c: Rgb) {
+        if x >= 0 && y >= 0 && (x as usize) < self.w && (y as usize) < self.h {
+            let i = 3 * (y as usize * self.w + x as usize);
+            self.px[i..i + 3].copy_from_slice(&c);
+        }
+    }
+
+    fn rect(&mut self, x: i64, y: i64, w: i64, h: i64, c: Rgb) {
+        for yy in y..y + h {
+            for xx in x..x + w {
+                self.set(xx, yy, c);
+            }
+        }
+    }
+
+    /// Bresenham's line.
+    fn line(&mut self, (mut x0, mut y0): (i64, i64), (x1, y1): (i64, i64), c: Rgb) {
+        let (dx, dy) = ((x1 - x0).abs(), -(y1 - y0).abs());
+        let (sx, sy) = (if x0 < x1 { 1 } else { -1 }, if y0 < y1 { 1 } else { -1 });
+        let mut err = dx + dy;
+        loop {
+            self.set(x0, y0, c);
+            if x0 == x1 && y0 == y1 {
+                break;
+            }
+            let e2 = 2 * err;
+            if e2 >= dy {
+                err += dy;
+                x0 += sx;
+            }
+            if e2 <= dx {
+                err += dx;
+                y0 += sy;
+            }
+        }
+    }
+
+    /// Text in the 8x8 font, top-left at (x, y).
+    fn text(&mut self, x: i64, y: i64, s: &str, c: Rgb) {
+        for (i, ch) in s.chars().enumerate() {
+            let glyph = font8x8::BASIC_FONTS.get(ch).unwrap_or([0; 8]);
+            for (row, bits) in glyph.iter().enumerate() {
+                for col in 0..8 {
+                    if bits & (1 << col) != 0 {
+                        self.set(x + 8 * i as i64 + col, y + row as i64, c);
+                    }
+                }
+            }
+        }
+    }
+
+    fn write_png(&self, path: &Path) -> Result<(), recon_io::IoError> {
+        let err = |e: &dyn std::fmt::Display| recon_io::IoError::Hdf5 {
+            path: path.display().to_string(),
+            op: "write PNG".into(),
+            message: e.to_string(),
+        };
+        let file = std::fs::File::create(path).map_err(|e| err(&e))?;
+        let mut enc =
+            png::Encoder::new(std::io::BufWriter::new(file), self.w as u32, self.h as u32);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut w = enc.write_header().map_err(|e| err(&e))?;
+        w.write_image_data(&self.px).map_err(|e| err(&e))?;
+        w.finish().map_err(|e| err(&e))
+    }
+}
+
+/// One 2-D slice: its width and values (row-major, top row first).
+struct Slice {
+    w: usize,
+    v: Vec<f64>,
+}
+
+/// The central axial (xy), coronal (xz) and sagittal (yz) slices of an
+/// `[Nz, Ny, Nx]` volume, each shown with its second axis pointing up.
+fn central_slices(grid: &Grid, vol: &[f64]) -> [Slice; 3] {
+    let [nx, ny, nz] = grid.n;
+    let at = |x: usize, y: usize, z: usize| vol[(z * ny + y) * nx + x];
+    let (cx, cy, cz) = (nx / 2, ny / 2, nz / 2);
+    let flip = |h: usize, r: usize| h - 1 - r;
+    [
+        Slice {
+            w: nx,
+            v: (0..ny * nx)
+                .map(|i| at(i % nx, flip(ny, i / nx), cz))
+                .collect(),
+        },
+        Slice {
+            w: nx,
+            v: (0..nz * nx)
+                .map(|i| at(i % nx, cy, flip(nz, i / nx)))
+                .collect(),
+        },
+        Slice {
+            w: ny,
+            v: (0..nz * ny)
+                .map(|i| at(cx, i % ny, flip(nz, i / ny)))
+                .collect(),
+        },
+    ]
+}
+
+fn grey(v: f64, max: f64) -> Rgb {
+    let g = (255.0 * (v / max).clamp(0.0, 1.0)).round() as u8;
+    [g, g, g]
+}
+
+/// A horizontal grey-scale bar from 0 to `max`, labelled.
+fn colour_bar(c: &mut Canvas, x: i64, y: i64, w: i64, label: &str, max: f64) {
+    for i in 0..w {
+        c.rect(x + i, y, 1, 10, grey(i as f64, (w - 1) as f64));
+    }
+    c.text(x, y + 14, "0", BLACK);
+    let m = format!("{max:.3}");
+    c.text(x + w - 8 * m.len() as i64, y + 14, &m, BLACK);
+    c.text(x, y - 12, label, BLACK);
+}
+
+/// The montage: rows axial / coronal / sagittal; columns truth, iterative,
+/// gridding and | |iterative| - truth | (magnitudes; without a truth, the
+/// two reconstructions only). Images share one grey scale, 0 to the truth's
+/// maximum (the iterative result's without a truth); the error has its own.
+pub fn montage(
+    path: &Path,
+    grid: &Grid,
+    truth: Option<&[f64]>,
+    recon: &[Complex<f64>],
+    gridding: &[Complex<f64>],
+) -> Result<(), recon_io::IoError> {
+    let mag = |v: &[Complex<f64>]| -> Vec<f64> { v.iter().map(|c| c.norm()).collect() };
+    let (it, gr) = (mag(recon), mag(gridding));
+    let mut cols: Vec<(&str, Vec<f64>, bool)> = Vec::new();
+    if let Some(t) = truth {
+        cols.push(("truth", t.to_vec(), false));
+    }
+    cols.push(("iterative", it.clone(), false));
+    cols.push(("gridding", gr, false));
+    if let Some(t) = truth {
+        cols.push((
+            "|error| iterative",
+            it.iter().zip(t).map(|(a, b)| (a - b).abs()).collect(),
+            true,
+        ));
+    }
+    let peak = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
+    let img_max = peak(truth.unwrap_or(&it));
+    let err_max = cols.iter().find(|c| c.2).map_or(1.0, |c| peak(&c.1));
+    // Each slice is magnified to about 160 pixels across its larger side.
+    let big = grid.n.iter().copied().max().unwrap_or(1);
+    let s = (160 / big).max(1) as i64;
+    let cell = big as i64 * s + 12;
+    let (left, top) = (72i64, 28i64);
+    let w = (left + cols.len() as i64 * cell + 8).max(420);
+    let h = top + 3 * cell + 70;
+    let mut c = Canvas::new(w as usize, h as usize, WHITE);
+    for (j, (name, vol, is_err)) in cols.iter().enumerate() {
+        c.text(left + j as i64 * cell, 10, name, BLACK);
+        let max = if *is_err { err_max } else { img_max };
+        for (r, sl) in central_slices(grid, vol).iter().enumerate() {
+            let (x0, y0) = (left + j as i64 * cell, top + r as i64 * cell);
+            for (i, v) in sl.v.iter().enumerate() {
+                let (x, y) = ((i % sl.w) as i64, (i / sl.w) as i64);
+                c.rect(x0 + x * s, y0 + y * s, s, s, grey(*v, max));
+            }
+        }
+    }
+    for (r, name) in ["axial", "coronal", "sagittal"].iter().enumerate() {
+        c.text(4, top + r as i64 * cell + cell / 2 - 4, name, BLACK);
+    }
+    let y = top + 3 * cell + 24;
+    colour_bar(&mut c, left, y, 160, "images", img_max);
+    if truth.is_some() {
+        colour_bar(&mut c, left + 200, y, 160, "error", err_max);
+    }
+    c.write_png(path)
+}
+
+/// log10 of the relative residual against iteration.
+pub fn residual_plot(path: &Path, residuals: &[f64]) -> Result<(), recon_io::IoError> {
+    let (w, h) = (640i64, 400i64);
+    let (x0, y0, x1, y1) = (80i64, 40i64, w - 30, h - 60);
+    let mut c = Canvas::new(w as usize, h as usize, WHITE);
+    c.text(x0, 12, "CG relative residual ||b - Ax|| / ||b||", BLACK);
+    let logs: Vec<f64> = residuals.iter().map(|r| r.max(1e-300).log10()).collect();
+    let lo = logs.iter().cloned().fold(0.0, f64::min).floor().min(-1.0);
+    let hi = logs
+        .iter()
+        .cloned()
+        .fold(f64::MIN, f64::max)
+        .ceil()
+        .max(lo + 1.0);
+    let n = residuals.len().max(1);
+    let px = |i: usize| {
+        x0 + ((x1 - x0) as f64 * i as f64 / n.max(2).saturating_sub(1).max(1) as f64) as i64
+    };
+    let py = |l: f64| y1 - ((y1 - y0) as f64 * (l - lo) / (hi - lo)) as i64;
+    // Axes, decade grid and labels.
+    let mut d = lo as i64;
+    while d as f64 <= hi {
+        let y = py(d as f64);
+        c.line((x0, y), (x1, y), GREY);
+        let label = format!("1e{d}");
+        c.text(x0 - 8 - 8 * label.len() as i64, y - 4, &label, BLACK);
+        d += 1;
+    }
+    c.line((x0, y0), (x0, y1), BLACK);
+    c.line((x0, y1), (x1, y1), BLACK);
+    let ticks = 5.min(n);
+    for t in 0..=ticks {
+        let i = if ticks == 0 { 0 } else { (n - 1) * t / ticks };
+        let x = px(i);
+        c.line((x, y1), (x, y1 + 4), BLACK);
+        let label = format!("{}", i + 1);
+        c.text(x - 4 * label.len() as i64, y1 + 8, &label, BLACK);
+    }
+    c.text((x0 + x1) / 2 - 36, h - 24, "iteration", BLACK);
+    for i in 1..logs.len() {
+        let (a, b) = ((px(i - 1), py(logs[i - 1])), (px(i), py(logs[i])));
+        c.line(a, b, BLUE);
+        c.line((a.0, a.1 + 1), (b.0, b.1 + 1), BLUE);
+    }
+    if logs.len() == 1 {
+        c.rect(px(0) - 2, py(logs[0]) - 2, 5, 5, BLUE);
+    }
+    c.write_png(path)
+}
