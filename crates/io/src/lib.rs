@@ -5,9 +5,10 @@
 //! only when complete, so a crash, an error or Ctrl-C never leaves a
 //! half-written file under the real name.
 
-pub use hdf5;
 use hdf5::types::VarLenUnicode;
 use hdf5::{Dataset, Group, H5Type};
+pub use hdf5_metno as hdf5;
+pub mod ismrmrd;
 pub mod scan;
 
 use std::path::{Path, PathBuf};

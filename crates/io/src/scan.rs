@@ -10,6 +10,7 @@
 //!
 //! Reading checks everything and names the dataset and what was expected.
 
+use crate::hdf5;
 use crate::{Context, IoError};
 use hdf5::types::TypeDescriptor;
 use recon_core::{Complex, Grid};

@@ -81,6 +81,23 @@ pub struct ScanCfg {
     /// Accept samples beyond Nyquist (|k_d| > N_d / 2).
     #[serde(default)]
     pub allow_beyond_nyquist: bool,
+    /// ISMRMRD files only: the trajectory's units.
+    #[serde(default = "default_units")]
+    pub trajectory_units: TrajectoryUnits,
+}
+
+/// Units of an ISMRMRD trajectory (the format does not fix them).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TrajectoryUnits {
+    /// Cycles per pixel, in [-0.5, 0.5] (Gadgetron's convention).
+    Normalized,
+    /// Cycles per field of view, as recon's own scan files.
+    CyclesPerFov,
+}
+
+fn default_units() -> TrajectoryUnits {
+    TrajectoryUnits::Normalized
 }
 
 fn default_supersample() -> usize {
@@ -502,8 +519,16 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
     let at = |key: &str| format!("config key `{key}` in {}", path.display());
     let (grid, source) = if let Some(scan) = &mut cfg.scan {
         scan.file = resolve(path, &scan.file);
-        let s = recon_io::scan::read_scan(&scan.file, scan.allow_beyond_nyquist)
-            .with_context(|| at("scan.file"))?;
+        let s = if recon_io::ismrmrd::is_ismrmrd(&scan.file) {
+            let units = match scan.trajectory_units {
+                TrajectoryUnits::Normalized => recon_io::ismrmrd::Units::Normalized,
+                TrajectoryUnits::CyclesPerFov => recon_io::ismrmrd::Units::CyclesPerFov,
+            };
+            recon_io::ismrmrd::read_ismrmrd(&scan.file, units, scan.allow_beyond_nyquist)
+        } else {
+            recon_io::scan::read_scan(&scan.file, scan.allow_beyond_nyquist)
+        }
+        .with_context(|| at("scan.file"))?;
         if let Some(g) = &cfg.grid {
             if g.matrix.0 != s.grid.n || g.fov_mm.0 != s.grid.fov_mm {
                 anyhow::bail!(

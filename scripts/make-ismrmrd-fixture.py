@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Writes the ISMRMRD test fixture with the reference implementation's Python
+package (pip install ismrmrd h5py numpy).
+
+It converts a recon scan file (made by `recon simulate`) into a single-coil,
+non-Cartesian ISMRMRD dataset: one acquisition per projection of
+SAMPLES_PER_ACQ samples, trajectories normalised to [-0.5, 0.5] (cycles per
+pixel: k in cycles/FOV divided by the matrix size), matrix and field of view
+in the XML header's encodedSpace and reconSpace, and a noise acquisition first,
+flagged ACQ_IS_NOISE_MEASUREMENT, that a reader must skip.
+
+Usage (from the repository root, as tests/fixtures/README.md says):
+    target/release/recon simulate --config configs/test-small.toml --out /tmp/scan.h5
+    python3 scripts/make-ismrmrd-fixture.py /tmp/scan.h5 tests/fixtures/test-small.ismrmrd.h5
+"""
+import sys
+
+import h5py
+import ismrmrd
+import ismrmrd.xsd
+import numpy as np
+
+SAMPLES_PER_ACQ = 40  # one TPI projection of configs/test-small.toml
+
+src, dst = sys.argv[1], sys.argv[2]
+with h5py.File(src, "r") as f:
+    k = f["kspace/trajectory"][...].astype(np.float32)  # [M, 3], cycles/FOV
+    d = f["kspace/data"][...].astype(np.float32)  # [M, 2]
+    fov = [float(v) for v in f["kspace"].attrs["fov_mm"]]
+    matrix = [int(v) for v in f["kspace"].attrs["matrix"]]
+
+def space():
+    return ismrmrd.xsd.encodingSpaceType(
+        matrixSize=ismrmrd.xsd.matrixSizeType(x=matrix[0], y=matrix[1], z=matrix[2]),
+        fieldOfView_mm=ismrmrd.xsd.fieldOfViewMm(x=fov[0], y=fov[1], z=fov[2]),
+    )
+
+header = ismrmrd.xsd.ismrmrdHeader(
+    # A 3 T scanner's proton frequency.
+    experimentalConditions=ismrmrd.xsd.experimentalConditionsType(H1resonanceFrequency_Hz=127_740_000),
+    encoding=[
+        ismrmrd.xsd.encodingType(
+            encodedSpace=space(),
+            reconSpace=space(),
+            encodingLimits=ismrmrd.xsd.encodingLimitsType(),
+            trajectory=ismrmrd.xsd.trajectoryType("other"),
+        )
+    ],
+)
+
+ds = ismrmrd.Dataset(dst, "dataset", create_if_needed=True)
+ds.write_xml_header(header.toXML("utf-8"))
+
+def acquisition(traj, data, flags=()):
+    n = data.shape[0]
+    acq = ismrmrd.Acquisition.from_array(data.reshape(1, n), trajectory=traj)
+    acq.center_sample = 0
+    for flag in flags:
+        acq.setFlag(flag)
+    return acq
+
+# A noise scan: no trajectory meaning, random samples; readers skip it.
+rng = np.random.default_rng(0)
+noise = (rng.standard_normal(SAMPLES_PER_ACQ) + 1j * rng.standard_normal(SAMPLES_PER_ACQ)).astype(np.complex64)
+ds.append_acquisition(acquisition(np.zeros((SAMPLES_PER_ACQ, 3), np.float32), noise, [ismrmrd.ACQ_IS_NOISE_MEASUREMENT]))
+
+norm = k / np.array(matrix, np.float32)  # cycles per pixel, in [-0.5, 0.5]
+cplx = (d[:, 0] + 1j * d[:, 1]).astype(np.complex64)
+for start in range(0, len(k), SAMPLES_PER_ACQ):
+    stop = min(start + SAMPLES_PER_ACQ, len(k))
+    ds.append_acquisition(acquisition(norm[start:stop], cplx[start:stop]))
+ds.close()
+print(f"wrote {dst}: {len(k)} samples in {-(-len(k) // SAMPLES_PER_ACQ)} acquisitions plus 1 noise scan")
