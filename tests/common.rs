@@ -2,6 +2,38 @@
 #![allow(dead_code)]
 
 use recon_core::{Complex, Grid};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root (`RECON_REPO` on the GPU machine, where the build's
+/// paths do not exist).
+pub fn repo() -> PathBuf {
+    std::env::var_os("RECON_REPO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+}
+
+/// The `recon` binary (`RECON_BIN` on the GPU machine).
+pub fn recon_bin() -> PathBuf {
+    std::env::var_os("RECON_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_recon")))
+}
+
+/// Runs `recon` with its Q cache in `cache`.
+///
+/// HDF5 opens files without close-on-exec, so a `recon` started by one test
+/// inherits the descriptors (and flock locks) of files another test has open
+/// at that moment, and a third process then finds them "locked". Processes
+/// started by tests therefore run without HDF5 file locking.
+pub fn recon(args: &[&str], cache: &Path) -> Output {
+    Command::new(recon_bin())
+        .args(args)
+        .env("HDF5_USE_FILE_LOCKING", "FALSE")
+        .env("RECON_CACHE_DIR", cache)
+        .output()
+        .expect("run recon")
+}
 
 /// A tiny deterministic pseudo-random stream (SplitMix64), so tests need no RNG crate.
 pub struct Rng(u64);

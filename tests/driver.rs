@@ -1,25 +1,10 @@
 //! The `recon` binary: config errors, and the whole pipeline end to end.
 
-// HDF5_LOCKING: HDF5 opens files without close-on-exec, so a `recon` started
-// by one test inherits the descriptors (and flock locks) of files another test
-// has open at that moment, and a third process then finds them "locked". The
-// processes these tests start therefore run without HDF5 file locking.
+mod common;
 
+use common::{recon, recon_bin, repo};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn recon(args: &[&str], cache: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args(args)
-        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see HDF5_LOCKING below
-        .env("RECON_CACHE_DIR", cache)
-        .output()
-        .expect("run recon")
-}
+use std::process::Command;
 
 /// A valid small config, with `edit` applied to its text, written to `dir`.
 fn config_with(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
@@ -369,9 +354,9 @@ fn interrupt(
     when: &str,
 ) -> std::process::ExitStatus {
     use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_recon"))
+    let mut child = Command::new(recon_bin())
         .args(args)
-        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see HDF5_LOCKING above
+        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see common::recon
         .env("RECON_CACHE_DIR", cache)
         .envs(env.iter().copied())
         .stderr(std::process::Stdio::piped())

@@ -8,11 +8,6 @@
 
 mod common;
 
-// HDF5_LOCKING: HDF5 opens files without close-on-exec, so a `recon` started
-// by one test inherits the descriptors (and flock locks) of files another test
-// has open at that moment, and a third process then finds them "locked". The
-// processes these tests start therefore run without HDF5 file locking.
-
 use common::*;
 use recon_cg::{Normal, Params, Toeplitz};
 use recon_core::{
@@ -291,18 +286,6 @@ fn sum_exp_rejects_mismatched_lengths() {
         .is_err());
 }
 
-fn repo() -> PathBuf {
-    std::env::var_os("RECON_REPO")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
-}
-
-fn recon_bin() -> PathBuf {
-    std::env::var_os("RECON_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_recon")))
-}
-
 /// Runs the small config with `edit` applied, returning the report.
 fn run_small(
     dir: &std::path::Path,
@@ -325,7 +308,7 @@ fn run_small(
             "--out",
             out.to_str().unwrap(),
         ])
-        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see HDF5_LOCKING below
+        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see common::recon
         .env("RECON_CACHE_DIR", dir.join("cache"))
         .output()
         .unwrap();
@@ -392,7 +375,7 @@ fn too_large_a_problem_says_what_fits() {
             "--out",
             out.to_str().unwrap(),
         ])
-        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see HDF5_LOCKING below
+        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see common::recon
         .env("RECON_CACHE_DIR", tmp.path().join("cache"))
         .output()
         .unwrap();

@@ -5,7 +5,16 @@
 
 use recon_core::{Complex, CpuBackend};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+mod common;
+
+/// `recon` with a throw-away cache.
+fn recon(args: &[&str]) -> std::process::Output {
+    common::recon(
+        args,
+        &std::env::temp_dir().join(format!("recon-parboil-test-{}", std::process::id())),
+    )
+}
 
 fn data_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("RECON_PARBOIL_DIR")
@@ -60,13 +69,6 @@ fn both_datasets_pass_parboils_rule_on_the_cpu() {
         println!("{name}: {c:?}");
         assert!(c.passed(), "{name}: {c:?}");
     }
-}
-
-fn recon(args: &[&str]) -> std::process::Output {
-    let bin = std::env::var_os("RECON_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_recon")));
-    Command::new(bin).args(args).output().unwrap()
 }
 
 #[test]

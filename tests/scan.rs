@@ -1,27 +1,12 @@
 //! Scan files: written by `recon simulate` or by h5py, reconstructed with
 //! `[scan] file = ...`; and every kind of bad file, each named.
 
-// HDF5_LOCKING: HDF5 opens files without close-on-exec, so a `recon` started
-// by one test inherits the descriptors (and flock locks) of files another test
-// has open at that moment, and a third process then finds them "locked". The
-// processes these tests start therefore run without HDF5 file locking.
+mod common;
 
+use common::{recon, repo};
 use recon_io::hdf5;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn recon(args: &[&str], cache: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args(args)
-        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see HDF5_LOCKING below
-        .env("RECON_CACHE_DIR", cache)
-        .output()
-        .unwrap()
-}
 
 fn ok(o: &Output) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -55,6 +40,20 @@ fn scan_config(dir: &Path, scan: &Path, extra: &str) -> PathBuf {
     )
     .unwrap();
     p
+}
+
+/// `recon simulate` of `synth` into `scan`.
+fn simulate(synth: &Path, scan: &Path, cache: &Path) -> String {
+    ok(&recon(
+        &[
+            "simulate",
+            "--config",
+            synth.to_str().unwrap(),
+            "--out",
+            scan.to_str().unwrap(),
+        ],
+        cache,
+    ))
 }
 
 fn report(dir: &Path) -> serde_json::Value {
@@ -130,16 +129,7 @@ fn scan_without_truth_reports_none_and_recon_h5_can_hold_q() {
     let cache = tmp.path().join("cache");
     let synth = synthetic_config(tmp.path());
     let scan = tmp.path().join("scan.h5");
-    ok(&recon(
-        &[
-            "simulate",
-            "--config",
-            synth.to_str().unwrap(),
-            "--out",
-            scan.to_str().unwrap(),
-        ],
-        &cache,
-    ));
+    simulate(&synth, &scan, &cache);
     // Drop /reference: a scan of a patient has no truth.
     // Closed explicitly: HDF5 locks a file open for writing against other processes.
     let f = hdf5::File::open_rw(&scan).unwrap();
@@ -381,16 +371,7 @@ fn ismrmrd_fixture_from_the_reference_implementation_reconstructs() {
     let cache = tmp.path().join("cache");
     let synth = synthetic_config(tmp.path());
     let scan = tmp.path().join("scan.h5");
-    ok(&recon(
-        &[
-            "simulate",
-            "--config",
-            synth.to_str().unwrap(),
-            "--out",
-            scan.to_str().unwrap(),
-        ],
-        &cache,
-    ));
+    simulate(&synth, &scan, &cache);
     let fixture = repo().join("tests/fixtures/test-small.ismrmrd.h5");
     let from_scan = scan_config(tmp.path(), &scan, "");
     ok(&recon(

@@ -293,9 +293,8 @@ __device__ __forceinline__ void gather_any(float2* out, const Lattice L, const f
     }
 }
 
-// v5 and v6 run the same kernels; they differ on the host (all samples
-// resident, or streamed chunk by chunk). Both names are kept so that a
-// profile shows which ran.
+// Variants 5 and 6 launch the same kernels; they differ on the host (all
+// samples resident, or streamed chunk by chunk).
 #define DEFINE_TUNED(V)                                                                                      \
     extern "C" __global__ void sum_v5_##V(float2* out, Lattice L, const float* list, long long first,      \
                                           int count, const Sample* __restrict__ samples, int m_count,       \
@@ -304,18 +303,6 @@ __device__ __forceinline__ void gather_any(float2* out, const Lattice L, const f
         gather_rows<V>(out, L, first, count, samples, m_count, sign);                                       \
     }                                                                                                        \
     extern "C" __global__ void sum_v5g_##V(float2* out, Lattice L, const float* list, long long first,     \
-                                           int count, const Sample* __restrict__ samples, int m_count,      \
-                                           float sign)                                                      \
-    {                                                                                                        \
-        gather_any<V>(out, L, list, first, count, samples, m_count, sign);                                  \
-    }                                                                                                        \
-    extern "C" __global__ void sum_v6_##V(float2* out, Lattice L, const float* list, long long first,      \
-                                          int count, const Sample* __restrict__ samples, int m_count,       \
-                                          float sign)                                                       \
-    {                                                                                                        \
-        gather_rows<V>(out, L, first, count, samples, m_count, sign);                                       \
-    }                                                                                                        \
-    extern "C" __global__ void sum_v6g_##V(float2* out, Lattice L, const float* list, long long first,     \
                                            int count, const Sample* __restrict__ samples, int m_count,      \
                                            float sign)                                                      \
     {                                                                                                        \

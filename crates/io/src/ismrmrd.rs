@@ -14,7 +14,7 @@
 
 use crate::hdf5::{self, types::VarLenArray, types::VarLenAscii, types::VarLenUnicode, H5Type};
 use crate::scan::Scan;
-use crate::{Context, IoError};
+use crate::{beyond_nyquist, layout as bad, Context, IoError};
 use recon_core::{Complex, Grid};
 use std::path::Path;
 
@@ -60,14 +60,6 @@ pub fn is_ismrmrd(path: &Path) -> bool {
             f.link_exists("dataset") && f.group("dataset").is_ok_and(|g| g.link_exists("data"))
         })
         .unwrap_or(false)
-}
-
-fn bad(path: &Path, name: &str, problem: impl Into<String>) -> IoError {
-    IoError::Layout {
-        path: path.display().to_string(),
-        name: name.to_string(),
-        problem: problem.into(),
-    }
 }
 
 fn xml_number(
@@ -212,7 +204,7 @@ pub fn read_ismrmrd(
                 Units::CyclesPerFov => k,
             };
             if !allow_beyond_nyquist {
-                if let Some(d) = (0..3).find(|&d| k[d].abs() > n[d] as f64 / 2.0 + 1e-6) {
+                if let Some(d) = beyond_nyquist(k, n) {
                     return Err(bad(
                         path,
                         &name,

@@ -36,6 +36,21 @@ pub enum IoError {
     },
 }
 
+/// A dataset (or attribute) of a file that is not as expected.
+pub(crate) fn layout(path: &Path, name: &str, problem: impl Into<String>) -> IoError {
+    IoError::Layout {
+        path: path.display().to_string(),
+        name: name.to_string(),
+        problem: problem.into(),
+    }
+}
+
+/// The first axis along which `k` (cycles/FOV) lies beyond Nyquist for the
+/// matrix `n`, `|k_d| > n_d / 2`, if any.
+pub(crate) fn beyond_nyquist(k: [f64; 3], n: [usize; 3]) -> Option<usize> {
+    (0..3).find(|&d| k[d].abs() > n[d] as f64 / 2.0 + 1e-6)
+}
+
 /// Attaches a file path and an operation to an HDF5 error.
 pub trait Context<T> {
     fn at(self, path: &Path, op: &str) -> Result<T, IoError>;

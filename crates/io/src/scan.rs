@@ -11,7 +11,7 @@
 //! Reading checks everything and names the dataset and what was expected.
 
 use crate::hdf5;
-use crate::{Context, IoError};
+use crate::{beyond_nyquist, layout as bad, Context, IoError};
 use hdf5::types::TypeDescriptor;
 use recon_core::{Complex, Grid};
 use std::path::Path;
@@ -27,14 +27,6 @@ pub struct Scan {
     pub truth: Option<Vec<f64>>,
     /// A proton-density reference image on the same grid.
     pub anatomy: Option<Vec<f64>>,
-}
-
-fn bad(path: &Path, name: &str, problem: impl Into<String>) -> IoError {
-    IoError::Layout {
-        path: path.display().to_string(),
-        name: name.to_string(),
-        problem: problem.into(),
-    }
 }
 
 /// A float32 dataset of the given shape, checked for type, shape and finiteness.
@@ -150,7 +142,7 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
         .collect();
     if !allow_beyond_nyquist {
         for (m, k) in traj.iter().enumerate() {
-            if let Some(d) = (0..3).find(|&d| k[d].abs() > n[d] as f64 / 2.0 + 1e-6) {
+            if let Some(d) = beyond_nyquist(*k, n) {
                 return Err(bad(
                     path,
                     "kspace/trajectory",
