@@ -231,7 +231,7 @@ fn small_pipeline_end_to_end() {
         greys.len()
     );
     let (w, h, px) = decode("residual.png");
-    assert_eq!((w, h), (640, 400));
+    assert_eq!((w, h), (720, 440));
     assert!(
         px.chunks(3).any(|p| p == [30, 90, 200]),
         "no residual curve drawn"
@@ -433,4 +433,48 @@ fn ctrl_c_leaves_no_partial_output() {
     );
     // The Q cache file of that run was complete before the interrupt, and stays.
     assert_eq!(files_under(&cache).len(), 1, "{:?}", files_under(&cache));
+}
+
+#[test]
+fn validate_writes_the_matrix_checks_and_sweep() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("val");
+    let cfg = config_with(tmp.path(), |t| t);
+    let o = recon(
+        &[
+            "validate",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--lambda-sweep",
+            "--sweep-points",
+            "3",
+        ],
+        &tmp.path().join("cache"),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap())
+            .unwrap();
+    // Two data cases x (4 engines + gridding).
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 10);
+    assert!(rows
+        .iter()
+        .all(|r| r["psnr_db"].as_f64().unwrap().is_finite()));
+    // float64 rows are the reference of the others.
+    assert!(rows
+        .iter()
+        .filter(|r| r["method"] == "CPU float32")
+        .all(|r| r["relative_difference_to_f64"].as_f64().unwrap() < 0.05));
+    // Checks: f32 and hardware sin/cos per case, and iterative over gridding.
+    assert_eq!(v["checks"].as_array().unwrap().len(), 5);
+    assert_eq!(v["lambda_sweep"].as_array().unwrap().len(), 3);
+    assert!(v["best_lambda"].as_f64().unwrap() > 0.0);
+    for f in ["validation.md", "psnr.png", "residuals.png", "lambda.png"] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    let md = std::fs::read_to_string(out.join("validation.md")).unwrap();
+    assert!(md.contains("| noiseless | gridding |") && md.contains("Best lambda"));
 }

@@ -296,6 +296,7 @@ pub struct Config {
 }
 
 /// Where the k-space data come from.
+#[derive(Clone)]
 pub enum Source {
     Synthetic {
         phantom: Phantom,
@@ -307,6 +308,7 @@ pub enum Source {
 }
 
 /// A checked configuration with everything it refers to loaded.
+#[derive(Clone)]
 pub struct Loaded {
     pub path: PathBuf,
     pub cfg: Config,

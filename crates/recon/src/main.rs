@@ -11,6 +11,7 @@ mod output;
 mod parboil;
 mod pictures;
 mod pipeline;
+mod validate;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -51,6 +52,8 @@ enum Command {
     Q,
     /// Write the config's synthetic data as a scan file (`--out scan.h5`).
     Simulate,
+    /// Run the config through every engine, noiseless and noisy, with gridding.
+    Validate(validate::ValidateArgs),
     /// Time the book's reference problem: each GPU variant, Q, F^H D and CG.
     Bench(bench::BenchArgs),
     /// Q for a Parboil mri-q input file, in Parboil's output format.
@@ -135,6 +138,9 @@ fn run(cli: Cli) -> Result<()> {
         return simulate(&l, out);
     }
     let l = config::load(config, cli.out.as_deref())?;
+    if let Some(Command::Validate(args)) = &cli.command {
+        return validate::run(&l, args, &Bars);
+    }
     if l.cfg.engine.threads > 0 {
         rayon::ThreadPoolBuilder::new()
             .num_threads(l.cfg.engine.threads)
@@ -211,7 +217,7 @@ where
 {
     match command.unwrap_or(Command::Run) {
         Command::Run => run_pipeline(backend, l),
-        Command::Bench(_) | Command::ParboilQ(_) | Command::Simulate => {
+        Command::Bench(_) | Command::ParboilQ(_) | Command::Simulate | Command::Validate(_) => {
             unreachable!("handled before a backend is chosen")
         }
         Command::Q => {

@@ -1,0 +1,471 @@
+//! `recon validate`: one problem through a matrix of engines and noise
+//! levels, with the gridding baseline, answering two questions: does fast GPU
+//! arithmetic cost image quality, and how much better than gridding is the
+//! iterative reconstruction? Optionally sweeps lambda.
+
+use crate::config::{Loaded, NoiseCfg, Source};
+use crate::pipeline::{self, Inputs, Outputs, Ui};
+use anyhow::{Context, Result};
+use recon_cg::Params;
+use recon_core::{metrics, Backend, Complex, CpuBackend, EdgeWeights, Real};
+use recon_q::Stored;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ValidateArgs {
+    /// Also reconstruct over a logarithmic range of lambda and report the best.
+    #[arg(long)]
+    pub lambda_sweep: bool,
+    #[arg(long, default_value_t = 1e-3)]
+    pub lambda_min: f64,
+    #[arg(long, default_value_t = 10.0)]
+    pub lambda_max: f64,
+    #[arg(long, default_value_t = 13)]
+    pub sweep_points: usize,
+    /// SNR of the noisy case when the config itself is noiseless.
+    #[arg(long, default_value_t = 30.0)]
+    pub snr: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Engine {
+    CpuF64,
+    CpuF32,
+    GpuAccurate,
+    GpuFast,
+}
+
+impl Engine {
+    const ALL: [Engine; 4] = [
+        Engine::CpuF64,
+        Engine::CpuF32,
+        Engine::GpuAccurate,
+        Engine::GpuFast,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Engine::CpuF64 => "CPU float64",
+            Engine::CpuF32 => "CPU float32",
+            Engine::GpuAccurate => "GPU accurate sin/cos (variant 2)",
+            Engine::GpuFast => "GPU hardware sin/cos (variant 5)",
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub data: String,
+    pub method: String,
+    pub device: String,
+    pub psnr_db: f64,
+    pub percent_error: f64,
+    /// ||image - float64 image|| / ||float64 image|| (iterative rows).
+    pub relative_difference_to_f64: Option<f64>,
+    pub seconds: BTreeMap<String, f64>,
+    #[serde(skip)]
+    residuals: Vec<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SweepPoint {
+    pub lambda: f64,
+    pub psnr_db: f64,
+    pub percent_error: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Validation {
+    pub config: String,
+    pub data: String,
+    pub matrix: [usize; 3],
+    pub samples: usize,
+    pub lambda: f64,
+    pub iterations: usize,
+    pub rows: Vec<Row>,
+    pub checks: Vec<Check>,
+    pub lambda_sweep: Option<Vec<SweepPoint>>,
+    pub best_lambda: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub what: String,
+    pub value: f64,
+    pub bound: String,
+    pub passed: bool,
+}
+
+fn row(
+    data: &str,
+    method: String,
+    out: &Outputs,
+    truth: &[f64],
+    reference: Option<&[Complex<f64>]>,
+    image: &[Complex<f64>],
+) -> Row {
+    let q = pipeline::quality(image, Some(truth)).expect("truth given");
+    Row {
+        data: data.to_string(),
+        method,
+        device: out.device.clone(),
+        psnr_db: q.psnr_db,
+        percent_error: q.percent_error,
+        relative_difference_to_f64: reference.map(|r| metrics::nrmse(image, r)),
+        seconds: out
+            .seconds
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        residuals: out.info.residuals.clone(),
+    }
+}
+
+/// Runs one engine: the GPU ones on the GPU when there is one, else on the CPU.
+fn run_engine(
+    e: Engine,
+    gpu: bool,
+    l: &Loaded,
+    inputs: &Inputs,
+    ui: &impl Ui,
+) -> Result<(Outputs, String)> {
+    let cuda = |variant| -> Result<Outputs> {
+        let b = recon_cuda::CudaBackend::new(recon_cuda::Options {
+            variant,
+            ..Default::default()
+        })?;
+        pipeline::reconstruct(&b, l, inputs, ui)
+    };
+    Ok(match (e, gpu) {
+        (Engine::CpuF64, _) => (
+            pipeline::reconstruct(&CpuBackend::<f64>::new(), l, inputs, ui)?,
+            e.name().to_string(),
+        ),
+        (Engine::CpuF32, _) => (
+            pipeline::reconstruct(&CpuBackend::<f32>::new(), l, inputs, ui)?,
+            e.name().to_string(),
+        ),
+        (Engine::GpuAccurate, true) => {
+            (cuda(recon_cuda::Variant::Registers)?, e.name().to_string())
+        }
+        (Engine::GpuFast, true) => (cuda(recon_cuda::Variant::Tuned)?, e.name().to_string()),
+        (_, false) => (
+            pipeline::reconstruct(&CpuBackend::<f32>::new(), l, inputs, ui)?,
+            format!("{} -> CPU float32 (no GPU)", e.name()),
+        ),
+    })
+}
+
+/// PSNR over a log range of lambda on one backend: Q and F^H D once, a CG
+/// solve per lambda.
+fn sweep<B>(
+    b: &B,
+    l: &Loaded,
+    inputs: &Inputs,
+    args: &ValidateArgs,
+    ui: &impl Ui,
+) -> Result<Vec<SweepPoint>>
+where
+    B: Backend,
+    B::Real: Stored + Real,
+{
+    let cache = l
+        .cfg
+        .q
+        .cache
+        .then(|| recon_q::Cache::new(crate::config::cache_dir(&l.cfg)));
+    let (q, _) = ui.stage("Q", |p| {
+        recon_q::load_or_compute(b, cache.as_ref(), &l.grid, &inputs.traj, p)
+    })?;
+    let fhd = ui.stage("F^H D", |p| {
+        recon_fhd::fhd(b, &l.grid, &inputs.traj, &inputs.data, p)
+    })?;
+    let truth = inputs.truth.as_deref().expect("checked");
+    let params = Params {
+        iterations: l.cfg.solver.iterations,
+        tolerance: l.cfg.solver.tolerance,
+    };
+    let n = args.sweep_points.max(2);
+    let (lo, hi) = (args.lambda_min.log10(), args.lambda_max.log10());
+    let mut out = Vec::new();
+    for i in 0..n {
+        let lambda = 10f64.powf(lo + (hi - lo) * i as f64 / (n - 1) as f64);
+        let (x, _) = recon_cg::solve_from_q(
+            b,
+            &l.grid,
+            &q,
+            &fhd,
+            &EdgeWeights::uniform(l.grid.n),
+            lambda,
+            &params,
+            &mut |_, _| {},
+        )?;
+        let img: Vec<Complex<f64>> = x
+            .iter()
+            .map(|c| Complex::new(c.re.f64(), c.im.f64()))
+            .collect();
+        let q = pipeline::quality(&img, Some(truth)).expect("truth given");
+        ui.log(&format!("lambda {lambda:.3e}: PSNR {:.2} dB", q.psnr_db));
+        out.push(SweepPoint {
+            lambda,
+            psnr_db: q.psnr_db,
+            percent_error: q.percent_error,
+        });
+    }
+    Ok(out)
+}
+
+pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
+    let traj = pipeline::trajectory(l)?;
+    // The data cases: synthetic data noiseless and noisy; a scan file as given.
+    let mut cases: Vec<(String, Loaded)> = Vec::new();
+    match &l.source {
+        Source::Synthetic { .. } => {
+            let mut clean = l.clone();
+            clean.cfg.noise = None;
+            let mut noisy = l.clone();
+            let n = l.cfg.noise.clone().unwrap_or(NoiseCfg {
+                snr: args.snr,
+                seed: 1,
+            });
+            let name = format!("noisy (SNR {})", n.snr);
+            noisy.cfg.noise = Some(n);
+            cases.push(("noiseless".into(), clean));
+            cases.push((name, noisy));
+        }
+        Source::Scan(_) => cases.push(("scan data".into(), l.clone())),
+    }
+    let gpu = match recon_cuda::probe() {
+        Ok(_) => true,
+        Err(why) => {
+            ui.log(&format!(
+                "validate: no usable GPU ({why}); the GPU rows run on the CPU in float32"
+            ));
+            false
+        }
+    };
+    let mut rows = Vec::new();
+    let mut checks = Vec::new();
+    let mut noisy_inputs = None;
+    for (name, case) in &cases {
+        let inputs = pipeline::inputs(case, traj.clone())?;
+        let truth = inputs
+            .truth
+            .clone()
+            .context("validate needs a true image: the scan file has none")?;
+        let mut reference: Option<(Outputs, f64)> = None;
+        for e in Engine::ALL {
+            ui.log(&format!("validate: {name}, {}", e.name()));
+            let (out, method) = run_engine(e, gpu, case, &inputs, ui)?;
+            let r = row(
+                name,
+                method,
+                &out,
+                &truth,
+                reference.as_ref().map(|(o, _)| &o.recon[..]),
+                &out.recon,
+            );
+            if let Some((_, f64_psnr)) = &reference {
+                let (bound, what) = match e {
+                    Engine::CpuF32 => (0.05, "float32 against float64"),
+                    Engine::GpuFast => (0.1, "hardware sin/cos against float64"),
+                    _ => (f64::INFINITY, ""),
+                };
+                if bound.is_finite() {
+                    let d = (r.psnr_db - f64_psnr).abs();
+                    checks.push(Check {
+                        what: format!("{name}: {what} ({})", r.method),
+                        value: d,
+                        bound: format!("<= {bound} dB"),
+                        passed: d <= bound,
+                    });
+                }
+            }
+            if reference.is_none() {
+                let g = row(name, "gridding".into(), &out, &truth, None, &out.gridding);
+                if name == "noiseless" {
+                    let margin = r.psnr_db - g.psnr_db;
+                    checks.push(Check {
+                        what: "noiseless: iterative (float64) over gridding".into(),
+                        value: margin,
+                        bound: ">= 3 dB".into(),
+                        passed: margin >= 3.0,
+                    });
+                }
+                reference = Some((out, r.psnr_db));
+                rows.push(r);
+                rows.push(g);
+            } else {
+                rows.push(r);
+            }
+        }
+        noisy_inputs = Some((case.clone(), inputs));
+    }
+    let (sweep_points, best) = if args.lambda_sweep {
+        let (case, inputs) = noisy_inputs.as_ref().expect("one case at least");
+        let pts = if gpu {
+            sweep(
+                &recon_cuda::CudaBackend::new(recon_cuda::Options::default())?,
+                case,
+                inputs,
+                args,
+                ui,
+            )?
+        } else {
+            sweep(&CpuBackend::<f32>::new(), case, inputs, args, ui)?
+        };
+        let best = pts
+            .iter()
+            .max_by(|a, b| a.psnr_db.total_cmp(&b.psnr_db))
+            .map(|p| p.lambda);
+        (Some(pts), best)
+    } else {
+        (None, None)
+    };
+    let v = Validation {
+        config: l.path.display().to_string(),
+        data: l.data_name(),
+        matrix: l.grid.n,
+        samples: traj.len(),
+        lambda: l.cfg.solver.lambda,
+        iterations: l.cfg.solver.iterations,
+        rows,
+        checks,
+        lambda_sweep: sweep_points,
+        best_lambda: best,
+    };
+    write(l, &v)?;
+    print!("{}", markdown(&v));
+    Ok(())
+}
+
+fn markdown(v: &Validation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Validation: {}\n", v.config);
+    let _ = writeln!(
+        s,
+        "Data `{}`, matrix {:?}, {} samples, lambda {} (relative to the peak of Q), {} CG iterations.\n",
+        v.data, v.matrix, v.samples, v.lambda, v.iterations
+    );
+    let _ = writeln!(s, "| data | method | PSNR (dB) | error (%) | rel. diff. to float64 | Q (s) | F^H D (s) | CG (s) | gridding (s) | device |");
+    let _ = writeln!(
+        s,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for r in &v.rows {
+        let t = |k: &str| {
+            if r.method == "gridding" {
+                "-".to_string()
+            } else {
+                r.seconds.get(k).map_or("-".into(), |v| format!("{v:.3}"))
+            }
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.3} | {:.2} | {} | {} | {} | {} | {} | {} |",
+            r.data,
+            r.method,
+            r.psnr_db,
+            r.percent_error,
+            r.relative_difference_to_f64
+                .map_or("-".into(), |d| format!("{d:.2e}")),
+            t("q"),
+            t("fhd"),
+            t("cg"),
+            r.seconds
+                .get("gridding")
+                .map_or("-".into(), |v| format!("{v:.3}")),
+            r.device
+        );
+    }
+    let _ = writeln!(s, "\n## Checks\n");
+    for c in &v.checks {
+        let _ = writeln!(
+            s,
+            "- {}: {:.3} dB ({}): {}",
+            c.what,
+            c.value,
+            c.bound,
+            if c.passed { "PASS" } else { "FAIL" }
+        );
+    }
+    if let (Some(pts), Some(best)) = (&v.lambda_sweep, v.best_lambda) {
+        let _ = writeln!(s, "\n## Lambda sweep (noisy data)\n\n| lambda | PSNR (dB) | error (%) |\n| --- | --- | --- |");
+        for p in pts {
+            let _ = writeln!(
+                s,
+                "| {:.3e} | {:.3} | {:.2} |",
+                p.lambda, p.psnr_db, p.percent_error
+            );
+        }
+        let _ = writeln!(s, "\nBest lambda: {best:.3e}.");
+    }
+    s
+}
+
+fn write(l: &Loaded, v: &Validation) -> Result<()> {
+    let dir = &l.cfg.output.dir;
+    let text = |name: &str, body: String| {
+        recon_io::stage::<recon_io::IoError>(&dir.join(name), move |tmp| {
+            std::fs::write(tmp, body.as_bytes()).map_err(|source| recon_io::IoError::Io {
+                path: tmp.display().to_string(),
+                op: "write",
+                source,
+            })
+        })
+    };
+    let mut staged = vec![
+        text("validation.md", markdown(v))?,
+        text("validation.json", serde_json::to_string_pretty(v)? + "\n")?,
+    ];
+    let bars: Vec<(String, f64)> = v
+        .rows
+        .iter()
+        .map(|r| (format!("{}: {}", r.data, r.method), r.psnr_db))
+        .collect();
+    staged.push(recon_io::stage(&dir.join("psnr.png"), |tmp| {
+        crate::pictures::bar_chart(tmp, "PSNR by method", &bars, "dB")
+    })?);
+    let curves: Vec<(String, Vec<f64>)> = v
+        .rows
+        .iter()
+        .filter(|r| r.method != "gridding")
+        .map(|r| {
+            (
+                format!(
+                    "{} {}",
+                    if r.data == "noiseless" {
+                        "clean"
+                    } else {
+                        "noisy"
+                    },
+                    r.method.split(' ').take(2).collect::<Vec<_>>().join(" ")
+                ),
+                r.residuals.clone(),
+            )
+        })
+        .collect();
+    staged.push(recon_io::stage(&dir.join("residuals.png"), |tmp| {
+        crate::pictures::residual_curves(tmp, &curves)
+    })?);
+    if let Some(pts) = &v.lambda_sweep {
+        let series = [crate::pictures::Series {
+            name: "PSNR".into(),
+            points: pts.iter().map(|p| (p.lambda.log10(), p.psnr_db)).collect(),
+        }];
+        staged.push(recon_io::stage(&dir.join("lambda.png"), |tmp| {
+            crate::pictures::line_plot(
+                tmp,
+                "PSNR against lambda (noisy data)",
+                "lambda (relative to peak Q)",
+                &series,
+                &|x| format!("1e{x:.1}"),
+                &|y| format!("{y:.1}"),
+            )
+        })?);
+    }
+    recon_io::commit(staged)?;
+    Ok(())
+}
