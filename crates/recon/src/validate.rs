@@ -290,7 +290,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
                     checks.push(Check {
                         what: "noiseless: iterative (float64) over gridding".into(),
                         value: margin,
-                        bound: ">= 3 dB".into(),
+                        bound: ">= 3 dB, required of the noiseless Shepp-Logan run".into(),
                         passed: margin >= 3.0,
                     });
                 }
