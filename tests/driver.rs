@@ -450,6 +450,8 @@ fn validate_writes_the_matrix_checks_and_sweep() {
             "--lambda-sweep",
             "--sweep-points",
             "3",
+            "--gridding-margin",
+            "2",
         ],
         &tmp.path().join("cache"),
     );
@@ -469,7 +471,15 @@ fn validate_writes_the_matrix_checks_and_sweep() {
         .filter(|r| r["method"] == "CPU float32")
         .all(|r| r["relative_difference_to_f64"].as_f64().unwrap() < 0.05));
     // Checks: f32 and hardware sin/cos per case, and iterative over gridding.
-    assert_eq!(v["checks"].as_array().unwrap().len(), 5);
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 5);
+    // The margin over gridding is judged only because --gridding-margin asked.
+    let margin = checks
+        .iter()
+        .find(|c| c["what"].as_str().unwrap().contains("over gridding"))
+        .unwrap();
+    assert_eq!(margin["bound"], ">= 2 dB");
+    assert_eq!(margin["passed"], margin["value"].as_f64().unwrap() >= 2.0);
     assert_eq!(v["lambda_sweep"].as_array().unwrap().len(), 3);
     assert!(v["best_lambda"].as_f64().unwrap() > 0.0);
     for f in ["validation.md", "psnr.png", "residuals.png", "lambda.png"] {
