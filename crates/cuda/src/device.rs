@@ -674,7 +674,6 @@ impl Device {
             .memcpy_dtoh(&out_dev, as_floats_mut(out))
             .at("copy sums to host")?;
         self.stream.synchronize().at("synchronize after sums")?;
-        drop(bufs.drain(..));
         Ok(())
     }
 }

@@ -28,6 +28,13 @@ pub enum IoError {
         op: String,
         message: String,
     },
+    /// Encoding another format (PNG, NIfTI) failed.
+    #[error("{path}: writing {format}: {message}")]
+    Encode {
+        path: String,
+        format: &'static str,
+        message: String,
+    },
     #[error("{path}: dataset `{name}` {problem}")]
     Layout {
         path: String,

@@ -311,10 +311,7 @@ fn end_to_end<B: Backend>(
     p: &Problem,
     variants: Vec<Row>,
     sfu: Option<f64>,
-) -> Result<Results>
-where
-    B::Real: Real,
-{
+) -> Result<Results> {
     crate::pipeline::check_memory(b, &p.grid, p.traj.len())?;
     eprintln!("bench: Q on {:?} with {}", p.grid.doubled(), b.describe());
     let t = Instant::now();

@@ -160,9 +160,9 @@ fn write_nifti(
     nifti::writer::WriterOptions::new(path)
         .reference_header(&header)
         .write_nifti(&image)
-        .map_err(|e| recon_io::IoError::Hdf5 {
+        .map_err(|e| recon_io::IoError::Encode {
             path: path.display().to_string(),
-            op: "write NIfTI".into(),
+            format: "NIfTI",
             message: e.to_string(),
         })
 }

@@ -80,9 +80,9 @@ impl Canvas {
     }
 
     fn write_png(&self, path: &Path) -> Result<(), recon_io::IoError> {
-        let err = |e: &dyn std::fmt::Display| recon_io::IoError::Hdf5 {
+        let err = |e: &dyn std::fmt::Display| recon_io::IoError::Encode {
             path: path.display().to_string(),
-            op: "write PNG".into(),
+            format: "PNG",
             message: e.to_string(),
         };
         let file = std::fs::File::create(path).map_err(|e| err(&e))?;
