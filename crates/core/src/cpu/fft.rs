@@ -8,15 +8,19 @@ use ndrustfft::{ndfft_par, ndifft_par, FftHandler};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Caches one handler (forward and inverse plan) per axis length.
+/// Caches one handler (forward and inverse plan) per axis length, and the
+/// scratch grid of the out-of-place passes, so that CG iterations allocate
+/// nothing.
 pub struct Planner<T: Real> {
     plans: Mutex<HashMap<usize, Arc<FftHandler<T>>>>,
+    scratch: Mutex<Vec<Complex<T>>>,
 }
 
 impl<T: Real> Default for Planner<T> {
     fn default() -> Self {
         Planner {
             plans: Mutex::new(HashMap::new()),
+            scratch: Mutex::new(Vec::new()),
         }
     }
 }
@@ -34,7 +38,9 @@ impl<T: Real> Planner<T> {
     /// inverse is normalised by `1 / (nx ny nz)`.
     pub fn fft3(&self, x: &mut [Complex<T>], shape: [usize; 3], dir: Direction) {
         let [nx, ny, nz] = shape;
-        let mut scratch = vec![Complex::<T>::default(); x.len()];
+        // Every element is overwritten by the first pass: no zeroing needed.
+        let mut scratch = self.scratch.lock().expect("FFT scratch poisoned");
+        scratch.resize(x.len(), Complex::default());
         let mut a = ArrayViewMut3::from_shape((nz, ny, nx), x).expect("shape checked by caller");
         let mut b = ArrayViewMut3::from_shape((nz, ny, nx), &mut scratch[..])
             .expect("shape checked by caller");
