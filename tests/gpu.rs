@@ -11,7 +11,7 @@ mod common;
 use common::*;
 use recon_cg::{Normal, Params, Toeplitz};
 use recon_core::{
-    metrics::nrmse, Backend, Complex, CpuBackend, Direction, EdgeWeights, Grid, Sign, Targets,
+    metrics::nrmse, Backend, Complex, CpuBackend, Direction, Stencil, Grid, Sign, Targets,
 };
 use recon_cuda::{CudaBackend, Options, Tuning, Variant};
 use std::path::PathBuf;
@@ -176,10 +176,12 @@ fn primitives_match_cpu() {
     b.crop(&mut gc, &gp, n).unwrap();
     assert!(nrmse(&up(&get(&gc)), &up(&cc)) < 1e-5, "crop");
 
-    let w = EdgeWeights::weighted(
+    let w = Stencil::weighted(
         n,
         [0, 1, 2].map(|_| (0..len).map(|_| 0.5 + rng.next_f64()).collect()),
     )
+    .unwrap()
+    .with_diag((0..len).map(|_| rng.next_f64()).collect())
     .unwrap();
     let (cw, gw) = (
         cpu.upload_weights(&w).unwrap(),
@@ -211,7 +213,7 @@ fn cg_solve_matches_cpu_f64() {
     };
 
     // The same solve on both backends.
-    let w = EdgeWeights::uniform(grid.n);
+    let w = Stencil::uniform(grid.n);
     let cpu = CpuBackend::<f64>::new();
     let q64 = recon_q::compute(&cpu, &grid, &traj, &mut no_progress()).unwrap();
     let fhd64 = recon_fhd::fhd(&cpu, &grid, &traj, &data, &mut no_progress()).unwrap();

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use recon_cg::{Normal, Toeplitz};
-use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, EdgeWeights, Grid};
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Stencil, Grid};
 
 fn small_grid() -> Grid {
     Grid::new([6, 4, 8], [200.0, 150.0, 240.0]).unwrap()
@@ -88,14 +88,20 @@ fn pad_and_crop_are_adjoint() {
 
 #[test]
 fn whw_matches_explicit_weighted_differences() {
-    // W^H W x from the stencil against W^T (W x) with W built as rows.
+    // W^H W x from the stencil against W^T (W x) with W built as rows:
+    // weighted differences and a diagonal (zero at some voxels, as a mask).
     let n = [4, 3, 5];
     let len = 60;
     let mut rng = Rng::new(5);
-    let w = EdgeWeights::weighted(
+    let diag: Vec<f64> = (0..len)
+        .map(|i| if i % 3 == 0 { 0.0 } else { rng.next_f64() })
+        .collect();
+    let w = Stencil::weighted(
         n,
         [0, 1, 2].map(|_| (0..len).map(|_| 0.5 + rng.next_f64()).collect()),
     )
+    .unwrap()
+    .with_diag(diag.clone())
     .unwrap();
     let stride = w.strides();
     let x = rng.complex(len);
@@ -114,6 +120,9 @@ fn whw_matches_explicit_weighted_differences() {
         let r = (x[b] - x[a]) * wt; // (W x)_e
         want[b] += r * wt; // W^T r
         want[a] -= r * wt;
+    }
+    for (i, d) in diag.iter().enumerate() {
+        want[i] += x[i] * (d * d); // rows d[i] x[i]
     }
     let be = CpuBackend::<f64>::new();
     let wd = be.upload_weights(&w).unwrap();

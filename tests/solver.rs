@@ -6,7 +6,7 @@ use common::*;
 use ndarray::{Array1, Array2};
 use ndarray_linalg::Solve;
 use recon_cg::{Params, Regularised, Toeplitz};
-use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, EdgeWeights, Grid};
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Stencil, Grid};
 
 /// Solves `(F^H F + lambda W^H W) x = F^H y` both ways and compares.
 fn compare(lambda_rel: f64, seed: u64) {
@@ -21,7 +21,7 @@ fn compare(lambda_rel: f64, seed: u64) {
     let f = explicit_f(&grid, &traj);
     let q = recon_q::compute(&be, &grid, &traj, &mut no_progress()).unwrap();
     let lambda = recon_cg::lambda_abs(lambda_rel, &grid, &q).unwrap();
-    let w = EdgeWeights::uniform(grid.n);
+    let w = Stencil::uniform(grid.n);
     let wd = be.upload_weights(&w).unwrap();
     let mut a = Array2::<Complex<f64>>::zeros((n, n));
     for j in 0..n {

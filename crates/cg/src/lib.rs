@@ -8,7 +8,7 @@
 //! the host per iteration. Residuals reach the caller through a callback:
 //! this crate never prints.
 
-use recon_core::{Backend, Complex, Direction, EdgeWeights, Error, Grid, Real, Result};
+use recon_core::{Backend, Complex, Direction, Stencil, Error, Grid, Real, Result};
 
 /// A Hermitian positive (semi-)definite operator `A`, applied as `out = A x`.
 pub trait Normal<B: Backend> {
@@ -87,7 +87,7 @@ impl<B: Backend> Regularised<B> {
     pub fn new(
         backend: &B,
         toeplitz: Toeplitz<B>,
-        weights: &EdgeWeights,
+        weights: &Stencil,
         lambda_abs: f64,
     ) -> Result<Self> {
         if !(lambda_abs.is_finite() && lambda_abs >= 0.0) {
@@ -242,7 +242,7 @@ pub fn solve_from_q<B: Backend>(
     grid: &Grid,
     q: &[Complex<B::Real>],
     fhd: &[Complex<B::Real>],
-    weights: &EdgeWeights,
+    weights: &Stencil,
     lambda_rel: f64,
     params: &Params,
     on_iteration: &mut dyn FnMut(usize, f64),

@@ -1,6 +1,6 @@
 //! The [`Backend`] trait: everything that differs between CPU and GPU.
 
-use crate::{Complex, EdgeWeights, Lattice, Progress, Real, Result};
+use crate::{Complex, Stencil, Lattice, Progress, Real, Result};
 
 /// The sign of the exponent in the summation engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub trait Backend: Send + Sync {
     type Real: Real;
     /// A complex vector in device memory.
     type Vector: Send;
-    /// W^H W edge weights in device memory.
+    /// The stencil of W (squared weights) in device memory.
     type Weights: Send;
 
     /// A one-line description: device name and precision.
@@ -119,8 +119,9 @@ pub trait Backend: Send + Sync {
 
     // --- regulariser ----------------------------------------------------
 
-    fn upload_weights(&self, w: &EdgeWeights) -> Result<Self::Weights>;
-    /// `out = out + a W^H W x`, with W the weighted first differences.
+    /// Copies the stencil's squared weights to the device.
+    fn upload_weights(&self, w: &Stencil) -> Result<Self::Weights>;
+    /// `out = out + a W^H W x`, with W the weighted stencil (see [`Stencil`]).
     fn add_whw(
         &self,
         out: &mut Self::Vector,

@@ -133,3 +133,26 @@ impl Lattice {
         ]
     }
 }
+
+/// A real image on its own grid: a reference scan, say, whose matrix and
+/// field of view may differ from the reconstruction's (same isocentre).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Volume {
+    pub grid: Grid,
+    /// x fastest, one value per voxel.
+    pub values: Vec<f64>,
+}
+
+impl Volume {
+    /// A volume with checked length and finite values.
+    pub fn new(grid: Grid, values: Vec<f64>) -> Result<Self> {
+        Error::check_len("volume values", grid.len(), values.len())?;
+        if let Some(bad) = values.iter().find(|v| !v.is_finite()) {
+            return Err(Error::Invalid {
+                what: "volume values",
+                reason: format!("values must be finite, found {bad}"),
+            });
+        }
+        Ok(Volume { grid, values })
+    }
+}

@@ -19,15 +19,15 @@ mod grid;
 pub mod memory;
 pub mod metrics;
 mod real;
-mod weights;
+mod stencil;
 
 pub use backend::{Backend, Direction, Sign, Targets};
 pub use cpu::CpuBackend;
 pub use error::Error;
-pub use grid::{sinc, Grid, Lattice};
+pub use grid::{sinc, Grid, Lattice, Volume};
 pub use num_complex::Complex;
 pub use real::Real;
-pub use weights::EdgeWeights;
+pub use stencil::Stencil;
 
 /// Version of the summation engine's arithmetic. It is part of the Q cache
 /// key: bump it whenever a change could alter Q's values.

@@ -99,11 +99,13 @@ extern "C" __global__ void sum_partials(double* out, const double* __restrict__ 
     if (threadIdx.x == 0) out[0] = s[0];
 }
 
-// out = out + a W^H W x, W the weighted first differences; w2d holds the
-// squared weight of the edge (n, n + e_d), or is null for weights of 1.
-// Mirrors the CPU stencil.
+// out = out + a W^H W x, W the weighted stencil (recon_core::Stencil): w2d
+// holds the squared weight of the edge (n, n + e_d), or is null for weights
+// of 1; d2 holds the squared diagonal, or is null for none. Mirrors the CPU
+// stencil.
 extern "C" __global__ void add_whw(float2* out, float a, const float2* __restrict__ x, const float* __restrict__ w2x,
-                                   const float* __restrict__ w2y, const float* __restrict__ w2z, int nx, int ny, int nz)
+                                   const float* __restrict__ w2y, const float* __restrict__ w2z,
+                                   const float* __restrict__ d2, int nx, int ny, int nz)
 {
     long long total = (long long)nx * ny * nz;
     long long sy = nx, sz = (long long)nx * ny;
@@ -128,6 +130,10 @@ extern "C" __global__ void add_whw(float2* out, float a, const float2* __restric
         EDGE(Z + 1 < nz, i + sz, w2z ? w2z[i] : 1.0f)
         EDGE(Z > 0, i - sz, w2z ? w2z[i - sz] : 1.0f)
 #undef EDGE
+        if (d2) {  // diagonal row: d^2 x[i]
+            accr += d2[i] * xi.x;
+            acci += d2[i] * xi.y;
+        }
         float2 o = out[i];
         out[i] = make_float2(fmaf(a, accr, o.x), fmaf(a, acci, o.y));
     }

@@ -436,6 +436,7 @@ impl Device {
         a: f32,
         x: &CudaSlice<f32>,
         w2: Option<&[CudaSlice<f32>; 3]>,
+        d2: Option<&CudaSlice<f32>>,
         n: [usize; 3],
     ) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
@@ -445,6 +446,10 @@ impl Device {
         match w2 {
             Some([wx, wy, wz]) => b.arg(wx).arg(wy).arg(wz),
             None => b.arg(&null).arg(&null).arg(&null),
+        };
+        match d2 {
+            Some(d) => b.arg(d),
+            None => b.arg(&null),
         };
         b.arg(&nx).arg(&ny).arg(&nz);
         unsafe { b.launch(self.cfg(n.iter().product())) }

@@ -18,7 +18,7 @@ mod device;
 
 use device::Device;
 use recon_core::{
-    Backend, Complex, Direction, EdgeWeights, Error, Progress, Result, Sign, Targets,
+    Backend, Complex, Direction, Stencil, Error, Progress, Result, Sign, Targets,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -146,11 +146,13 @@ pub struct CudaBackend {
     pub options: Options,
 }
 
-/// Squared edge weights on the first device.
+/// Squared stencil weights on the first device.
 pub struct CudaWeights {
     n: [usize; 3],
-    /// `None`: every weight 1 (the kernel gets null pointers).
+    /// `None`: every edge weight 1 (the kernel gets null pointers).
     w2: Option<[cudarc::driver::CudaSlice<f32>; 3]>,
+    /// `None`: no diagonal (a null pointer).
+    d2: Option<cudarc::driver::CudaSlice<f32>>,
 }
 
 impl CudaBackend {
@@ -369,14 +371,15 @@ impl Backend for CudaBackend {
         self.dev0().crop(out, x, n)
     }
 
-    fn upload_weights(&self, w: &EdgeWeights) -> Result<Self::Weights> {
+    fn upload_weights(&self, w: &Stencil) -> Result<Self::Weights> {
         w.check()?;
         let d = self.dev0();
         let w2 = match w.squared::<f32>() {
             Some([x, y, z]) => Some([d.upload(&x)?, d.upload(&y)?, d.upload(&z)?]),
             None => None,
         };
-        Ok(CudaWeights { n: w.n, w2 })
+        let d2 = w.diag_squared::<f32>().map(|v| d.upload(&v)).transpose()?;
+        Ok(CudaWeights { n: w.n, w2, d2 })
     }
 
     fn add_whw(
@@ -389,6 +392,7 @@ impl Backend for CudaBackend {
         let len: usize = w.n.iter().product();
         Error::check_len("W^H W input", 2 * len, x.len())?;
         Error::check_len("W^H W output", 2 * len, out.len())?;
-        self.dev0().add_whw(out, a as f32, x, w.w2.as_ref(), w.n)
+        self.dev0()
+            .add_whw(out, a as f32, x, w.w2.as_ref(), w.d2.as_ref(), w.n)
     }
 }

@@ -6,14 +6,17 @@
 //! - `/kspace/data`: float32 [M, 2], real and imaginary parts;
 //! - attributes of `/kspace`: `fov_mm` (3 floats, x y z), `matrix` (3 ints, x y z);
 //! - optional `/reference/truth`: float32 [Nz, Ny, Nx];
-//! - optional `/reference/anatomy`: float32 [Nz, Ny, Nx].
+//! - optional `/reference/anatomy`: float32 [Az, Ay, Ax], a proton-density
+//!   reference for the anatomical prior, on its own matrix (each size even)
+//!   with attribute `fov_mm` (3 floats, x y z; the k-space FOV when absent),
+//!   centred on the same isocentre.
 //!
 //! Reading checks everything and names the dataset and what was expected.
 
 use crate::hdf5;
 use crate::{beyond_nyquist, layout as bad, Context, IoError};
 use hdf5::types::TypeDescriptor;
-use recon_core::{Complex, Grid};
+use recon_core::{Complex, Grid, Volume};
 use std::path::Path;
 
 /// The contents of a scan file.
@@ -25,8 +28,8 @@ pub struct Scan {
     pub data: Vec<Complex<f64>>,
     /// The true image, x fastest, when known.
     pub truth: Option<Vec<f64>>,
-    /// A proton-density reference image on the same grid.
-    pub anatomy: Option<Vec<f64>>,
+    /// A proton-density reference image, on its own grid.
+    pub anatomy: Option<Volume>,
 }
 
 /// A float32 dataset of the given shape, checked for type, shape and finiteness.
@@ -84,26 +87,23 @@ fn read_f32(
     Ok((got, v))
 }
 
+/// Attribute `name` of `owner` (a group or dataset path, for messages): 3 numbers.
 fn attr3<T: hdf5::H5Type + Copy>(
-    g: &hdf5::Group,
+    loc: &hdf5::Location,
     path: &Path,
+    owner: &str,
     name: &str,
 ) -> Result<[T; 3], IoError> {
-    let a = g
-        .attr(name)
-        .map_err(|_| bad(path, &format!("/kspace attribute {name}"), "is missing"))?;
-    let v: Vec<T> = a.read_raw().map_err(|e| {
-        bad(
-            path,
-            &format!("/kspace attribute {name}"),
-            format!("cannot be read as 3 numbers: {e}"),
-        )
-    })?;
+    let what = format!("{owner} attribute {name}");
+    let a = loc.attr(name).map_err(|_| bad(path, &what, "is missing"))?;
+    let v: Vec<T> = a
+        .read_raw()
+        .map_err(|e| bad(path, &what, format!("cannot be read as 3 numbers: {e}")))?;
     match v[..] {
         [a, b, c] => Ok([a, b, c]),
         _ => Err(bad(
             path,
-            &format!("/kspace attribute {name}"),
+            &what,
             format!("has {} values, expected 3 (x, y, z)", v.len()),
         )),
     }
@@ -116,8 +116,8 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
     let ks = file
         .group("kspace")
         .map_err(|_| bad(path, "/kspace", "is missing (not a recon scan file?)"))?;
-    let fov = attr3::<f64>(&ks, path, "fov_mm")?;
-    let matrix = attr3::<i64>(&ks, path, "matrix")?;
+    let fov = attr3::<f64>(&ks, path, "/kspace", "fov_mm")?;
+    let matrix = attr3::<i64>(&ks, path, "/kspace", "matrix")?;
     let n = matrix.map(|v| v.max(0) as usize);
     let grid = Grid::new(n, fov)
         .map_err(|e| bad(path, "/kspace attributes matrix and fov_mm", e.to_string()))?;
@@ -178,9 +178,29 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
         grid,
         traj,
         truth: image("reference/truth")?,
-        anatomy: image("reference/anatomy")?,
+        anatomy: anatomy(&file, path, &grid)?,
         data,
     })
+}
+
+/// `/reference/anatomy` on its own grid, when present.
+fn anatomy(file: &hdf5::File, path: &Path, grid: &Grid) -> Result<Option<Volume>, IoError> {
+    let name = "reference/anatomy";
+    if !file.link_exists(name) {
+        return Ok(None);
+    }
+    let (shape, v) = read_f32(file, path, name, &[None, None, None])?;
+    let ds = file.dataset(name).at(path, "open /reference/anatomy")?;
+    let fov = if ds.attr("fov_mm").is_ok() {
+        attr3::<f64>(&ds, path, "/reference/anatomy", "fov_mm")?
+    } else {
+        grid.fov_mm
+    };
+    let g = Grid::new([shape[2], shape[1], shape[0]], fov)
+        .map_err(|e| bad(path, name, format!("shape {shape:?} and fov_mm {fov:?}: {e}")))?;
+    let vol = Volume::new(g, v.into_iter().map(f64::from).collect())
+        .map_err(|e| bad(path, name, e.to_string()))?;
+    Ok(Some(vol))
 }
 
 /// Writes a scan file atomically.
@@ -201,15 +221,19 @@ pub fn write_scan(path: &Path, scan: &Scan) -> Result<(), IoError> {
         crate::set_attr(tmp, &ks, "matrix", &scan.grid.n.map(|v| v as i64))?;
         let n = scan.grid.n;
         let shape = [n[2], n[1], n[0]];
+        let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|x| *x as f32).collect() };
         if scan.truth.is_some() || scan.anatomy.is_some() {
             let r = file
                 .create_group("reference")
                 .at(tmp, "create /reference")?;
-            for (name, img) in [("truth", &scan.truth), ("anatomy", &scan.anatomy)] {
-                if let Some(img) = img {
-                    let v: Vec<f32> = img.iter().map(|x| *x as f32).collect();
-                    crate::write_dataset(tmp, &r, name, &shape, &v, false)?;
-                }
+            if let Some(t) = &scan.truth {
+                crate::write_dataset(tmp, &r, "truth", &shape, &f32s(t), false)?;
+            }
+            if let Some(a) = &scan.anatomy {
+                let m = a.grid.n;
+                let ds =
+                    crate::write_dataset(tmp, &r, "anatomy", &[m[2], m[1], m[0]], &f32s(&a.values), false)?;
+                crate::set_attr(tmp, &ds, "fov_mm", &a.grid.fov_mm)?;
             }
         }
         file.close().at(tmp, "close")

@@ -10,7 +10,7 @@
 
 use anyhow::{Context, Result};
 use recon_cg::{Params, Regularised, Toeplitz};
-use recon_core::{Backend, Complex, CpuBackend, EdgeWeights, Grid, Real, Sign, Targets};
+use recon_core::{Backend, Complex, CpuBackend, Stencil, Grid, Real, Sign, Targets};
 use recon_synth::{Phantom, Trajectory};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -327,7 +327,7 @@ fn end_to_end<B: Backend>(
     let toeplitz = Toeplitz::new(b, &p.grid, &q)?;
     let t_toeplitz = t_cg.elapsed().as_secs_f64();
     let lambda = recon_cg::lambda_abs(0.01, &p.grid, &q)?;
-    let mut a = Regularised::new(b, toeplitz, &EdgeWeights::uniform(p.grid.n), lambda)?;
+    let mut a = Regularised::new(b, toeplitz, &Stencil::uniform(p.grid.n), lambda)?;
     let rhs = b.upload(&fhd)?;
     let mut x = b.zeros(p.grid.len())?;
     let params = Params {

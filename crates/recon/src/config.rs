@@ -67,9 +67,12 @@ pub struct PhantomCfg {
     /// Sub-samples per voxel and axis for the true image.
     #[serde(default = "default_supersample")]
     pub supersample: usize,
-    /// Optional proton-density twin (same geometry), written to scan files
-    /// as `/reference/anatomy`.
+    /// Optional proton-density twin (same geometry): the reference of the
+    /// anatomical prior, written to scan files as `/reference/anatomy`.
     pub anatomy: Option<PathBuf>,
+    /// Matrix of the reference image over the same FOV (a proton scan has
+    /// finer voxels than a sodium one); the grid's matrix when omitted.
+    pub anatomy_matrix: Option<Triple<usize>>,
 }
 
 /// A scan file to reconstruct instead of synthetic data.
@@ -236,6 +239,89 @@ impl Default for SolverCfg {
     }
 }
 
+/// Which W the solver uses.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegulariserKind {
+    /// Plain first differences, every edge weighted 1.
+    #[default]
+    Uniform,
+    /// Edge weights from the proton-density reference (recon-prior).
+    Anatomical,
+}
+
+/// The regulariser W (see recon-prior for the anatomical one).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegulariserCfg {
+    #[serde(default)]
+    pub kind: RegulariserKind,
+    /// Gradient magnitude of the reference, as a fraction of its largest,
+    /// above which an edge counts as a boundary.
+    #[serde(default = "default_edge_threshold")]
+    pub edge_threshold: f64,
+    /// Weight of differences across reference boundaries (others weigh 1).
+    #[serde(default = "default_edge_weight")]
+    pub edge_weight: f64,
+    /// Reference value, as a fraction of its peak, below which a voxel is
+    /// outside the support; omitted: no support term.
+    pub support_threshold: Option<f64>,
+    /// Weight of the support term's diagonal rows.
+    #[serde(default = "default_support_weight")]
+    pub support_weight: f64,
+    /// Relax, before a second solve, the edges the first solve's image
+    /// shows beyond its noise: keeps structures the reference lacks.
+    #[serde(default = "yes")]
+    pub data_edges: bool,
+    /// Size of such an edge, in noise deviations of the image's differences.
+    #[serde(default = "default_data_threshold")]
+    pub data_threshold: f64,
+}
+
+fn default_data_threshold() -> f64 {
+    recon_prior::Params::default().data_threshold.unwrap_or(4.0)
+}
+
+fn default_edge_threshold() -> f64 {
+    recon_prior::Params::default().edge_threshold
+}
+
+fn default_edge_weight() -> f64 {
+    recon_prior::Params::default().edge_weight
+}
+
+fn default_support_weight() -> f64 {
+    recon_prior::Params::default().support_weight
+}
+
+impl Default for RegulariserCfg {
+    fn default() -> Self {
+        let p = recon_prior::Params::default();
+        RegulariserCfg {
+            kind: RegulariserKind::Uniform,
+            edge_threshold: p.edge_threshold,
+            edge_weight: p.edge_weight,
+            support_threshold: p.support_threshold,
+            support_weight: p.support_weight,
+            data_edges: p.data_threshold.is_some(),
+            data_threshold: default_data_threshold(),
+        }
+    }
+}
+
+impl RegulariserCfg {
+    /// The prior's parameters.
+    pub fn params(&self) -> recon_prior::Params {
+        recon_prior::Params {
+            edge_threshold: self.edge_threshold,
+            edge_weight: self.edge_weight,
+            support_threshold: self.support_threshold,
+            support_weight: self.support_weight,
+            data_threshold: self.data_edges.then_some(self.data_threshold),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GriddingCfg {
@@ -290,6 +376,8 @@ pub struct Config {
     pub q: QCfg,
     #[serde(default)]
     pub solver: SolverCfg,
+    #[serde(default)]
+    pub regulariser: RegulariserCfg,
     #[serde(default)]
     pub gridding: GriddingCfg,
     pub output: OutputCfg,
@@ -404,6 +492,28 @@ impl Config {
                 return fail("grid.fov_mm", format!("must be positive, got {f}"));
             }
         }
+        if let Some(m) = &phantom.anatomy_matrix {
+            if phantom.anatomy.is_none() {
+                return fail(
+                    "phantom.anatomy_matrix",
+                    "is the matrix of phantom.anatomy: give phantom.anatomy too",
+                );
+            }
+            for n in m.0 {
+                if n < 2 || n % 2 != 0 || n > 1024 {
+                    return fail(
+                        "phantom.anatomy_matrix",
+                        format!("each size must be even, from 2 to 1024; got {n}"),
+                    );
+                }
+            }
+        }
+        if self.regulariser.kind == RegulariserKind::Anatomical && phantom.anatomy.is_none() {
+            return fail(
+                "regulariser.kind",
+                "\"anatomical\" needs a reference image: set phantom.anatomy (a proton-density twin of the phantom)",
+            );
+        }
         if !(1..=16).contains(&phantom.supersample) {
             return fail(
                 "phantom.supersample",
@@ -443,6 +553,9 @@ impl Config {
                 "solver.lambda",
                 format!("must be zero or positive, got {}", self.solver.lambda),
             );
+        }
+        if let Err(recon_core::Error::Invalid { what, reason }) = self.regulariser.params().check() {
+            return fail(&format!("regulariser.{what}"), reason);
         }
         if !(self.gridding.oversampling.is_finite()
             && (1.0..=4.0).contains(&self.gridding.oversampling))
@@ -531,6 +644,13 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
             recon_io::scan::read_scan(&scan.file, scan.allow_beyond_nyquist)
         }
         .with_context(|| at("scan.file"))?;
+        if cfg.regulariser.kind == RegulariserKind::Anatomical && s.anatomy.is_none() {
+            anyhow::bail!(
+                "config key `regulariser.kind` in {}: \"anatomical\" needs a reference image, but {} has no /reference/anatomy",
+                path.display(),
+                scan.file.display()
+            );
+        }
         if let Some(g) = &cfg.grid {
             if g.matrix.0 != s.grid.n || g.fov_mm.0 != s.grid.fov_mm {
                 anyhow::bail!(

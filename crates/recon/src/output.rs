@@ -28,6 +28,10 @@ pub struct Report {
     pub noise_sigma: f64,
     pub lambda: f64,
     pub lambda_abs: f64,
+    /// "uniform" or "anatomical".
+    pub regulariser: crate::config::RegulariserKind,
+    /// What the anatomical prior found (anatomical W only).
+    pub prior: Option<recon_prior::Info>,
     /// PSNR and errors: null when there is no truth.
     pub psnr_db: Option<f64>,
     pub percent_error: Option<f64>,
@@ -68,6 +72,8 @@ pub fn report(
         noise_sigma: inputs.noise_sigma,
         lambda: l.cfg.solver.lambda,
         lambda_abs: out.lambda_abs,
+        regulariser: l.cfg.regulariser.kind,
+        prior: out.prior.clone(),
         psnr_db: iterative.map(|q| q.psnr_db),
         percent_error: iterative.map(|q| q.percent_error),
         gridding_psnr_db: gridding.map(|q| q.psnr_db),
@@ -107,10 +113,31 @@ fn write_h5(
         false,
     )?;
     recon_io::write_dataset(path, &file, "fhd", &shape, &to_c32(&out.fhd), false)?;
-    for (name, img) in [("truth", &inputs.truth), ("anatomy", &inputs.anatomy)] {
-        if let Some(img) = img {
-            let v: Vec<f32> = img.iter().map(|v| *v as f32).collect();
-            recon_io::write_dataset(path, &file, name, &shape, &v, false)?;
+    let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|x| *x as f32).collect() };
+    if let Some(t) = &inputs.truth {
+        recon_io::write_dataset(path, &file, "truth", &shape, &f32s(t), false)?;
+    }
+    if let Some(a) = &inputs.anatomy {
+        // The reference as the prior saw it: averaged onto the grid.
+        let mut on_grid = vec![0.0; l.grid.len()];
+        recon_prior::resample(&mut on_grid, &l.grid, a).map_err(|e| recon_io::IoError::Layout {
+            path: path.display().to_string(),
+            name: "anatomy".into(),
+            problem: e.to_string(),
+        })?;
+        recon_io::write_dataset(path, &file, "anatomy", &shape, &f32s(&on_grid), false)?;
+    }
+    // W as a weighted stencil (recon_core::Stencil): edge weights
+    // [3 (x, y, z), Nz, Ny, Nx] and, with a support term, the diagonal.
+    let s = &out.stencil;
+    if s.w.is_some() || s.diag.is_some() {
+        let g = file.create_group("regulariser").at(path, "create /regulariser")?;
+        if let Some(w) = &s.w {
+            let all: Vec<f32> = w.iter().flat_map(|v| f32s(v)).collect();
+            recon_io::write_dataset(path, &g, "edge_weights", &[3, n[2], n[1], n[0]], &all, false)?;
+        }
+        if let Some(d) = &s.diag {
+            recon_io::write_dataset(path, &g, "diagonal", &shape, &f32s(d), false)?;
         }
     }
     if let Some(q) = &out.q {

@@ -158,24 +158,69 @@ pub fn montage(
     recon: &[Complex<f64>],
     gridding: &[Complex<f64>],
 ) -> Result<(), recon_io::IoError> {
-    let mag = |v: &[Complex<f64>]| -> Vec<f64> { v.iter().map(|c| c.norm()).collect() };
-    let (it, gr) = (mag(recon), mag(gridding));
-    let mut cols: Vec<(&str, Vec<f64>, bool)> = Vec::new();
+    let it = magnitude(recon);
+    let mut cols = Vec::new();
     if let Some(t) = truth {
-        cols.push(("truth", t.to_vec(), false));
+        cols.push(Column::new("truth", t.to_vec(), Scale::Image));
     }
-    cols.push(("iterative", it.clone(), false));
-    cols.push(("gridding", gr, false));
+    cols.push(Column::new("iterative", it.clone(), Scale::Image));
+    cols.push(Column::new("gridding", magnitude(gridding), Scale::Image));
     if let Some(t) = truth {
-        cols.push((
-            "|error| iterative",
-            it.iter().zip(t).map(|(a, b)| (a - b).abs()).collect(),
-            true,
-        ));
+        cols.push(Column::error("|error| iterative", &it, t));
     }
+    montage_columns(path, grid, &cols)
+}
+
+/// |v| per voxel.
+pub fn magnitude(v: &[Complex<f64>]) -> Vec<f64> {
+    v.iter().map(|c| c.norm()).collect()
+}
+
+/// Which grey scale a montage column shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// Images of the object: 0 to the truth's peak (or the first image's).
+    Image,
+    /// Errors: 0 to the largest error shown.
+    Error,
+    /// Its own: 0 to its peak (a reference of another contrast).
+    Own,
+}
+
+/// One column of a montage: central slices of a volume.
+pub struct Column {
+    pub name: String,
+    pub values: Vec<f64>,
+    pub scale: Scale,
+}
+
+impl Column {
+    pub fn new(name: &str, values: Vec<f64>, scale: Scale) -> Self {
+        Column {
+            name: name.to_string(),
+            values,
+            scale,
+        }
+    }
+
+    /// `|image - truth|`.
+    pub fn error(name: &str, image: &[f64], truth: &[f64]) -> Self {
+        let e = image.iter().zip(truth).map(|(a, b)| (a - b).abs()).collect();
+        Column::new(name, e, Scale::Error)
+    }
+}
+
+/// Central axial, coronal and sagittal slices (rows) of each column.
+pub fn montage_columns(path: &Path, grid: &Grid, cols: &[Column]) -> Result<(), recon_io::IoError> {
     let peak = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
-    let img_max = peak(truth.unwrap_or(&it));
-    let err_max = cols.iter().find(|c| c.2).map_or(1.0, |c| peak(&c.1));
+    let shared = |scale: Scale| -> Option<f64> {
+        let vols: Vec<&Column> = cols.iter().filter(|c| c.scale == scale).collect();
+        match scale {
+            Scale::Image => vols.first().map(|c| peak(&c.values)),
+            _ => vols.iter().map(|c| peak(&c.values)).reduce(f64::max),
+        }
+    };
+    let (img_max, err_max) = (shared(Scale::Image), shared(Scale::Error));
     // Each slice is magnified to about 160 pixels across its larger side.
     let big = grid.n.iter().copied().max().unwrap_or(1);
     let s = (160 / big).max(1) as i64;
@@ -184,9 +229,15 @@ pub fn montage(
     let w = (left + cols.len() as i64 * cell + 8).max(420);
     let h = top + 3 * cell + 70;
     let mut c = Canvas::new(w as usize, h as usize, WHITE);
-    for (j, (name, vol, is_err)) in cols.iter().enumerate() {
+    for (j, col) in cols.iter().enumerate() {
+        let (name, vol) = (&col.name, &col.values);
         c.text(left + j as i64 * cell, 10, name, BLACK);
-        let max = if *is_err { err_max } else { img_max };
+        let max = match col.scale {
+            Scale::Image => img_max,
+            Scale::Error => err_max,
+            Scale::Own => None,
+        }
+        .unwrap_or_else(|| peak(vol));
         for (r, sl) in central_slices(grid, vol).iter().enumerate() {
             let (x0, y0) = (left + j as i64 * cell, top + r as i64 * cell);
             for (i, v) in sl.v.iter().enumerate() {
@@ -199,9 +250,11 @@ pub fn montage(
         c.text(4, top + r as i64 * cell + cell / 2 - 4, name, BLACK);
     }
     let y = top + 3 * cell + 24;
-    colour_bar(&mut c, left, y, 160, "images", img_max);
-    if truth.is_some() {
-        colour_bar(&mut c, left + 200, y, 160, "error", err_max);
+    if let Some(m) = img_max {
+        colour_bar(&mut c, left, y, 160, "images", m);
+    }
+    if let Some(m) = err_max {
+        colour_bar(&mut c, left + 200, y, 160, "error", m);
     }
     c.write_png(path)
 }

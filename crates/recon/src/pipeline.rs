@@ -1,10 +1,10 @@
 //! The reconstruction pipeline, stage by stage, written once for any backend.
 //! It knows nothing of terminals: progress goes through [`Ui`].
 
-use crate::config::{self, Loaded, Source};
+use crate::config::{self, Loaded, RegulariserKind, Source};
 use anyhow::{Context, Result};
 use recon_cg::Params;
-use recon_core::{metrics, Backend, Complex, EdgeWeights, Real};
+use recon_core::{metrics, Backend, Complex, Real, Stencil, Volume};
 use recon_q::{Cache, CacheStatus, Stored};
 use recon_synth::{add_noise, Noise};
 use std::time::Instant;
@@ -25,8 +25,8 @@ pub struct Inputs {
     pub data: Vec<Complex<f64>>,
     /// The true image, when known (always for synthetic data).
     pub truth: Option<Vec<f64>>,
-    /// A proton-density reference on the same grid.
-    pub anatomy: Option<Vec<f64>>,
+    /// A proton-density reference, on its own grid.
+    pub anatomy: Option<Volume>,
     pub noise_sigma: f64,
 }
 
@@ -41,6 +41,9 @@ pub struct Outputs {
     pub q_cache: CacheStatus,
     pub q_file: Option<std::path::PathBuf>,
     pub lambda_abs: f64,
+    /// The regulariser W, and what the anatomical prior found (if used).
+    pub stencil: Stencil,
+    pub prior: Option<recon_prior::Info>,
     pub seconds: Vec<(&'static str, f64)>,
     pub device: String,
 }
@@ -71,10 +74,20 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>) -> Result<Inputs> {
                 ),
                 None => 0.0,
             };
-            let s = l.cfg.phantom.as_ref().map_or(4, |p| p.supersample);
+            let pc = l.cfg.phantom.as_ref().expect("synthetic data have [phantom]");
+            let s = pc.supersample;
+            // The reference on its own matrix over the same FOV.
+            let anatomy = match anatomy {
+                Some(a) => {
+                    let m = pc.anatomy_matrix.map_or(l.grid.n, |m| m.0);
+                    let g = recon_core::Grid::new(m, l.grid.fov_mm)?;
+                    Some(Volume::new(g, a.rasterise(&g, s))?)
+                }
+                None => None,
+            };
             Ok(Inputs {
                 truth: Some(phantom.rasterise(&l.grid, s)),
-                anatomy: anatomy.as_ref().map(|a| a.rasterise(&l.grid, s)),
+                anatomy,
                 traj,
                 data,
                 noise_sigma,
@@ -184,6 +197,88 @@ where
     Ok((q, status, file))
 }
 
+/// W as the solver starts from.
+#[derive(Clone)]
+pub enum Regulariser {
+    /// Plain first differences.
+    Uniform,
+    /// Weights from the reference (two passes with data edges).
+    Anatomical(recon_prior::Prior),
+}
+
+impl Regulariser {
+    /// CG solves it takes.
+    pub fn passes(&self) -> usize {
+        match self {
+            Regulariser::Uniform => 1,
+            Regulariser::Anatomical(p) => p.passes(),
+        }
+    }
+}
+
+/// The regulariser W the config asks for: uniform, or from the anatomy.
+pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
+    match l.cfg.regulariser.kind {
+        RegulariserKind::Uniform => Ok(Regulariser::Uniform),
+        RegulariserKind::Anatomical => {
+            // config::load checked that a reference exists
+            let a = inputs.anatomy.as_ref().context("no anatomical reference")?;
+            let p = recon_prior::Prior::new(&l.grid, a, &l.cfg.regulariser.params())
+                .context("building W from the anatomical reference")?;
+            Ok(Regulariser::Anatomical(p))
+        }
+    }
+}
+
+/// What [`solve`] returns.
+pub struct Solved<T> {
+    pub x: Vec<Complex<T>>,
+    /// Of the last pass.
+    pub info: recon_cg::Info,
+    /// W as the last pass used it, and the prior's findings.
+    pub stencil: Stencil,
+    pub prior: Option<recon_prior::Info>,
+}
+
+/// `(F^H F + lambda W^H W) x = F^H D` by CG from Q, `lambda` relative to
+/// Q's peak; an anatomical W solves as [`recon_prior::solve`] says.
+#[allow(clippy::too_many_arguments)]
+pub fn solve<B: Backend>(
+    backend: &B,
+    grid: &recon_core::Grid,
+    q: &[Complex<B::Real>],
+    fhd: &[Complex<B::Real>],
+    w: &Regulariser,
+    lambda: f64,
+    params: &Params,
+    on_iteration: &mut dyn FnMut(usize, f64),
+) -> Result<Solved<B::Real>> {
+    Ok(match w {
+        Regulariser::Uniform => {
+            let stencil = Stencil::uniform(grid.n);
+            let (x, info) = recon_cg::solve_from_q(
+                backend, grid, q, fhd, &stencil, lambda, params, on_iteration,
+            )?;
+            Solved {
+                x,
+                info,
+                stencil,
+                prior: None,
+            }
+        }
+        Regulariser::Anatomical(p) => {
+            let (x, info, used) =
+                recon_prior::solve(backend, grid, q, fhd, p, lambda, params, on_iteration)?;
+            Solved {
+                x,
+                info,
+                stencil: used.stencil,
+                prior: Some(used.info),
+            }
+        }
+    })
+}
+
 /// The whole reconstruction on `backend`.
 pub fn reconstruct<B>(backend: &B, l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Outputs>
 where
@@ -212,21 +307,31 @@ where
         tolerance: l.cfg.solver.tolerance,
     };
     let lambda_abs = recon_cg::lambda_abs(l.cfg.solver.lambda, grid, &q)?;
-    let weights = EdgeWeights::uniform(grid.n);
-    let (rho, info) = ui
-        .solver(params.iterations, |cb| {
-            recon_cg::solve_from_q(
-                backend,
-                grid,
-                &q,
-                &fhd,
-                &weights,
-                l.cfg.solver.lambda,
-                &params,
-                cb,
-            )
+    let w = regulariser(l, inputs)?;
+    if let Regulariser::Anatomical(recon_prior::Prior { info: i, .. }) = &w {
+        ui.log(&format!(
+            "W: anatomical, {} of {} edges cross reference boundaries ({:.1}%){}",
+            i.boundary_edges,
+            i.edges,
+            100.0 * i.boundary_edges as f64 / i.edges as f64,
+            if l.cfg.regulariser.support_threshold.is_some() {
+                format!(", {} voxels outside the support", i.outside_support)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let solved = ui
+        .solver(params.iterations * w.passes(), |cb| {
+            solve(backend, grid, &q, &fhd, &w, l.cfg.solver.lambda, &params, cb)
         })
         .context("conjugate gradient")?;
+    if let Some(n) = solved.prior.as_ref().and_then(|i| i.data_edges) {
+        ui.log(&format!(
+            "W: second pass, {n} more edges relaxed where the first pass's image has edges"
+        ));
+    }
+    let (rho, info) = (solved.x, solved.info);
     seconds.push(("cg", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
@@ -247,6 +352,8 @@ where
         q_cache,
         q_file,
         lambda_abs,
+        stencil: solved.stencil,
+        prior: solved.prior,
         seconds,
         device: backend.describe(),
     })

@@ -1,13 +1,14 @@
 //! `recon validate`: one problem through a matrix of engines and noise
 //! levels, with the gridding baseline, answering two questions: does fast GPU
 //! arithmetic cost image quality, and how much better than gridding is the
-//! iterative reconstruction? Optionally sweeps lambda.
+//! iterative reconstruction? Optionally sweeps lambda, and compares the
+//! uniform W with the anatomical one (each at its own best lambda).
 
 use crate::config::{Loaded, NoiseCfg, Source};
-use crate::pipeline::{self, Inputs, Outputs, Ui};
+use crate::pipeline::{self, Inputs, Outputs, Regulariser, Ui};
 use anyhow::{Context, Result};
 use recon_cg::Params;
-use recon_core::{metrics, Backend, Complex, CpuBackend, EdgeWeights, Real};
+use recon_core::{metrics, Backend, Complex, CpuBackend, Real};
 use recon_q::Stored;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -31,6 +32,15 @@ pub struct ValidateArgs {
     /// noiseless data (otherwise the margin is only reported).
     #[arg(long)]
     pub gridding_margin: Option<f64>,
+    /// Compare W on the noisy data: uniform, anatomical (the config's
+    /// [regulariser] settings) and gridding, each W at its own best lambda
+    /// over the sweep range. Needs a reference image (phantom.anatomy).
+    #[arg(long)]
+    pub priors: bool,
+    /// Skip the matrix of engines; run only the sweeps (--lambda-sweep,
+    /// --priors) on the noisy data.
+    #[arg(long)]
+    pub sweeps_only: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -73,7 +83,7 @@ pub struct Row {
     residuals: Vec<f64>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SweepPoint {
     pub lambda: f64,
     pub psnr_db: f64,
@@ -92,6 +102,42 @@ pub struct Validation {
     pub checks: Vec<Check>,
     pub lambda_sweep: Option<Vec<SweepPoint>>,
     pub best_lambda: Option<f64>,
+    pub priors: Option<Priors>,
+}
+
+/// Uniform against anatomical W on the noisy data.
+#[derive(Debug, Serialize)]
+pub struct Priors {
+    pub data: String,
+    /// Gridding, uniform W, anatomical W.
+    pub rows: Vec<PriorRow>,
+    /// The anatomical prior's settings and what it found.
+    pub edge_threshold: f64,
+    pub edge_weight: f64,
+    pub support_threshold: Option<f64>,
+    /// Data edges of a second pass, in noise deviations; `None`: one pass.
+    pub data_threshold: Option<f64>,
+    pub prior: recon_prior::Info,
+    pub sweeps: Vec<(String, Vec<SweepPoint>)>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PriorRow {
+    pub method: String,
+    /// `None` for gridding, which has none.
+    pub best_lambda: Option<f64>,
+    /// The best lambda is the first or last of the sweep: widen the range.
+    pub at_range_edge: bool,
+    pub psnr_db: f64,
+    pub percent_error: f64,
+}
+
+/// One W's sweep: PSNR per lambda and the image at the best.
+struct Swept {
+    name: String,
+    points: Vec<SweepPoint>,
+    best: usize,
+    best_image: Vec<Complex<f64>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -163,15 +209,16 @@ fn run_engine(
     })
 }
 
-/// PSNR over a log range of lambda on one backend: Q and F^H D once, a CG
-/// solve per lambda.
+/// PSNR over a log range of lambda for each W on one backend: Q and F^H D
+/// once, a CG solve per W and lambda.
 fn sweep<B>(
     b: &B,
     l: &Loaded,
     inputs: &Inputs,
     args: &ValidateArgs,
+    regularisers: &[(String, Regulariser)],
     ui: &impl Ui,
-) -> Result<Vec<SweepPoint>>
+) -> Result<Vec<Swept>>
 where
     B: Backend,
     B::Real: Stored + Real,
@@ -195,34 +242,45 @@ where
     let n = args.sweep_points.max(2);
     let (lo, hi) = (args.lambda_min.log10(), args.lambda_max.log10());
     let mut out = Vec::new();
-    for i in 0..n {
-        let lambda = 10f64.powf(lo + (hi - lo) * i as f64 / (n - 1) as f64);
-        let (x, _) = recon_cg::solve_from_q(
-            b,
-            &l.grid,
-            &q,
-            &fhd,
-            &EdgeWeights::uniform(l.grid.n),
-            lambda,
-            &params,
-            &mut |_, _| {},
-        )?;
-        let img: Vec<Complex<f64>> = x
-            .iter()
-            .map(|c| Complex::new(c.re.f64(), c.im.f64()))
-            .collect();
-        let q = pipeline::quality(&img, Some(truth)).expect("truth given");
-        ui.log(&format!("lambda {lambda:.3e}: PSNR {:.2} dB", q.psnr_db));
-        out.push(SweepPoint {
-            lambda,
-            psnr_db: q.psnr_db,
-            percent_error: q.percent_error,
-        });
+    for (name, w) in regularisers {
+        let mut s = Swept {
+            name: name.clone(),
+            points: Vec::new(),
+            best: 0,
+            best_image: Vec::new(),
+        };
+        for i in 0..n {
+            let lambda = 10f64.powf(lo + (hi - lo) * i as f64 / (n - 1) as f64);
+            let solved = pipeline::solve(b, &l.grid, &q, &fhd, w, lambda, &params, &mut |_, _| {})?;
+            let img: Vec<Complex<f64>> = solved
+                .x
+                .iter()
+                .map(|c| Complex::new(c.re.f64(), c.im.f64()))
+                .collect();
+            let q = pipeline::quality(&img, Some(truth)).expect("truth given");
+            ui.log(&format!(
+                "{name}: lambda {lambda:.3e}: PSNR {:.2} dB",
+                q.psnr_db
+            ));
+            if s.points.is_empty() || q.psnr_db > s.points[s.best].psnr_db {
+                s.best = i;
+                s.best_image = img;
+            }
+            s.points.push(SweepPoint {
+                lambda,
+                psnr_db: q.psnr_db,
+                percent_error: q.percent_error,
+            });
+        }
+        out.push(s);
     }
     Ok(out)
 }
 
 pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
+    if args.sweeps_only && !(args.lambda_sweep || args.priors) {
+        anyhow::bail!("--sweeps-only needs --lambda-sweep or --priors: there is nothing else to run");
+    }
     let traj = pipeline::trajectory(l)?;
     // The data cases: synthetic data noiseless and noisy; a scan file as given.
     let mut cases: Vec<(String, Loaded)> = Vec::new();
@@ -261,7 +319,8 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             .clone()
             .context("validate needs a true image: the scan file has none")?;
         let mut reference: Option<(Outputs, f64)> = None;
-        for e in Engine::ALL {
+        let engines: &[Engine] = if args.sweeps_only { &[] } else { &Engine::ALL };
+        for &e in engines {
             ui.log(&format!("validate: {name}, {}", e.name()));
             let (out, method) = run_engine(e, gpu, case, &inputs, ui)?;
             let r = row(
@@ -306,28 +365,43 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
                 rows.push(r);
             }
         }
-        noisy_inputs = Some((case.clone(), inputs));
+        noisy_inputs = Some((name.clone(), case.clone(), inputs));
     }
-    let (sweep_points, best) = if args.lambda_sweep {
-        let (case, inputs) = noisy_inputs.as_ref().expect("one case at least");
-        let pts = if gpu {
-            sweep(
-                &recon_cuda::CudaBackend::new(recon_cuda::Options::default())?,
-                case,
-                inputs,
-                args,
-                ui,
-            )?
-        } else {
-            sweep(&CpuBackend::<f32>::new(), case, inputs, args, ui)?
-        };
-        let best = pts
-            .iter()
-            .max_by(|a, b| a.psnr_db.total_cmp(&b.psnr_db))
-            .map(|p| p.lambda);
-        (Some(pts), best)
-    } else {
-        (None, None)
+    let (case_name, case, inputs) = noisy_inputs.as_ref().expect("one case at least");
+    // The sweeps: uniform W, and the anatomical W when comparing priors.
+    let mut stencils = Vec::new();
+    if args.lambda_sweep || args.priors {
+        stencils.push(("uniform W".to_string(), Regulariser::Uniform));
+    }
+    let mut prior_info = None;
+    if args.priors {
+        let anatomy = inputs.anatomy.as_ref().context(
+            "--priors needs an anatomical reference: set phantom.anatomy, or use a scan file with /reference/anatomy",
+        )?;
+        let p = recon_prior::Prior::new(&l.grid, anatomy, &l.cfg.regulariser.params())
+            .context("building W from the anatomical reference")?;
+        prior_info = Some(p.info.clone());
+        stencils.push(("anatomical W".to_string(), Regulariser::Anatomical(p)));
+    }
+    let swept = match (stencils.is_empty(), gpu) {
+        (true, _) => Vec::new(),
+        (false, true) => sweep(
+            &recon_cuda::CudaBackend::new(recon_cuda::Options::default())?,
+            case,
+            inputs,
+            args,
+            &stencils,
+            ui,
+        )?,
+        (false, false) => sweep(&CpuBackend::<f32>::new(), case, inputs, args, &stencils, ui)?,
+    };
+    let (sweep_points, best) = match swept.first() {
+        Some(s) if args.lambda_sweep => (Some(s.points.clone()), Some(s.points[s.best].lambda)),
+        _ => (None, None),
+    };
+    let priors = match prior_info {
+        Some(info) => Some(compare_priors(case_name, case, inputs, &swept, info, &mut checks)?),
+        None => None,
     };
     let v = Validation {
         config: l.path.display().to_string(),
@@ -340,10 +414,74 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         checks,
         lambda_sweep: sweep_points,
         best_lambda: best,
+        priors,
     };
-    write(l, &v)?;
+    write(l, &v, inputs, &swept)?;
     print!("{}", markdown(&v));
     Ok(())
+}
+
+/// The priors table: gridding and each W at its best lambda, with checks
+/// that the anatomical W beats both.
+fn compare_priors(
+    name: &str,
+    l: &Loaded,
+    inputs: &Inputs,
+    swept: &[Swept],
+    prior: recon_prior::Info,
+    checks: &mut Vec<Check>,
+) -> Result<Priors> {
+    let truth = inputs.truth.as_deref().expect("checked");
+    let gp = recon_gridding::Params {
+        oversampling: l.cfg.gridding.oversampling,
+        dcf_iterations: l.cfg.gridding.dcf_iterations,
+    };
+    let g = recon_gridding::reconstruct(&l.grid, &inputs.traj, &inputs.data, &gp)
+        .context("gridding")?;
+    let gq = pipeline::quality(&g, Some(truth)).expect("truth given");
+    let mut rows = vec![PriorRow {
+        method: "gridding".into(),
+        best_lambda: None,
+        at_range_edge: false,
+        psnr_db: gq.psnr_db,
+        percent_error: gq.percent_error,
+    }];
+    for s in swept {
+        let p = &s.points[s.best];
+        rows.push(PriorRow {
+            method: s.name.clone(),
+            best_lambda: Some(p.lambda),
+            at_range_edge: s.best == 0 || s.best + 1 == s.points.len(),
+            psnr_db: p.psnr_db,
+            percent_error: p.percent_error,
+        });
+    }
+    let psnr = |m: &str| rows.iter().find(|r| r.method == m).map(|r| r.psnr_db);
+    if let (Some(a), Some(u)) = (psnr("anatomical W"), psnr("uniform W")) {
+        for (other, v) in [("uniform W", u), ("gridding", gq.psnr_db)] {
+            let margin = a - v;
+            checks.push(Check {
+                what: format!("{name}: anatomical W over {other} (each at its best)"),
+                value: margin,
+                bound: Some("> 0 dB".into()),
+                passed: Some(margin > 0.0),
+            });
+        }
+    }
+    let r = &l.cfg.regulariser;
+    Ok(Priors {
+        data: name.to_string(),
+        rows,
+        edge_threshold: r.edge_threshold,
+        edge_weight: r.edge_weight,
+        support_threshold: r.support_threshold,
+        data_threshold: r.params().data_threshold,
+        prior,
+        sweeps: swept
+            .iter()
+            .map(|s| (s.name.clone(), s.points.clone()))
+            .collect(),
+    })
 }
 
 fn markdown(v: &Validation) -> String {
@@ -408,10 +546,70 @@ fn markdown(v: &Validation) -> String {
         }
         let _ = writeln!(s, "\nBest lambda: {best:.3e}.");
     }
+    if let Some(p) = &v.priors {
+        let _ = writeln!(
+            s,
+            "\n## Uniform against anatomical W ({} data)\n\n\
+             Anatomical W: edges where the reference's gradient magnitude exceeds {} of its largest \
+             weigh {} (1 elsewhere); {} of {} edges ({:.1}%){}{}. Each W at its own best lambda of the sweep \
+             below; gridding has no lambda. Montage: priors.png.\n",
+            p.data,
+            p.edge_threshold,
+            p.edge_weight,
+            p.prior.boundary_edges,
+            p.prior.edges,
+            100.0 * p.prior.boundary_edges as f64 / p.prior.edges as f64,
+            match p.support_threshold {
+                Some(t) => format!(
+                    "; support mask below {t} of the reference's peak ({} voxels outside)",
+                    p.prior.outside_support
+                ),
+                None => String::new(),
+            },
+            match p.data_threshold {
+                Some(k) => format!(
+                    "; a second pass also relaxes edges where the first pass's image changes by more than {k} noise deviations"
+                ),
+                None => String::new(),
+            }
+        );
+        let _ = writeln!(s, "| method | best lambda | PSNR (dB) | error (%) |\n| --- | --- | --- | --- |");
+        for r in &p.rows {
+            let lambda = match r.best_lambda {
+                Some(l) if r.at_range_edge => format!("{l:.3e} (edge of the range)"),
+                Some(l) => format!("{l:.3e}"),
+                None => "-".into(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.3} | {:.2} |",
+                r.method, lambda, r.psnr_db, r.percent_error
+            );
+        }
+        let names: Vec<&str> = p.sweeps.iter().map(|(n, _)| n.as_str()).collect();
+        let _ = writeln!(
+            s,
+            "\n| lambda | {} |\n| --- |{}",
+            names
+                .iter()
+                .map(|n| format!("{n} PSNR (dB)"))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            " --- |".repeat(names.len())
+        );
+        for i in 0..p.sweeps[0].1.len() {
+            let cells: Vec<String> = p
+                .sweeps
+                .iter()
+                .map(|(_, pts)| format!("{:.3}", pts[i].psnr_db))
+                .collect();
+            let _ = writeln!(s, "| {:.3e} | {} |", p.sweeps[0].1[i].lambda, cells.join(" | "));
+        }
+    }
     s
 }
 
-fn write(l: &Loaded, v: &Validation) -> Result<()> {
+fn write(l: &Loaded, v: &Validation, inputs: &Inputs, swept: &[Swept]) -> Result<()> {
     let dir = &l.cfg.output.dir;
     let text = |name: &str, body: String| {
         recon_io::stage::<recon_io::IoError>(&dir.join(name), move |tmp| {
@@ -426,36 +624,38 @@ fn write(l: &Loaded, v: &Validation) -> Result<()> {
         text("validation.md", markdown(v))?,
         text("validation.json", serde_json::to_string_pretty(v)? + "\n")?,
     ];
-    let bars: Vec<(String, f64)> = v
-        .rows
-        .iter()
-        .map(|r| (format!("{}: {}", r.data, r.method), r.psnr_db))
-        .collect();
-    staged.push(recon_io::stage(&dir.join("psnr.png"), |tmp| {
-        crate::pictures::bar_chart(tmp, "PSNR by method", &bars, "dB")
-    })?);
-    let curves: Vec<(String, Vec<f64>)> = v
-        .rows
-        .iter()
-        .filter(|r| r.method != "gridding")
-        .map(|r| {
-            (
-                format!(
-                    "{} {}",
-                    if r.data == "noiseless" {
-                        "clean"
-                    } else {
-                        "noisy"
-                    },
-                    r.method.split(' ').take(2).collect::<Vec<_>>().join(" ")
-                ),
-                r.residuals.clone(),
-            )
-        })
-        .collect();
-    staged.push(recon_io::stage(&dir.join("residuals.png"), |tmp| {
-        crate::pictures::residual_curves(tmp, &curves)
-    })?);
+    if !v.rows.is_empty() {
+        let bars: Vec<(String, f64)> = v
+            .rows
+            .iter()
+            .map(|r| (format!("{}: {}", r.data, r.method), r.psnr_db))
+            .collect();
+        staged.push(recon_io::stage(&dir.join("psnr.png"), |tmp| {
+            crate::pictures::bar_chart(tmp, "PSNR by method", &bars, "dB")
+        })?);
+        let curves: Vec<(String, Vec<f64>)> = v
+            .rows
+            .iter()
+            .filter(|r| r.method != "gridding")
+            .map(|r| {
+                (
+                    format!(
+                        "{} {}",
+                        if r.data == "noiseless" {
+                            "clean"
+                        } else {
+                            "noisy"
+                        },
+                        r.method.split(' ').take(2).collect::<Vec<_>>().join(" ")
+                    ),
+                    r.residuals.clone(),
+                )
+            })
+            .collect();
+        staged.push(recon_io::stage(&dir.join("residuals.png"), |tmp| {
+            crate::pictures::residual_curves(tmp, &curves)
+        })?);
+    }
     if let Some(pts) = &v.lambda_sweep {
         let series = [crate::pictures::Series {
             name: "PSNR".into(),
@@ -472,6 +672,63 @@ fn write(l: &Loaded, v: &Validation) -> Result<()> {
             )
         })?);
     }
+    if v.priors.is_some() {
+        staged.push(priors_montage(l, inputs, swept, &dir.join("priors.png"))?);
+        let series: Vec<crate::pictures::Series> = swept
+            .iter()
+            .map(|s| crate::pictures::Series {
+                name: s.name.clone(),
+                points: s.points.iter().map(|p| (p.lambda.log10(), p.psnr_db)).collect(),
+            })
+            .collect();
+        staged.push(recon_io::stage(&dir.join("priors-lambda.png"), |tmp| {
+            crate::pictures::line_plot(
+                tmp,
+                "PSNR against lambda, by W (noisy data)",
+                "lambda (relative to peak Q)",
+                &series,
+                &|x| format!("1e{x:.1}"),
+                &|y| format!("{y:.1}"),
+            )
+        })?);
+    }
     recon_io::commit(staged)?;
     Ok(())
+}
+
+/// Truth, reference, gridding and each W at its best lambda, with errors.
+fn priors_montage(
+    l: &Loaded,
+    inputs: &Inputs,
+    swept: &[Swept],
+    path: &std::path::Path,
+) -> Result<recon_io::Staged> {
+    use crate::pictures::{magnitude, Column, Scale};
+    let truth = inputs.truth.as_deref().expect("checked");
+    let gp = recon_gridding::Params {
+        oversampling: l.cfg.gridding.oversampling,
+        dcf_iterations: l.cfg.gridding.dcf_iterations,
+    };
+    let g = magnitude(&recon_gridding::reconstruct(&l.grid, &inputs.traj, &inputs.data, &gp)?);
+    let mut cols = vec![Column::new("truth", truth.to_vec(), Scale::Image)];
+    if let Some(a) = &inputs.anatomy {
+        let mut on_grid = vec![0.0; l.grid.len()];
+        recon_prior::resample(&mut on_grid, &l.grid, a)?;
+        cols.push(Column::new("reference", on_grid, Scale::Own));
+    }
+    cols.push(Column::new("gridding", g.clone(), Scale::Image));
+    let images: Vec<(String, Vec<f64>)> = swept
+        .iter()
+        .map(|s| (s.name.clone(), magnitude(&s.best_image)))
+        .collect();
+    for (name, img) in &images {
+        cols.push(Column::new(name, img.clone(), Scale::Image));
+    }
+    cols.push(Column::error("|err| gridding", &g, truth));
+    for (name, img) in &images {
+        cols.push(Column::error(&format!("|err| {}", name.trim_end_matches(" W")), img, truth));
+    }
+    Ok(recon_io::stage(path, |tmp| {
+        crate::pictures::montage_columns(tmp, &l.grid, &cols)
+    })?)
 }

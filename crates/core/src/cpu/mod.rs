@@ -5,7 +5,7 @@ mod engine;
 mod fft;
 
 use crate::backend::{Backend, Direction, Sign, Targets};
-use crate::{Complex, EdgeWeights, Error, Progress, Real, Result};
+use crate::{Complex, Stencil, Error, Progress, Real, Result};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 
@@ -32,11 +32,13 @@ impl<T: Real> CpuBackend<T> {
     }
 }
 
-/// Squared edge weights in the backend's precision.
+/// Squared stencil weights in the backend's precision.
 pub struct CpuWeights<T> {
     n: [usize; 3],
-    /// `None`: every weight 1.
+    /// `None`: every edge weight 1.
     w2: Option<[Vec<T>; 3]>,
+    /// `None`: no diagonal.
+    d2: Option<Vec<T>>,
 }
 
 impl<T: Real> Backend for CpuBackend<T> {
@@ -173,11 +175,12 @@ impl<T: Real> Backend for CpuBackend<T> {
         Ok(())
     }
 
-    fn upload_weights(&self, w: &EdgeWeights) -> Result<Self::Weights> {
+    fn upload_weights(&self, w: &Stencil) -> Result<Self::Weights> {
         w.check()?;
         Ok(CpuWeights {
             n: w.n,
             w2: w.squared(),
+            d2: w.diag_squared(),
         })
     }
 
@@ -209,6 +212,10 @@ impl<T: Real> Backend for CpuBackend<T> {
                     let j = idx - stride[d];
                     acc = acc + (xi - x[j]) * w2(d, j);
                 }
+            }
+            // diagonal row: d^2 x[idx]
+            if let Some(d2) = &w.d2 {
+                acc = acc + xi * d2[idx];
             }
             *o = *o + acc * a;
         });

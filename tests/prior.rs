@@ -1,0 +1,180 @@
+//! The anatomical prior's robustness to a reference that disagrees with the
+//! sodium image (tests/fixtures/prior-robustness*.toml): a lesion the
+//! reference lacks must stay visible with its contrast within 20% of the
+//! truth, and a structure only the reference has must not appear.
+
+mod common;
+
+use common::repo;
+use recon_core::{CpuBackend, Grid, Stencil, Volume};
+use recon_synth::{add_noise, Noise, Phantom, Trajectory};
+use std::sync::OnceLock;
+
+/// Centres (mm) of the lesion (sodium only) and of the reference-only structure.
+const LESION: [f64; 3] = [-25.0, -40.0, 10.0];
+const GHOST: [f64; 3] = [25.0, -40.0, 10.0];
+const RADIUS: f64 = 20.0;
+
+struct Problem {
+    grid: Grid,
+    truth: Vec<f64>,
+    reference: Volume,
+    q: Vec<recon_core::Complex<f32>>,
+    fhd: Vec<recon_core::Complex<f32>>,
+}
+
+fn problem() -> Problem {
+    let grid = Grid::new([32; 3], [240.0; 3]).unwrap();
+    let fixtures = repo().join("tests/fixtures");
+    let na = Phantom::load(&fixtures.join("prior-robustness.toml")).unwrap();
+    let pd = Phantom::load(&fixtures.join("prior-robustness-pd.toml")).unwrap();
+    let traj = Trajectory::Tpi {
+        cones: 16,
+        projections: 800,
+        samples: 60,
+        p: 0.3,
+        kmax: 1.0,
+    }
+    .generate(&grid)
+    .unwrap();
+    let mut data = na.kspace(&grid, &traj);
+    add_noise(&mut data, Noise { snr: 30.0, seed: 3 });
+    // The reference at twice the resolution, as a proton scan would be.
+    let rg = Grid::new([64; 3], grid.fov_mm).unwrap();
+    let reference = Volume::new(rg, pd.rasterise(&rg, 2)).unwrap();
+    let b = CpuBackend::<f32>::new();
+    let q = recon_q::compute(&b, &grid, &traj, &mut |_, _| {}).unwrap();
+    let fhd = recon_fhd::fhd(&b, &grid, &traj, &data, &mut |_, _| {}).unwrap();
+    Problem {
+        grid,
+        truth: na.rasterise(&grid, 4),
+        reference,
+        q,
+        fhd,
+    }
+}
+
+/// |x| for the anatomical W from `reference` at `lambda` (relative to Q's
+/// peak), two passes unless `data_edges` is off.
+fn solve(p: &Problem, reference: &Volume, lambda: f64, data_edges: bool) -> Vec<f64> {
+    let params = recon_prior::Params {
+        data_threshold: if data_edges {
+            recon_prior::Params::default().data_threshold
+        } else {
+            None
+        },
+        ..Default::default()
+    };
+    let prior = recon_prior::Prior::new(&p.grid, reference, &params).unwrap();
+    let cg = recon_cg::Params {
+        iterations: 60,
+        tolerance: 0.0,
+    };
+    let b = CpuBackend::<f32>::new();
+    let (x, _, _) =
+        recon_prior::solve(&b, &p.grid, &p.q, &p.fhd, &prior, lambda, &cg, &mut |_, _| {}).unwrap();
+    x.iter().map(|c| c.norm() as f64).collect()
+}
+
+/// |x| for the uniform W.
+fn solve_uniform(p: &Problem, lambda: f64) -> Vec<f64> {
+    let cg = recon_cg::Params {
+        iterations: 60,
+        tolerance: 0.0,
+    };
+    let b = CpuBackend::<f32>::new();
+    let w = Stencil::uniform(p.grid.n);
+    let (x, _) =
+        recon_cg::solve_from_q(&b, &p.grid, &p.q, &p.fhd, &w, lambda, &cg, &mut |_, _| {}).unwrap();
+    x.iter().map(|c| c.norm() as f64).collect()
+}
+
+/// The lambdas tried; each W is judged at its own best, as a user would
+/// tune it.
+const LAMBDAS: [f64; 4] = [0.3, 1.0, 3.0, 10.0];
+
+/// The best PSNR over [`LAMBDAS`], with its lambda and image.
+fn best(p: &Problem, solve: impl Fn(f64) -> Vec<f64>) -> (f64, f64, Vec<f64>) {
+    LAMBDAS
+        .iter()
+        .map(|&l| {
+            let img = solve(l);
+            (recon_core::metrics::psnr_db(&img, &p.truth), l, img)
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .unwrap()
+}
+
+/// Mean over the voxels wholly inside the sphere at `centre` minus the mean
+/// over a shell around it (8 to 20 mm beyond its surface) restricted to
+/// voxels of pure white matter in the truth (value 30).
+fn contrast(grid: &Grid, img: &[f64], truth: &[f64], centre: [f64; 3]) -> f64 {
+    let h = grid.voxel_mm();
+    let half_diag = 0.5 * (h[0] * h[0] + h[1] * h[1] + h[2] * h[2]).sqrt();
+    let (mut inside, mut shell) = (Vec::new(), Vec::new());
+    let n = grid.n;
+    for idx in 0..grid.len() {
+        let c = [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
+        let r = [0, 1, 2].map(|d| (c[d] as f64 - n[d] as f64 / 2.0) * h[d] - centre[d]);
+        let dist = (r[0] * r[0] + r[1] * r[1] + r[2] * r[2]).sqrt();
+        if dist + half_diag < RADIUS {
+            inside.push(img[idx]);
+        } else if dist > RADIUS + 8.0 && dist < RADIUS + 20.0 && (truth[idx] - 30.0).abs() < 1e-9 {
+            shell.push(img[idx]);
+        }
+    }
+    assert!(inside.len() >= 8 && shell.len() >= 30, "{} {}", inside.len(), shell.len());
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    mean(&inside) - mean(&shell)
+}
+
+fn shared() -> &'static Problem {
+    static P: OnceLock<Problem> = OnceLock::new();
+    P.get_or_init(problem)
+}
+
+#[test]
+fn a_lesion_the_reference_lacks_stays_and_a_structure_only_it_has_is_not_invented() {
+    let p = shared();
+    let truth_lesion = contrast(&p.grid, &p.truth, &p.truth, LESION);
+    assert!((truth_lesion - 40.0).abs() < 1e-9, "the truth's own contrast: {truth_lesion}");
+    let (psnr, lambda, img) = best(p, |l| solve(p, &p.reference, l, true));
+    let lesion = contrast(&p.grid, &img, &p.truth, LESION);
+    let ghost = contrast(&p.grid, &img, &p.truth, GHOST);
+    eprintln!("anatomical W: best lambda {lambda}, PSNR {psnr:.2} dB, lesion {lesion:.2} (truth 40), reference-only structure {ghost:.2} (truth 0)");
+    // The bound: the lesion's contrast within 20% of the truth.
+    assert!((lesion - truth_lesion).abs() <= 0.2 * truth_lesion, "lesion contrast {lesion}");
+    // No structure where only the reference has one: within 5% of the
+    // lesion's contrast (2 mM; the noise of the two means is below 1 mM).
+    assert!(ghost.abs() <= 0.05 * truth_lesion, "invented contrast {ghost}");
+
+    // The second pass is what keeps the lesion: one pass at the same lambda
+    // smooths it away (so this test can fail).
+    let one = solve(p, &p.reference, lambda, false);
+    let lesion_one = contrast(&p.grid, &one, &p.truth, LESION);
+    eprintln!("one pass at lambda {lambda}: lesion {lesion_one:.2}");
+    assert!(lesion_one < 0.8 * truth_lesion, "one pass kept {lesion_one}");
+
+    // And the anatomical W still beats the uniform one, each at its best.
+    let (psnr_u, lambda_u, _) = best(p, |l| solve_uniform(p, l));
+    eprintln!("uniform W: best lambda {lambda_u}, PSNR {psnr_u:.2} dB");
+    assert!(psnr > psnr_u + 1.0, "anatomical {psnr} against uniform {psnr_u}");
+}
+
+#[test]
+fn a_shifted_reference_degrades_gracefully() {
+    // Every reference edge one voxel (7.5 mm) off along x: the anatomical W
+    // then smooths across the true boundaries and not across the false ones.
+    // Still no worse than the uniform W (each at its best lambda).
+    let p = shared();
+    let fixtures = repo().join("tests/fixtures");
+    let mut pd = Phantom::load(&fixtures.join("prior-robustness-pd.toml")).unwrap();
+    for e in &mut pd.ellipsoids {
+        e.centre_mm[0] += p.grid.voxel_mm()[0];
+    }
+    let shifted = Volume::new(p.reference.grid, pd.rasterise(&p.reference.grid, 2)).unwrap();
+    let (psnr, lambda, _) = best(p, |l| solve(p, &shifted, l, true));
+    let (psnr_u, lambda_u, _) = best(p, |l| solve_uniform(p, l));
+    eprintln!("shifted reference: PSNR {psnr:.2} dB at lambda {lambda}; uniform {psnr_u:.2} dB at {lambda_u}");
+    assert!(psnr >= psnr_u, "shifted reference {psnr} against uniform {psnr_u}");
+}
