@@ -45,10 +45,19 @@ fi
 .gpu/recon bench --json "$out/bench.json" "$@" 2>&1 | tee "$out/bench.txt"
 bench_rc=${PIPESTATUS[0]}
 
+# The anatomical prior on the noisy sodium phantom: uniform W, anatomical W
+# and gridding, each W at its best lambda (validation.md, priors.png).
+.gpu/recon validate --config configs/sodium.toml --out "$out/priors" --priors --sweeps-only \
+    --sweep-points 13 --lambda-min 0.01 --lambda-max 100 > "$out/priors.txt" 2>&1
+priors_rc=$?
+
 echo
 echo "== GPU tests =="
 printf '%s\n' "${summary[@]}"
 echo "== parboil mri-q =="
 printf '%s\n' "${parboil[@]}"
+echo "== priors (exit $priors_rc) =="
+sed -n '/^| method/,/^$/p' "$out/priors.txt"
+grep -E "anatomical W over" "$out/priors.txt"
 echo "== bench (exit $bench_rc) =="
 sed -n '/^recon bench:/,$p' "$out/bench.txt"

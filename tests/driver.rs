@@ -88,6 +88,43 @@ fn impossible_values_are_named_with_the_allowed_range() {
 }
 
 #[test]
+fn anatomical_settings_are_checked() {
+    // test-small's phantom has no proton-density twin
+    rejects(
+        |t| t + "\n[regulariser]\nkind = \"anatomical\"\n",
+        &["regulariser.kind", "phantom.anatomy"],
+    );
+    rejects(
+        |t| t.replace("[trajectory]", "anatomy_matrix = 32\n\n[trajectory]"),
+        &["phantom.anatomy_matrix", "give phantom.anatomy"],
+    );
+    rejects(
+        |t| t + "\n[regulariser]\nedge_threshold = 0.0\n",
+        &["regulariser.edge_threshold", "(0, 1]"],
+    );
+    rejects(
+        |t| t + "\n[regulariser]\nedge_weight = 2.0\n",
+        &["regulariser.edge_weight", "[0, 1]"],
+    );
+    rejects(
+        |t| t + "\n[regulariser]\nkind = \"tv\"\n",
+        &["regulariser.kind", "uniform", "anatomical"],
+    );
+    rejects(
+        |t| {
+            t.replace(
+                "supersample = 3",
+                &format!(
+                    "supersample = 3\nanatomy = \"{}\"\nanatomy_matrix = 17",
+                    repo().join("phantoms/shepp-logan.toml").display()
+                ),
+            )
+        },
+        &["phantom.anatomy_matrix", "even"],
+    );
+}
+
+#[test]
 fn unknown_trajectory_kind_lists_the_kinds() {
     rejects(
         |t| t.replace("kind = \"tpi\"", "kind = \"rosette\""),

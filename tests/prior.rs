@@ -1,11 +1,13 @@
 //! The anatomical prior's robustness to a reference that disagrees with the
 //! sodium image (tests/fixtures/prior-robustness*.toml): a lesion the
 //! reference lacks must stay visible with its contrast within 20% of the
-//! truth, and a structure only the reference has must not appear.
+//! truth, and a structure only the reference has must not appear. Also the
+//! driver's side: config, outputs, scan files with a reference, validate.
 
 mod common;
 
-use common::repo;
+use common::{recon, repo};
+use recon_io::hdf5;
 use recon_core::{CpuBackend, Grid, Stencil, Volume};
 use recon_synth::{add_noise, Noise, Phantom, Trajectory};
 use std::sync::OnceLock;
@@ -177,4 +179,118 @@ fn a_shifted_reference_degrades_gracefully() {
     let (psnr_u, lambda_u, _) = best(p, |l| solve_uniform(p, l));
     eprintln!("shifted reference: PSNR {psnr:.2} dB at lambda {lambda}; uniform {psnr_u:.2} dB at {lambda_u}");
     assert!(psnr >= psnr_u, "shifted reference {psnr} against uniform {psnr_u}");
+}
+
+fn ok(o: &std::process::Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn report(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn anatomical_run_writes_w_and_a_scan_file_carries_the_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let cfg = repo().join("tests/fixtures/prior-small.toml");
+    let cfg = cfg.to_str().unwrap();
+    let a = tmp.path().join("a");
+    let log = ok(&recon(&["--config", cfg, "--out", a.to_str().unwrap()], &cache));
+    assert!(log.contains("W: anatomical") && log.contains("second pass"), "{log}");
+    let r = report(&a);
+    assert_eq!(r["regulariser"], "anatomical");
+    let prior = &r["prior"];
+    assert_eq!(prior["edges"], 3 * 15 * 16 * 16);
+    assert!(prior["boundary_edges"].as_u64().unwrap() > 0);
+    assert!(prior["outside_support"].as_u64().unwrap() > 0);
+    assert!(prior["data_edges"].as_u64().is_some());
+
+    // recon.h5 holds W as the last pass used it, and the reference on the grid.
+    let f = hdf5::File::open(a.join("recon.h5")).unwrap();
+    let w = f.dataset("regulariser/edge_weights").unwrap();
+    assert_eq!(w.shape(), vec![3, 16, 16, 16]);
+    let wv: Vec<f32> = w.read_raw().unwrap();
+    assert!(wv.iter().all(|&x| x == 1.0 || x == 0.1));
+    let boundary = wv.iter().filter(|&&x| x == 0.1).count() as u64;
+    // reference boundaries plus the data edges of the second pass (the
+    // last-plane entries, which are no edges, stay 1)
+    assert!(boundary >= prior["boundary_edges"].as_u64().unwrap());
+    let d: Vec<f32> = f.dataset("regulariser/diagonal").unwrap().read_raw().unwrap();
+    assert_eq!(d.iter().filter(|&&x| x == 1.0).count() as u64, prior["outside_support"].as_u64().unwrap());
+    assert_eq!(f.dataset("anatomy").unwrap().shape(), vec![16, 16, 16]);
+
+    // The scan file keeps the reference at its own matrix; reconstructing it
+    // gives what the synthetic run gave.
+    let scan = tmp.path().join("scan.h5");
+    ok(&recon(&["simulate", "--config", cfg, "--out", scan.to_str().unwrap()], &cache));
+    let s = hdf5::File::open(&scan).unwrap();
+    let anat = s.dataset("reference/anatomy").unwrap();
+    assert_eq!(anat.shape(), vec![32, 32, 32]);
+    let fov: Vec<f64> = anat.attr("fov_mm").unwrap().read_raw().unwrap();
+    assert_eq!(fov, vec![240.0; 3]);
+    let scan_cfg = tmp.path().join("scan.toml");
+    std::fs::write(
+        &scan_cfg,
+        format!(
+            "[scan]\nfile = \"{}\"\n[engine]\nprecision = \"f64\"\n[solver]\niterations = 30\nlambda = 3.0\n\
+             [regulariser]\nkind = \"anatomical\"\nsupport_threshold = 0.05\n[output]\ndir = \"out\"\n",
+            scan.display()
+        ),
+    )
+    .unwrap();
+    let b = tmp.path().join("b");
+    ok(&recon(&["--config", scan_cfg.to_str().unwrap(), "--out", b.to_str().unwrap()], &cache));
+    let (pa, pb) = (r["psnr_db"].as_f64().unwrap(), report(&b)["psnr_db"].as_f64().unwrap());
+    // The file stores data and reference in float32: PSNR agrees to rounding.
+    assert!((pa - pb).abs() < 0.01, "synthetic {pa} against scan file {pb}");
+    assert_eq!(report(&b)["prior"]["boundary_edges"], prior["boundary_edges"]);
+}
+
+#[test]
+fn validate_compares_the_priors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("val");
+    let cfg = repo().join("tests/fixtures/prior-small.toml");
+    ok(&recon(
+        &[
+            "validate",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--priors",
+            "--sweeps-only",
+            "--sweep-points",
+            "4",
+            "--lambda-min",
+            "0.1",
+            "--lambda-max",
+            "10",
+        ],
+        &tmp.path().join("cache"),
+    ));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap()).unwrap();
+    let rows = v["priors"]["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
+    assert_eq!(names, ["gridding", "uniform W", "anatomical W"]);
+    assert!(rows[0]["best_lambda"].is_null());
+    // Each W's row is the best of its own sweep.
+    for (row, (_, sweep)) in rows[1..].iter().zip(v["priors"]["sweeps"].as_array().unwrap().iter().map(|s| (s[0].clone(), s[1].clone()))) {
+        let best = sweep.as_array().unwrap().iter().map(|p| p["psnr_db"].as_f64().unwrap()).fold(f64::MIN, f64::max);
+        assert_eq!(row["psnr_db"].as_f64().unwrap(), best);
+    }
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    for c in checks {
+        assert_eq!(c["passed"], c["value"].as_f64().unwrap() > 0.0);
+    }
+    assert!(v["rows"].as_array().unwrap().is_empty(), "--sweeps-only runs no engine rows");
+    for f in ["validation.md", "priors.png", "priors-lambda.png"] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    let md = std::fs::read_to_string(out.join("validation.md")).unwrap();
+    assert!(md.contains("| anatomical W |") && md.contains("## Uniform against anatomical W"));
 }

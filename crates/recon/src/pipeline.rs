@@ -335,12 +335,7 @@ where
     seconds.push(("cg", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
-    let gp = recon_gridding::Params {
-        oversampling: l.cfg.gridding.oversampling,
-        dcf_iterations: l.cfg.gridding.dcf_iterations,
-    };
-    let gridding =
-        recon_gridding::reconstruct(grid, &inputs.traj, &inputs.data, &gp).context("gridding")?;
+    let gridding = gridding(l, inputs)?;
     seconds.push(("gridding", t.elapsed().as_secs_f64()));
 
     Ok(Outputs {
@@ -357,6 +352,15 @@ where
         seconds,
         device: backend.describe(),
     })
+}
+
+/// The gridding baseline with the config's settings.
+pub fn gridding(l: &Loaded, inputs: &Inputs) -> Result<Vec<Complex<f64>>> {
+    let gp = recon_gridding::Params {
+        oversampling: l.cfg.gridding.oversampling,
+        dcf_iterations: l.cfg.gridding.dcf_iterations,
+    };
+    recon_gridding::reconstruct(&l.grid, &inputs.traj, &inputs.data, &gp).context("gridding")
 }
 
 /// Image-quality figures of one reconstruction against the truth.

@@ -399,9 +399,14 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         Some(s) if args.lambda_sweep => (Some(s.points.clone()), Some(s.points[s.best].lambda)),
         _ => (None, None),
     };
-    let priors = match prior_info {
-        Some(info) => Some(compare_priors(case_name, case, inputs, &swept, info, &mut checks)?),
-        None => None,
+    let (priors, prior_gridding) = match prior_info {
+        Some(info) => {
+            let g = pipeline::gridding(case, inputs)?;
+            let truth = inputs.truth.as_deref().expect("checked");
+            let p = compare_priors(case_name, case, truth, &g, &swept, info, &mut checks);
+            (Some(p), Some(g))
+        }
+        None => (None, None),
     };
     let v = Validation {
         config: l.path.display().to_string(),
@@ -416,7 +421,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         best_lambda: best,
         priors,
     };
-    write(l, &v, inputs, &swept)?;
+    write(l, &v, inputs, &swept, prior_gridding.as_deref())?;
     print!("{}", markdown(&v));
     Ok(())
 }
@@ -426,19 +431,13 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
 fn compare_priors(
     name: &str,
     l: &Loaded,
-    inputs: &Inputs,
+    truth: &[f64],
+    gridding: &[Complex<f64>],
     swept: &[Swept],
     prior: recon_prior::Info,
     checks: &mut Vec<Check>,
-) -> Result<Priors> {
-    let truth = inputs.truth.as_deref().expect("checked");
-    let gp = recon_gridding::Params {
-        oversampling: l.cfg.gridding.oversampling,
-        dcf_iterations: l.cfg.gridding.dcf_iterations,
-    };
-    let g = recon_gridding::reconstruct(&l.grid, &inputs.traj, &inputs.data, &gp)
-        .context("gridding")?;
-    let gq = pipeline::quality(&g, Some(truth)).expect("truth given");
+) -> Priors {
+    let gq = pipeline::quality(gridding, Some(truth)).expect("truth given");
     let mut rows = vec![PriorRow {
         method: "gridding".into(),
         best_lambda: None,
@@ -469,7 +468,7 @@ fn compare_priors(
         }
     }
     let r = &l.cfg.regulariser;
-    Ok(Priors {
+    Priors {
         data: name.to_string(),
         rows,
         edge_threshold: r.edge_threshold,
@@ -481,7 +480,7 @@ fn compare_priors(
             .iter()
             .map(|s| (s.name.clone(), s.points.clone()))
             .collect(),
-    })
+    }
 }
 
 fn markdown(v: &Validation) -> String {
@@ -489,39 +488,41 @@ fn markdown(v: &Validation) -> String {
     let _ = writeln!(s, "# Validation: {}\n", v.config);
     let _ = writeln!(
         s,
-        "Data `{}`, matrix {:?}, {} samples, lambda {} (relative to the peak of Q), {} CG iterations.\n",
+        "Data `{}`, matrix {:?}, {} samples, lambda {} (relative to the peak of Q; the engine rows), {} CG iterations.\n",
         v.data, v.matrix, v.samples, v.lambda, v.iterations
     );
-    let _ = writeln!(s, "| data | method | PSNR (dB) | error (%) | rel. diff. to float64 | Q (s) | F^H D (s) | CG (s) | gridding (s) | device |");
-    let _ = writeln!(
-        s,
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    );
-    for r in &v.rows {
-        let t = |k: &str| {
-            if r.method == "gridding" {
-                "-".to_string()
-            } else {
-                r.seconds.get(k).map_or("-".into(), |v| format!("{v:.3}"))
-            }
-        };
+    if !v.rows.is_empty() {
+        let _ = writeln!(s, "| data | method | PSNR (dB) | error (%) | rel. diff. to float64 | Q (s) | F^H D (s) | CG (s) | gridding (s) | device |");
         let _ = writeln!(
             s,
-            "| {} | {} | {:.3} | {:.2} | {} | {} | {} | {} | {} | {} |",
-            r.data,
-            r.method,
-            r.psnr_db,
-            r.percent_error,
-            r.relative_difference_to_f64
-                .map_or("-".into(), |d| format!("{d:.2e}")),
-            t("q"),
-            t("fhd"),
-            t("cg"),
-            r.seconds
-                .get("gridding")
-                .map_or("-".into(), |v| format!("{v:.3}")),
-            r.device
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
         );
+        for r in &v.rows {
+            let t = |k: &str| {
+                if r.method == "gridding" {
+                    "-".to_string()
+                } else {
+                    r.seconds.get(k).map_or("-".into(), |v| format!("{v:.3}"))
+                }
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.3} | {:.2} | {} | {} | {} | {} | {} | {} |",
+                r.data,
+                r.method,
+                r.psnr_db,
+                r.percent_error,
+                r.relative_difference_to_f64
+                    .map_or("-".into(), |d| format!("{d:.2e}")),
+                t("q"),
+                t("fhd"),
+                t("cg"),
+                r.seconds
+                    .get("gridding")
+                    .map_or("-".into(), |v| format!("{v:.3}")),
+                r.device
+            );
+        }
     }
     let _ = writeln!(s, "\n## Checks\n");
     for c in &v.checks {
@@ -609,7 +610,13 @@ fn markdown(v: &Validation) -> String {
     s
 }
 
-fn write(l: &Loaded, v: &Validation, inputs: &Inputs, swept: &[Swept]) -> Result<()> {
+fn write(
+    l: &Loaded,
+    v: &Validation,
+    inputs: &Inputs,
+    swept: &[Swept],
+    prior_gridding: Option<&[Complex<f64>]>,
+) -> Result<()> {
     let dir = &l.cfg.output.dir;
     let text = |name: &str, body: String| {
         recon_io::stage::<recon_io::IoError>(&dir.join(name), move |tmp| {
@@ -672,8 +679,8 @@ fn write(l: &Loaded, v: &Validation, inputs: &Inputs, swept: &[Swept]) -> Result
             )
         })?);
     }
-    if v.priors.is_some() {
-        staged.push(priors_montage(l, inputs, swept, &dir.join("priors.png"))?);
+    if let Some(g) = prior_gridding {
+        staged.push(priors_montage(l, inputs, swept, g, &dir.join("priors.png"))?);
         let series: Vec<crate::pictures::Series> = swept
             .iter()
             .map(|s| crate::pictures::Series {
@@ -701,15 +708,12 @@ fn priors_montage(
     l: &Loaded,
     inputs: &Inputs,
     swept: &[Swept],
+    gridding: &[Complex<f64>],
     path: &std::path::Path,
 ) -> Result<recon_io::Staged> {
     use crate::pictures::{magnitude, Column, Scale};
     let truth = inputs.truth.as_deref().expect("checked");
-    let gp = recon_gridding::Params {
-        oversampling: l.cfg.gridding.oversampling,
-        dcf_iterations: l.cfg.gridding.dcf_iterations,
-    };
-    let g = magnitude(&recon_gridding::reconstruct(&l.grid, &inputs.traj, &inputs.data, &gp)?);
+    let g = magnitude(gridding);
     let mut cols = vec![Column::new("truth", truth.to_vec(), Scale::Image)];
     if let Some(a) = &inputs.anatomy {
         let mut on_grid = vec![0.0; l.grid.len()];
