@@ -11,7 +11,7 @@ mod common;
 use common::*;
 use recon_cg::{Normal, Params, Toeplitz};
 use recon_core::{
-    metrics::nrmse, Backend, Complex, CpuBackend, Direction, Stencil, Grid, Sign, Targets,
+    metrics::nrmse, Backend, Complex, CpuBackend, Direction, Grid, Sign, Stencil, Targets,
 };
 use recon_cuda::{CudaBackend, Options, Tuning, Variant};
 use std::path::PathBuf;
@@ -289,19 +289,36 @@ fn anatomical_two_pass_solve_matches_cpu_f64() {
     let cpu = CpuBackend::<f64>::new();
     let q64 = recon_q::compute(&cpu, &grid, &traj, &mut no_progress()).unwrap();
     let fhd64 = recon_fhd::fhd(&cpu, &grid, &traj, &data, &mut no_progress()).unwrap();
-    let (x64, _, used64) =
-        recon_prior::solve(&cpu, &grid, &q64, &fhd64, &prior, 3.0, &params, &mut |_, _| {})
-            .unwrap();
+    let s64 = recon_prior::solve(
+        &cpu,
+        &grid,
+        &q64,
+        &fhd64,
+        &prior,
+        3.0,
+        &params,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let (x64, used64) = (s64.x, s64.used);
     let q = recon_q::compute(&b, &grid, &traj, &mut no_progress()).unwrap();
     let fhd = recon_fhd::fhd(&b, &grid, &traj, &data, &mut no_progress()).unwrap();
-    let (xh, _, used) =
-        recon_prior::solve(&b, &grid, &q, &fhd, &prior, 3.0, &params, &mut |_, _| {}).unwrap();
-    let (n64, n32) = (used64.info.data_edges.unwrap(), used.info.data_edges.unwrap());
+    let s = recon_prior::solve(&b, &grid, &q, &fhd, &prior, 3.0, &params, &mut |_, _| {}).unwrap();
+    let (xh, used) = (s.x, s.used);
+    let (n64, n32) = (
+        used64.info.data_edges.unwrap(),
+        used.info.data_edges.unwrap(),
+    );
     let err = nrmse(&up(&xh), &x64);
-    println!("anatomical W, 2 x 60 iterations, GPU f32 vs CPU f64: {err:.2e}; data edges {n32} vs {n64}");
+    println!(
+        "anatomical W, 2 x 60 iterations, GPU f32 vs CPU f64: {err:.2e}; data edges {n32} vs {n64}"
+    );
     // Data edges are thresholds on an image: float32 may flip an edge that
     // lies at the threshold, but only a handful.
-    assert!(n64 > 0 && n32.abs_diff(n64) <= n64 / 100 + 2, "data edges {n32} vs {n64}");
+    assert!(
+        n64 > 0 && n32.abs_diff(n64) <= n64 / 100 + 2,
+        "data edges {n32} vs {n64}"
+    );
     // CPU float32 reaches 3.5e-4 here; a flipped data edge moves the image
     // by about as much: 2e-3.
     assert!(err < 2e-3, "relative error {err:e}");

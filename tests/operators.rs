@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use recon_cg::{Normal, Toeplitz};
-use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Stencil, Grid};
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
 
 fn small_grid() -> Grid {
     Grid::new([6, 4, 8], [200.0, 150.0, 240.0]).unwrap()

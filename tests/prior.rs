@@ -7,8 +7,8 @@
 mod common;
 
 use common::{recon, repo};
-use recon_io::hdf5;
 use recon_core::{CpuBackend, Grid, Stencil, Volume};
+use recon_io::hdf5;
 use recon_synth::{add_noise, Noise, Phantom, Trajectory};
 use std::sync::OnceLock;
 
@@ -73,9 +73,18 @@ fn solve(p: &Problem, reference: &Volume, lambda: f64, data_edges: bool) -> Vec<
         tolerance: 0.0,
     };
     let b = CpuBackend::<f32>::new();
-    let (x, _, _) =
-        recon_prior::solve(&b, &p.grid, &p.q, &p.fhd, &prior, lambda, &cg, &mut |_, _| {}).unwrap();
-    x.iter().map(|c| c.norm() as f64).collect()
+    let s = recon_prior::solve(
+        &b,
+        &p.grid,
+        &p.q,
+        &p.fhd,
+        &prior,
+        lambda,
+        &cg,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    s.x.iter().map(|c| c.norm() as f64).collect()
 }
 
 /// |x| for the uniform W.
@@ -125,7 +134,12 @@ fn contrast(grid: &Grid, img: &[f64], truth: &[f64], centre: [f64; 3]) -> f64 {
             shell.push(img[idx]);
         }
     }
-    assert!(inside.len() >= 8 && shell.len() >= 30, "{} {}", inside.len(), shell.len());
+    assert!(
+        inside.len() >= 8 && shell.len() >= 30,
+        "{} {}",
+        inside.len(),
+        shell.len()
+    );
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     mean(&inside) - mean(&shell)
 }
@@ -139,28 +153,43 @@ fn shared() -> &'static Problem {
 fn a_lesion_the_reference_lacks_stays_and_a_structure_only_it_has_is_not_invented() {
     let p = shared();
     let truth_lesion = contrast(&p.grid, &p.truth, &p.truth, LESION);
-    assert!((truth_lesion - 40.0).abs() < 1e-9, "the truth's own contrast: {truth_lesion}");
+    assert!(
+        (truth_lesion - 40.0).abs() < 1e-9,
+        "the truth's own contrast: {truth_lesion}"
+    );
     let (psnr, lambda, img) = best(p, |l| solve(p, &p.reference, l, true));
     let lesion = contrast(&p.grid, &img, &p.truth, LESION);
     let ghost = contrast(&p.grid, &img, &p.truth, GHOST);
     eprintln!("anatomical W: best lambda {lambda}, PSNR {psnr:.2} dB, lesion {lesion:.2} (truth 40), reference-only structure {ghost:.2} (truth 0)");
     // The bound: the lesion's contrast within 20% of the truth.
-    assert!((lesion - truth_lesion).abs() <= 0.2 * truth_lesion, "lesion contrast {lesion}");
+    assert!(
+        (lesion - truth_lesion).abs() <= 0.2 * truth_lesion,
+        "lesion contrast {lesion}"
+    );
     // No structure where only the reference has one: within 5% of the
     // lesion's contrast (2 mM; the noise of the two means is below 1 mM).
-    assert!(ghost.abs() <= 0.05 * truth_lesion, "invented contrast {ghost}");
+    assert!(
+        ghost.abs() <= 0.05 * truth_lesion,
+        "invented contrast {ghost}"
+    );
 
     // The second pass is what keeps the lesion: one pass at the same lambda
     // smooths it away (so this test can fail).
     let one = solve(p, &p.reference, lambda, false);
     let lesion_one = contrast(&p.grid, &one, &p.truth, LESION);
     eprintln!("one pass at lambda {lambda}: lesion {lesion_one:.2}");
-    assert!(lesion_one < 0.8 * truth_lesion, "one pass kept {lesion_one}");
+    assert!(
+        lesion_one < 0.8 * truth_lesion,
+        "one pass kept {lesion_one}"
+    );
 
     // And the anatomical W still beats the uniform one, each at its best.
     let (psnr_u, lambda_u, _) = best(p, |l| solve_uniform(p, l));
     eprintln!("uniform W: best lambda {lambda_u}, PSNR {psnr_u:.2} dB");
-    assert!(psnr > psnr_u + 1.0, "anatomical {psnr} against uniform {psnr_u}");
+    assert!(
+        psnr > psnr_u + 1.0,
+        "anatomical {psnr} against uniform {psnr_u}"
+    );
 }
 
 #[test]
@@ -178,7 +207,10 @@ fn a_shifted_reference_degrades_gracefully() {
     let (psnr, lambda, _) = best(p, |l| solve(p, &shifted, l, true));
     let (psnr_u, lambda_u, _) = best(p, |l| solve_uniform(p, l));
     eprintln!("shifted reference: PSNR {psnr:.2} dB at lambda {lambda}; uniform {psnr_u:.2} dB at {lambda_u}");
-    assert!(psnr >= psnr_u, "shifted reference {psnr} against uniform {psnr_u}");
+    assert!(
+        psnr >= psnr_u,
+        "shifted reference {psnr} against uniform {psnr_u}"
+    );
 }
 
 fn ok(o: &std::process::Output) -> String {
@@ -197,8 +229,14 @@ fn anatomical_run_writes_w_and_a_scan_file_carries_the_reference() {
     let cfg = repo().join("tests/fixtures/prior-small.toml");
     let cfg = cfg.to_str().unwrap();
     let a = tmp.path().join("a");
-    let log = ok(&recon(&["--config", cfg, "--out", a.to_str().unwrap()], &cache));
-    assert!(log.contains("W: anatomical") && log.contains("second pass"), "{log}");
+    let log = ok(&recon(
+        &["--config", cfg, "--out", a.to_str().unwrap()],
+        &cache,
+    ));
+    assert!(
+        log.contains("W: anatomical") && log.contains("second pass"),
+        "{log}"
+    );
     let r = report(&a);
     assert_eq!(r["regulariser"], "anatomical");
     let prior = &r["prior"];
@@ -217,14 +255,24 @@ fn anatomical_run_writes_w_and_a_scan_file_carries_the_reference() {
     // reference boundaries plus the data edges of the second pass (the
     // last-plane entries, which are no edges, stay 1)
     assert!(boundary >= prior["boundary_edges"].as_u64().unwrap());
-    let d: Vec<f32> = f.dataset("regulariser/diagonal").unwrap().read_raw().unwrap();
-    assert_eq!(d.iter().filter(|&&x| x == 1.0).count() as u64, prior["outside_support"].as_u64().unwrap());
+    let d: Vec<f32> = f
+        .dataset("regulariser/diagonal")
+        .unwrap()
+        .read_raw()
+        .unwrap();
+    assert_eq!(
+        d.iter().filter(|&&x| x == 1.0).count() as u64,
+        prior["outside_support"].as_u64().unwrap()
+    );
     assert_eq!(f.dataset("anatomy").unwrap().shape(), vec![16, 16, 16]);
 
     // The scan file keeps the reference at its own matrix; reconstructing it
     // gives what the synthetic run gave.
     let scan = tmp.path().join("scan.h5");
-    ok(&recon(&["simulate", "--config", cfg, "--out", scan.to_str().unwrap()], &cache));
+    ok(&recon(
+        &["simulate", "--config", cfg, "--out", scan.to_str().unwrap()],
+        &cache,
+    ));
     let s = hdf5::File::open(&scan).unwrap();
     let anat = s.dataset("reference/anatomy").unwrap();
     assert_eq!(anat.shape(), vec![32, 32, 32]);
@@ -241,11 +289,28 @@ fn anatomical_run_writes_w_and_a_scan_file_carries_the_reference() {
     )
     .unwrap();
     let b = tmp.path().join("b");
-    ok(&recon(&["--config", scan_cfg.to_str().unwrap(), "--out", b.to_str().unwrap()], &cache));
-    let (pa, pb) = (r["psnr_db"].as_f64().unwrap(), report(&b)["psnr_db"].as_f64().unwrap());
+    ok(&recon(
+        &[
+            "--config",
+            scan_cfg.to_str().unwrap(),
+            "--out",
+            b.to_str().unwrap(),
+        ],
+        &cache,
+    ));
+    let (pa, pb) = (
+        r["psnr_db"].as_f64().unwrap(),
+        report(&b)["psnr_db"].as_f64().unwrap(),
+    );
     // The file stores data and reference in float32: PSNR agrees to rounding.
-    assert!((pa - pb).abs() < 0.01, "synthetic {pa} against scan file {pb}");
-    assert_eq!(report(&b)["prior"]["boundary_edges"], prior["boundary_edges"]);
+    assert!(
+        (pa - pb).abs() < 0.01,
+        "synthetic {pa} against scan file {pb}"
+    );
+    assert_eq!(
+        report(&b)["prior"]["boundary_edges"],
+        prior["boundary_edges"]
+    );
 }
 
 #[test]
@@ -272,14 +337,26 @@ fn validate_compares_the_priors() {
         &tmp.path().join("cache"),
     ));
     let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap())
+            .unwrap();
     let rows = v["priors"]["rows"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
     assert_eq!(names, ["gridding", "uniform W", "anatomical W"]);
     assert!(rows[0]["best_lambda"].is_null());
     // Each W's row is the best of its own sweep.
-    for (row, (_, sweep)) in rows[1..].iter().zip(v["priors"]["sweeps"].as_array().unwrap().iter().map(|s| (s[0].clone(), s[1].clone()))) {
-        let best = sweep.as_array().unwrap().iter().map(|p| p["psnr_db"].as_f64().unwrap()).fold(f64::MIN, f64::max);
+    for (row, (_, sweep)) in rows[1..].iter().zip(
+        v["priors"]["sweeps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s[0].clone(), s[1].clone())),
+    ) {
+        let best = sweep
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["psnr_db"].as_f64().unwrap())
+            .fold(f64::MIN, f64::max);
         assert_eq!(row["psnr_db"].as_f64().unwrap(), best);
     }
     let checks = v["checks"].as_array().unwrap();
@@ -287,7 +364,10 @@ fn validate_compares_the_priors() {
     for c in checks {
         assert_eq!(c["passed"], c["value"].as_f64().unwrap() > 0.0);
     }
-    assert!(v["rows"].as_array().unwrap().is_empty(), "--sweeps-only runs no engine rows");
+    assert!(
+        v["rows"].as_array().unwrap().is_empty(),
+        "--sweeps-only runs no engine rows"
+    );
     for f in ["validation.md", "priors.png", "priors-lambda.png"] {
         assert!(out.join(f).exists(), "{f}");
     }

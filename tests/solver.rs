@@ -6,7 +6,7 @@ use common::*;
 use ndarray::{Array1, Array2};
 use ndarray_linalg::Solve;
 use recon_cg::{Params, Regularised, Toeplitz};
-use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Stencil, Grid};
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
 
 /// Solves `(F^H F + lambda W^H W) x = F^H y` both ways and compares.
 fn compare(lambda_rel: f64, seed: u64) {

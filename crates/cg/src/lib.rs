@@ -8,7 +8,7 @@
 //! the host per iteration. Residuals reach the caller through a callback:
 //! this crate never prints.
 
-use recon_core::{Backend, Complex, Direction, Stencil, Error, Grid, Real, Result};
+use recon_core::{Backend, Complex, Direction, Error, Grid, Real, Result, Stencil};
 
 /// A Hermitian positive (semi-)definite operator `A`, applied as `out = A x`.
 pub trait Normal<B: Backend> {

@@ -1,6 +1,6 @@
 //! The [`Backend`] trait: everything that differs between CPU and GPU.
 
-use crate::{Complex, Stencil, Lattice, Progress, Real, Result};
+use crate::{Complex, Lattice, Progress, Real, Result, Stencil};
 
 /// The sign of the exponent in the summation engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,9 +17,7 @@
 mod device;
 
 use device::Device;
-use recon_core::{
-    Backend, Complex, Direction, Stencil, Error, Progress, Result, Sign, Targets,
-};
+use recon_core::{Backend, Complex, Direction, Error, Progress, Result, Sign, Stencil, Targets};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use device::{Lattice, Sample};

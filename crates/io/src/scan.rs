@@ -196,8 +196,13 @@ fn anatomy(file: &hdf5::File, path: &Path, grid: &Grid) -> Result<Option<Volume>
     } else {
         grid.fov_mm
     };
-    let g = Grid::new([shape[2], shape[1], shape[0]], fov)
-        .map_err(|e| bad(path, name, format!("shape {shape:?} and fov_mm {fov:?}: {e}")))?;
+    let g = Grid::new([shape[2], shape[1], shape[0]], fov).map_err(|e| {
+        bad(
+            path,
+            name,
+            format!("shape {shape:?} and fov_mm {fov:?}: {e}"),
+        )
+    })?;
     let vol = Volume::new(g, v.into_iter().map(f64::from).collect())
         .map_err(|e| bad(path, name, e.to_string()))?;
     Ok(Some(vol))
@@ -231,8 +236,14 @@ pub fn write_scan(path: &Path, scan: &Scan) -> Result<(), IoError> {
             }
             if let Some(a) = &scan.anatomy {
                 let m = a.grid.n;
-                let ds =
-                    crate::write_dataset(tmp, &r, "anatomy", &[m[2], m[1], m[0]], &f32s(&a.values), false)?;
+                let ds = crate::write_dataset(
+                    tmp,
+                    &r,
+                    "anatomy",
+                    &[m[2], m[1], m[0]],
+                    &f32s(&a.values),
+                    false,
+                )?;
                 crate::set_attr(tmp, &ds, "fov_mm", &a.grid.fov_mm)?;
             }
         }

@@ -83,7 +83,10 @@ impl Params {
         }
         let s = self.support_weight;
         if !(s.is_finite() && s >= 0.0) {
-            return bad("support_weight", format!("must be zero or positive, got {s}"));
+            return bad(
+                "support_weight",
+                format!("must be zero or positive, got {s}"),
+            );
         }
         if let Some(k) = self.data_threshold {
             if !(k.is_finite() && k > 0.0) {
@@ -137,12 +140,21 @@ impl Prior {
     }
 }
 
+/// What [`solve`] returns.
+pub struct Solution<T> {
+    /// The image.
+    pub x: Vec<Complex<T>>,
+    /// CG's account of the last pass.
+    pub info: recon_cg::Info,
+    /// W as the last pass used it (`info.data_edges` filled in).
+    pub used: Prior,
+}
+
 /// `(F^H F + lambda W^H W) x = F^H D` with the anatomical W, by CG from Q
 /// (`lambda` relative to Q's peak, as in [`recon_cg::solve_from_q`]). With
 /// data edges on, two passes: solve, relax the edges the image shows beyond
 /// its noise ([`relax_data_edges`]), solve again from zero. `on_iteration`
-/// counts iterations across passes. Returns the image, the last pass's CG
-/// info, and W as the last pass used it (`info.data_edges` filled in).
+/// counts iterations across passes.
 #[allow(clippy::too_many_arguments)]
 pub fn solve<B: Backend>(
     backend: &B,
@@ -153,7 +165,7 @@ pub fn solve<B: Backend>(
     lambda: f64,
     params: &recon_cg::Params,
     on_iteration: &mut dyn FnMut(usize, f64),
-) -> Result<(Vec<Complex<B::Real>>, recon_cg::Info, Prior)> {
+) -> Result<Solution<B::Real>> {
     let mut pass = |w: &Stencil, offset: usize| {
         recon_cg::solve_from_q(backend, grid, q, fhd, w, lambda, params, &mut |i, r| {
             on_iteration(offset + i, r)
@@ -161,14 +173,15 @@ pub fn solve<B: Backend>(
     };
     let (x, info) = pass(&prior.stencil, 0)?;
     let Some(k) = prior.params.data_threshold else {
-        return Ok((x, info, prior.clone()));
+        let used = prior.clone();
+        return Ok(Solution { x, info, used });
     };
     let mut used = prior.clone();
     let mag: Vec<f64> = x.iter().map(|c| c.norm().f64()).collect();
     let relaxed = relax_data_edges(&mut used.stencil, &mag, k, prior.params.edge_weight)?;
     used.info.data_edges = Some(relaxed);
     let (x, info) = pass(&used.stencil, params.iterations)?;
-    Ok((x, info, used))
+    Ok(Solution { x, info, used })
 }
 
 /// The anatomical W on `grid` from `reference` (resampled onto the grid
@@ -231,7 +244,12 @@ pub fn anatomical(grid: &Grid, reference: &Volume, p: &Params) -> Result<(Stenci
 /// 0.6745 (most edges of an image lie in smooth regions). This is what
 /// keeps a lesion the reference lacks: solve, relax its edges, solve again.
 /// Returns how many edges it relaxed.
-pub fn relax_data_edges(w: &mut Stencil, image: &[f64], sigmas: f64, edge_weight: f64) -> Result<usize> {
+pub fn relax_data_edges(
+    w: &mut Stencil,
+    image: &[f64],
+    sigmas: f64,
+    edge_weight: f64,
+) -> Result<usize> {
     let n = w.n;
     Error::check_len("image for data edges", n[0] * n[1] * n[2], image.len())?;
     let stride = w.strides();
@@ -430,7 +448,9 @@ mod tests {
             Grid::new([18, 12, 18], [120.0, 80.0, 120.0]).unwrap(),
             Grid::new([10, 6, 8], [130.0, 90.0, 140.0]).unwrap(),
         ] {
-            let values: Vec<f64> = (0..r.len()).map(|i| ((i * 7919) % 101) as f64 / 7.0).collect();
+            let values: Vec<f64> = (0..r.len())
+                .map(|i| ((i * 7919) % 101) as f64 / 7.0)
+                .collect();
             let mut out = vec![0.0; g.len()];
             resample(&mut out, &g, &Volume::new(r, values.clone()).unwrap()).unwrap();
             for (i, v) in out.iter().enumerate() {
@@ -441,7 +461,11 @@ mod tests {
                     vol += o;
                 }
                 // Same sums in another order: rounding only.
-                assert!((v - s / vol).abs() < 1e-9, "voxel {i}: {v} against {}", s / vol);
+                assert!(
+                    (v - s / vol).abs() < 1e-9,
+                    "voxel {i}: {v} against {}",
+                    s / vol
+                );
             }
         }
     }
@@ -507,7 +531,9 @@ mod tests {
         let g = grid(8, 80.0);
         let mut seed = 1u64;
         let mut noise = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((seed >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 0.3
         };
         let image: Vec<f64> = (0..g.len())
@@ -535,7 +561,12 @@ mod tests {
     #[test]
     fn a_flat_reference_gives_uniform_weights() {
         let g = grid(4, 40.0);
-        let (s, info) = anatomical(&g, &Volume::new(g, vec![3.0; 64]).unwrap(), &Params::default()).unwrap();
+        let (s, info) = anatomical(
+            &g,
+            &Volume::new(g, vec![3.0; 64]).unwrap(),
+            &Params::default(),
+        )
+        .unwrap();
         assert!(s.w.unwrap().iter().flatten().all(|&w| w == 1.0));
         assert_eq!(info.boundary_edges, 0);
     }
@@ -543,11 +574,41 @@ mod tests {
     #[test]
     fn parameters_out_of_range_are_named() {
         for (p, name) in [
-            (Params { edge_threshold: 0.0, ..Default::default() }, "edge_threshold"),
-            (Params { edge_weight: 1.5, ..Default::default() }, "edge_weight"),
-            (Params { support_threshold: Some(1.0), ..Default::default() }, "support_threshold"),
-            (Params { support_weight: f64::NAN, ..Default::default() }, "support_weight"),
-            (Params { data_threshold: Some(-1.0), ..Default::default() }, "data_threshold"),
+            (
+                Params {
+                    edge_threshold: 0.0,
+                    ..Default::default()
+                },
+                "edge_threshold",
+            ),
+            (
+                Params {
+                    edge_weight: 1.5,
+                    ..Default::default()
+                },
+                "edge_weight",
+            ),
+            (
+                Params {
+                    support_threshold: Some(1.0),
+                    ..Default::default()
+                },
+                "support_threshold",
+            ),
+            (
+                Params {
+                    support_weight: f64::NAN,
+                    ..Default::default()
+                },
+                "support_weight",
+            ),
+            (
+                Params {
+                    data_threshold: Some(-1.0),
+                    ..Default::default()
+                },
+                "data_threshold",
+            ),
         ] {
             let e = p.check().unwrap_err().to_string();
             assert!(e.starts_with(name), "{e}");

@@ -10,7 +10,7 @@
 
 use anyhow::{Context, Result};
 use recon_cg::{Params, Regularised, Toeplitz};
-use recon_core::{Backend, Complex, CpuBackend, Stencil, Grid, Real, Sign, Targets};
+use recon_core::{Backend, Complex, CpuBackend, Grid, Real, Sign, Stencil, Targets};
 use recon_synth::{Phantom, Trajectory};
 use serde::Serialize;
 use std::path::PathBuf;

@@ -554,7 +554,8 @@ impl Config {
                 format!("must be zero or positive, got {}", self.solver.lambda),
             );
         }
-        if let Err(recon_core::Error::Invalid { what, reason }) = self.regulariser.params().check() {
+        if let Err(recon_core::Error::Invalid { what, reason }) = self.regulariser.params().check()
+        {
             return fail(&format!("regulariser.{what}"), reason);
         }
         if !(self.gridding.oversampling.is_finite()

@@ -313,12 +313,12 @@ where
         report.data, report.samples, report.matrix, report.fov_mm, report.noise_sigma
     );
     println!(
-        "  CG: {} iterations, relative residual {:.3e}, lambda {} x peak Q = {:.3e}, W {:?}",
+        "  CG: {} iterations, relative residual {:.3e}, lambda {} x peak Q = {:.3e}, W {}",
         report.iterations,
         report.relative_residual,
         report.lambda,
         report.lambda_abs,
-        report.regulariser
+        format!("{:?}", report.regulariser).to_lowercase()
     );
     println!("  Q cache: {}", report.q_cache);
     match (&iterative, &gridding) {

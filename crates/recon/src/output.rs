@@ -131,10 +131,19 @@ fn write_h5(
     // [3 (x, y, z), Nz, Ny, Nx] and, with a support term, the diagonal.
     let s = &out.stencil;
     if s.w.is_some() || s.diag.is_some() {
-        let g = file.create_group("regulariser").at(path, "create /regulariser")?;
+        let g = file
+            .create_group("regulariser")
+            .at(path, "create /regulariser")?;
         if let Some(w) = &s.w {
             let all: Vec<f32> = w.iter().flat_map(|v| f32s(v)).collect();
-            recon_io::write_dataset(path, &g, "edge_weights", &[3, n[2], n[1], n[0]], &all, false)?;
+            recon_io::write_dataset(
+                path,
+                &g,
+                "edge_weights",
+                &[3, n[2], n[1], n[0]],
+                &all,
+                false,
+            )?;
         }
         if let Some(d) = &s.diag {
             recon_io::write_dataset(path, &g, "diagonal", &shape, &f32s(d), false)?;

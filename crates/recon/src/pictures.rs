@@ -205,7 +205,11 @@ impl Column {
 
     /// `|image - truth|`.
     pub fn error(name: &str, image: &[f64], truth: &[f64]) -> Self {
-        let e = image.iter().zip(truth).map(|(a, b)| (a - b).abs()).collect();
+        let e = image
+            .iter()
+            .zip(truth)
+            .map(|(a, b)| (a - b).abs())
+            .collect();
         Column::new(name, e, Scale::Error)
     }
 }

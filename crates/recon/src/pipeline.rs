@@ -74,7 +74,11 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>) -> Result<Inputs> {
                 ),
                 None => 0.0,
             };
-            let pc = l.cfg.phantom.as_ref().expect("synthetic data have [phantom]");
+            let pc = l
+                .cfg
+                .phantom
+                .as_ref()
+                .expect("synthetic data have [phantom]");
             let s = pc.supersample;
             // The reference on its own matrix over the same FOV.
             let anatomy = match anatomy {
@@ -203,7 +207,7 @@ pub enum Regulariser {
     /// Plain first differences.
     Uniform,
     /// Weights from the reference (two passes with data edges).
-    Anatomical(recon_prior::Prior),
+    Anatomical(Box<recon_prior::Prior>),
 }
 
 impl Regulariser {
@@ -225,7 +229,7 @@ pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
             let a = inputs.anatomy.as_ref().context("no anatomical reference")?;
             let p = recon_prior::Prior::new(&l.grid, a, &l.cfg.regulariser.params())
                 .context("building W from the anatomical reference")?;
-            Ok(Regulariser::Anatomical(p))
+            Ok(Regulariser::Anatomical(Box::new(p)))
         }
     }
 }
@@ -257,7 +261,14 @@ pub fn solve<B: Backend>(
         Regulariser::Uniform => {
             let stencil = Stencil::uniform(grid.n);
             let (x, info) = recon_cg::solve_from_q(
-                backend, grid, q, fhd, &stencil, lambda, params, on_iteration,
+                backend,
+                grid,
+                q,
+                fhd,
+                &stencil,
+                lambda,
+                params,
+                on_iteration,
             )?;
             Solved {
                 x,
@@ -267,13 +278,12 @@ pub fn solve<B: Backend>(
             }
         }
         Regulariser::Anatomical(p) => {
-            let (x, info, used) =
-                recon_prior::solve(backend, grid, q, fhd, p, lambda, params, on_iteration)?;
+            let s = recon_prior::solve(backend, grid, q, fhd, p, lambda, params, on_iteration)?;
             Solved {
-                x,
-                info,
-                stencil: used.stencil,
-                prior: Some(used.info),
+                x: s.x,
+                info: s.info,
+                stencil: s.used.stencil,
+                prior: Some(s.used.info),
             }
         }
     })
@@ -308,7 +318,8 @@ where
     };
     let lambda_abs = recon_cg::lambda_abs(l.cfg.solver.lambda, grid, &q)?;
     let w = regulariser(l, inputs)?;
-    if let Regulariser::Anatomical(recon_prior::Prior { info: i, .. }) = &w {
+    if let Regulariser::Anatomical(p) = &w {
+        let i = &p.info;
         ui.log(&format!(
             "W: anatomical, {} of {} edges cross reference boundaries ({:.1}%){}",
             i.boundary_edges,
@@ -323,7 +334,16 @@ where
     }
     let solved = ui
         .solver(params.iterations * w.passes(), |cb| {
-            solve(backend, grid, &q, &fhd, &w, l.cfg.solver.lambda, &params, cb)
+            solve(
+                backend,
+                grid,
+                &q,
+                &fhd,
+                &w,
+                l.cfg.solver.lambda,
+                &params,
+                cb,
+            )
         })
         .context("conjugate gradient")?;
     if let Some(n) = solved.prior.as_ref().and_then(|i| i.data_edges) {

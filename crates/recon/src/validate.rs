@@ -279,7 +279,9 @@ where
 
 pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
     if args.sweeps_only && !(args.lambda_sweep || args.priors) {
-        anyhow::bail!("--sweeps-only needs --lambda-sweep or --priors: there is nothing else to run");
+        anyhow::bail!(
+            "--sweeps-only needs --lambda-sweep or --priors: there is nothing else to run"
+        );
     }
     let traj = pipeline::trajectory(l)?;
     // The data cases: synthetic data noiseless and noisy; a scan file as given.
@@ -381,7 +383,10 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         let p = recon_prior::Prior::new(&l.grid, anatomy, &l.cfg.regulariser.params())
             .context("building W from the anatomical reference")?;
         prior_info = Some(p.info.clone());
-        stencils.push(("anatomical W".to_string(), Regulariser::Anatomical(p)));
+        stencils.push((
+            "anatomical W".to_string(),
+            Regulariser::Anatomical(Box::new(p)),
+        ));
     }
     let swept = match (stencils.is_empty(), gpu) {
         (true, _) => Vec::new(),
@@ -574,7 +579,10 @@ fn markdown(v: &Validation) -> String {
                 None => String::new(),
             }
         );
-        let _ = writeln!(s, "| method | best lambda | PSNR (dB) | error (%) |\n| --- | --- | --- | --- |");
+        let _ = writeln!(
+            s,
+            "| method | best lambda | PSNR (dB) | error (%) |\n| --- | --- | --- | --- |"
+        );
         for r in &p.rows {
             let lambda = match r.best_lambda {
                 Some(l) if r.at_range_edge => format!("{l:.3e} (edge of the range)"),
@@ -604,7 +612,12 @@ fn markdown(v: &Validation) -> String {
                 .iter()
                 .map(|(_, pts)| format!("{:.3}", pts[i].psnr_db))
                 .collect();
-            let _ = writeln!(s, "| {:.3e} | {} |", p.sweeps[0].1[i].lambda, cells.join(" | "));
+            let _ = writeln!(
+                s,
+                "| {:.3e} | {} |",
+                p.sweeps[0].1[i].lambda,
+                cells.join(" | ")
+            );
         }
     }
     s
@@ -663,41 +676,50 @@ fn write(
             crate::pictures::residual_curves(tmp, &curves)
         })?);
     }
-    if let Some(pts) = &v.lambda_sweep {
-        let series = [crate::pictures::Series {
-            name: "PSNR".into(),
-            points: pts.iter().map(|p| (p.lambda.log10(), p.psnr_db)).collect(),
-        }];
-        staged.push(recon_io::stage(&dir.join("lambda.png"), |tmp| {
-            crate::pictures::line_plot(
-                tmp,
-                "PSNR against lambda (noisy data)",
-                "lambda (relative to peak Q)",
-                &series,
-                &|x| format!("1e{x:.1}"),
-                &|y| format!("{y:.1}"),
-            )
-        })?);
-    }
-    if let Some(g) = prior_gridding {
-        staged.push(priors_montage(l, inputs, swept, g, &dir.join("priors.png"))?);
-        let series: Vec<crate::pictures::Series> = swept
+    // PSNR against log10(lambda), one curve per named sweep.
+    let lambda_plot = |name: &str, title: &str, sweeps: &[(String, &[SweepPoint])]| {
+        let series: Vec<crate::pictures::Series> = sweeps
             .iter()
-            .map(|s| crate::pictures::Series {
-                name: s.name.clone(),
-                points: s.points.iter().map(|p| (p.lambda.log10(), p.psnr_db)).collect(),
+            .map(|(n, pts)| crate::pictures::Series {
+                name: n.clone(),
+                points: pts.iter().map(|p| (p.lambda.log10(), p.psnr_db)).collect(),
             })
             .collect();
-        staged.push(recon_io::stage(&dir.join("priors-lambda.png"), |tmp| {
+        recon_io::stage(&dir.join(name), |tmp| {
             crate::pictures::line_plot(
                 tmp,
-                "PSNR against lambda, by W (noisy data)",
+                title,
                 "lambda (relative to peak Q)",
                 &series,
                 &|x| format!("1e{x:.1}"),
                 &|y| format!("{y:.1}"),
             )
-        })?);
+        })
+    };
+    if let Some(pts) = &v.lambda_sweep {
+        staged.push(lambda_plot(
+            "lambda.png",
+            "PSNR against lambda (noisy data)",
+            &[("PSNR".into(), pts)],
+        )?);
+    }
+    if let Some(g) = prior_gridding {
+        staged.push(priors_montage(
+            l,
+            inputs,
+            swept,
+            g,
+            &dir.join("priors.png"),
+        )?);
+        let sweeps: Vec<(String, &[SweepPoint])> = swept
+            .iter()
+            .map(|s| (s.name.clone(), &s.points[..]))
+            .collect();
+        staged.push(lambda_plot(
+            "priors-lambda.png",
+            "PSNR against lambda, by W (noisy data)",
+            &sweeps,
+        )?);
     }
     recon_io::commit(staged)?;
     Ok(())
@@ -730,7 +752,11 @@ fn priors_montage(
     }
     cols.push(Column::error("|err| gridding", &g, truth));
     for (name, img) in &images {
-        cols.push(Column::error(&format!("|err| {}", name.trim_end_matches(" W")), img, truth));
+        cols.push(Column::error(
+            &format!("|err| {}", name.trim_end_matches(" W")),
+            img,
+            truth,
+        ));
     }
     Ok(recon_io::stage(path, |tmp| {
         crate::pictures::montage_columns(tmp, &l.grid, &cols)

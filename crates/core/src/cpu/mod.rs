@@ -5,7 +5,7 @@ mod engine;
 mod fft;
 
 use crate::backend::{Backend, Direction, Sign, Targets};
-use crate::{Complex, Stencil, Error, Progress, Real, Result};
+use crate::{Complex, Error, Progress, Real, Result, Stencil};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 
