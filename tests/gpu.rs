@@ -252,23 +252,13 @@ fn anatomical_two_pass_solve_matches_cpu_f64() {
     let Some(b) = gpu(Options::default()) else {
         return;
     };
-    let grid = Grid::new([16, 16, 16], [240.0; 3]).unwrap();
-    let fixtures = repo().join("tests/fixtures");
-    let na = recon_synth::Phantom::load(&fixtures.join("prior-robustness.toml")).unwrap();
-    let pd = recon_synth::Phantom::load(&fixtures.join("prior-robustness-pd.toml")).unwrap();
-    let traj = recon_synth::Trajectory::Tpi {
-        cones: 8,
-        projections: 300,
-        samples: 40,
-        p: 0.3,
-        kmax: 1.0,
-    }
-    .generate(&grid)
-    .unwrap();
-    let mut data = na.kspace(&grid, &traj);
-    recon_synth::add_noise(&mut data, recon_synth::Noise { snr: 30.0, seed: 5 });
-    let rg = Grid::new([32; 3], grid.fov_mm).unwrap();
-    let reference = recon_core::Volume::new(rg, pd.rasterise(&rg, 2)).unwrap();
+    let PriorFixture {
+        grid,
+        traj,
+        data,
+        reference,
+        ..
+    } = prior_fixture(16, [8, 300, 40], 5);
     let prior = recon_prior::Prior::new(
         &grid,
         &reference,

@@ -6,10 +6,9 @@
 
 mod common;
 
-use common::{recon, repo};
-use recon_core::{CpuBackend, Grid, Stencil, Volume};
+use common::{fixture_phantom, prior_fixture, recon, reference_on_grid, repo};
+use recon_core::{CpuBackend, Grid, Stencil};
 use recon_io::hdf5;
-use recon_synth::{add_noise, Noise, Phantom, Trajectory};
 use std::sync::OnceLock;
 
 /// Centres (mm) of the lesion (sodium only) and of the reference-only structure.
@@ -20,37 +19,21 @@ const RADIUS: f64 = 20.0;
 struct Problem {
     grid: Grid,
     truth: Vec<f64>,
-    reference: Volume,
+    /// The reference averaged onto the grid.
+    reference: Vec<f64>,
     q: Vec<recon_core::Complex<f32>>,
     fhd: Vec<recon_core::Complex<f32>>,
 }
 
 fn problem() -> Problem {
-    let grid = Grid::new([32; 3], [240.0; 3]).unwrap();
-    let fixtures = repo().join("tests/fixtures");
-    let na = Phantom::load(&fixtures.join("prior-robustness.toml")).unwrap();
-    let pd = Phantom::load(&fixtures.join("prior-robustness-pd.toml")).unwrap();
-    let traj = Trajectory::Tpi {
-        cones: 16,
-        projections: 800,
-        samples: 60,
-        p: 0.3,
-        kmax: 1.0,
-    }
-    .generate(&grid)
-    .unwrap();
-    let mut data = na.kspace(&grid, &traj);
-    add_noise(&mut data, Noise { snr: 30.0, seed: 3 });
-    // The reference at twice the resolution, as a proton scan would be.
-    let rg = Grid::new([64; 3], grid.fov_mm).unwrap();
-    let reference = Volume::new(rg, pd.rasterise(&rg, 2)).unwrap();
+    let f = prior_fixture(32, [16, 800, 60], 3);
     let b = CpuBackend::<f32>::new();
-    let q = recon_q::compute(&b, &grid, &traj, &mut |_, _| {}).unwrap();
-    let fhd = recon_fhd::fhd(&b, &grid, &traj, &data, &mut |_, _| {}).unwrap();
+    let q = recon_q::compute(&b, &f.grid, &f.traj, &mut |_, _| {}).unwrap();
+    let fhd = recon_fhd::fhd(&b, &f.grid, &f.traj, &f.data, &mut |_, _| {}).unwrap();
     Problem {
-        grid,
-        truth: na.rasterise(&grid, 4),
-        reference,
+        grid: f.grid,
+        truth: f.truth,
+        reference: f.reference,
         q,
         fhd,
     }
@@ -58,7 +41,7 @@ fn problem() -> Problem {
 
 /// |x| for the anatomical W from `reference` at `lambda` (relative to Q's
 /// peak), two passes unless `data_edges` is off.
-fn solve(p: &Problem, reference: &Volume, lambda: f64, data_edges: bool) -> Vec<f64> {
+fn solve(p: &Problem, reference: &[f64], lambda: f64, data_edges: bool) -> Vec<f64> {
     let params = recon_prior::Params {
         data_threshold: if data_edges {
             recon_prior::Params::default().data_threshold
@@ -198,12 +181,11 @@ fn a_shifted_reference_degrades_gracefully() {
     // then smooths across the true boundaries and not across the false ones.
     // Still no worse than the uniform W (each at its best lambda).
     let p = shared();
-    let fixtures = repo().join("tests/fixtures");
-    let mut pd = Phantom::load(&fixtures.join("prior-robustness-pd.toml")).unwrap();
+    let mut pd = fixture_phantom("prior-robustness-pd.toml");
     for e in &mut pd.ellipsoids {
         e.centre_mm[0] += p.grid.voxel_mm()[0];
     }
-    let shifted = Volume::new(p.reference.grid, pd.rasterise(&p.reference.grid, 2)).unwrap();
+    let shifted = reference_on_grid(&p.grid, &pd);
     let (psnr, lambda, _) = best(p, |l| solve(p, &shifted, l, true));
     let (psnr_u, lambda_u, _) = best(p, |l| solve_uniform(p, l));
     eprintln!("shifted reference: PSNR {psnr:.2} dB at lambda {lambda}; uniform {psnr_u:.2} dB at {lambda_u}");

@@ -21,7 +21,8 @@
 //! noise are relaxed too, and [`solve`] solves again (two passes in all).
 //!
 //! The reference may come on a finer (or coarser) grid than the
-//! reconstruction; [`resample`] averages it onto the grid by box overlap.
+//! reconstruction; [`resample`] averages it onto the grid by box overlap,
+//! once, and everything else works on that image.
 
 use rayon::prelude::*;
 use recon_core::{Backend, Complex, Error, Grid, Real, Result, Stencil, Volume};
@@ -120,8 +121,9 @@ pub struct Prior {
 }
 
 impl Prior {
-    /// The anatomical W on `grid` from `reference` (see [`anatomical`]).
-    pub fn new(grid: &Grid, reference: &Volume, params: &Params) -> Result<Self> {
+    /// The anatomical W on `grid` from the reference averaged onto it (see
+    /// [`anatomical`]).
+    pub fn new(grid: &Grid, reference: &[f64], params: &Params) -> Result<Self> {
         let (stencil, info) = anatomical(grid, reference, params)?;
         Ok(Prior {
             stencil,
@@ -184,13 +186,12 @@ pub fn solve<B: Backend>(
     Ok(Solution { x, info, used })
 }
 
-/// The anatomical W on `grid` from `reference` (resampled onto the grid
-/// first), and what it found.
-pub fn anatomical(grid: &Grid, reference: &Volume, p: &Params) -> Result<(Stencil, Info)> {
+/// The anatomical W on `grid` from the reference `a` already averaged onto
+/// the grid ([`resample`]), and what it found.
+pub fn anatomical(grid: &Grid, a: &[f64], p: &Params) -> Result<(Stencil, Info)> {
     p.check()?;
-    let mut a = vec![0.0; grid.len()];
-    resample(&mut a, grid, reference)?;
-    let g = edge_gradients(grid, &a);
+    Error::check_len("anatomical reference on the grid", grid.len(), a.len())?;
+    let g = edge_gradients(grid, a);
     let gmax = g.iter().flatten().fold(0.0f64, |m, v| m.max(*v));
     // A flat reference has no boundaries: every weight stays 1.
     let cut = p.edge_threshold * gmax;
@@ -506,7 +507,7 @@ mod tests {
             support_weight: 2.0,
             data_threshold: None,
         };
-        let (s, info) = anatomical(&g, &Volume::new(g, values).unwrap(), &p).unwrap();
+        let (s, info) = anatomical(&g, &values, &p).unwrap();
         let w = s.w.as_ref().unwrap();
         for idx in 0..g.len() {
             let x = idx % 8;
@@ -561,12 +562,7 @@ mod tests {
     #[test]
     fn a_flat_reference_gives_uniform_weights() {
         let g = grid(4, 40.0);
-        let (s, info) = anatomical(
-            &g,
-            &Volume::new(g, vec![3.0; 64]).unwrap(),
-            &Params::default(),
-        )
-        .unwrap();
+        let (s, info) = anatomical(&g, &[3.0; 64], &Params::default()).unwrap();
         assert!(s.w.unwrap().iter().flatten().all(|&w| w == 1.0));
         assert_eq!(info.boundary_edges, 0);
     }

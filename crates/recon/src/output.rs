@@ -117,15 +117,9 @@ fn write_h5(
     if let Some(t) = &inputs.truth {
         recon_io::write_dataset(path, &file, "truth", &shape, &f32s(t), false)?;
     }
-    if let Some(a) = &inputs.anatomy {
+    if let Some(a) = &inputs.anatomy_on_grid {
         // The reference as the prior saw it: averaged onto the grid.
-        let mut on_grid = vec![0.0; l.grid.len()];
-        recon_prior::resample(&mut on_grid, &l.grid, a).map_err(|e| recon_io::IoError::Layout {
-            path: path.display().to_string(),
-            name: "anatomy".into(),
-            problem: e.to_string(),
-        })?;
-        recon_io::write_dataset(path, &file, "anatomy", &shape, &f32s(&on_grid), false)?;
+        recon_io::write_dataset(path, &file, "anatomy", &shape, &f32s(a), false)?;
     }
     // W as a weighted stencil (recon_core::Stencil): edge weights
     // [3 (x, y, z), Nz, Ny, Nx] and, with a support term, the diagonal.

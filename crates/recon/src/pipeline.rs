@@ -25,8 +25,10 @@ pub struct Inputs {
     pub data: Vec<Complex<f64>>,
     /// The true image, when known (always for synthetic data).
     pub truth: Option<Vec<f64>>,
-    /// A proton-density reference, on its own grid.
+    /// A proton-density reference, on its own grid ...
     pub anatomy: Option<Volume>,
+    /// ... and averaged onto the reconstruction's grid (recon_prior::resample).
+    pub anatomy_on_grid: Option<Vec<f64>>,
     pub noise_sigma: f64,
 }
 
@@ -91,6 +93,7 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>) -> Result<Inputs> {
             };
             Ok(Inputs {
                 truth: Some(phantom.rasterise(&l.grid, s)),
+                anatomy_on_grid: on_grid(&l.grid, anatomy.as_ref())?,
                 anatomy,
                 traj,
                 data,
@@ -101,10 +104,20 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>) -> Result<Inputs> {
             traj,
             data: s.data.clone(),
             truth: s.truth.clone(),
+            anatomy_on_grid: on_grid(&l.grid, s.anatomy.as_ref())?,
             anatomy: s.anatomy.clone(),
             noise_sigma: 0.0,
         }),
     }
+}
+
+/// The reference averaged onto `grid`, once, before anything is computed:
+/// a reference whose FOV misses the grid stops the run here.
+fn on_grid(grid: &recon_core::Grid, a: Option<&Volume>) -> Result<Option<Vec<f64>>> {
+    let Some(a) = a else { return Ok(None) };
+    let mut out = vec![0.0; grid.len()];
+    recon_prior::resample(&mut out, grid, a).context("the anatomical reference")?;
+    Ok(Some(out))
 }
 
 fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
@@ -226,7 +239,10 @@ pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
         RegulariserKind::Uniform => Ok(Regulariser::Uniform),
         RegulariserKind::Anatomical => {
             // config::load checked that a reference exists
-            let a = inputs.anatomy.as_ref().context("no anatomical reference")?;
+            let a = inputs
+                .anatomy_on_grid
+                .as_ref()
+                .context("no anatomical reference")?;
             let p = recon_prior::Prior::new(&l.grid, a, &l.cfg.regulariser.params())
                 .context("building W from the anatomical reference")?;
             Ok(Regulariser::Anatomical(Box::new(p)))

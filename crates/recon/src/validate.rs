@@ -377,7 +377,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
     }
     let mut prior_info = None;
     if args.priors {
-        let anatomy = inputs.anatomy.as_ref().context(
+        let anatomy = inputs.anatomy_on_grid.as_ref().context(
             "--priors needs an anatomical reference: set phantom.anatomy, or use a scan file with /reference/anatomy",
         )?;
         let p = recon_prior::Prior::new(&l.grid, anatomy, &l.cfg.regulariser.params())
@@ -737,10 +737,8 @@ fn priors_montage(
     let truth = inputs.truth.as_deref().expect("checked");
     let g = magnitude(gridding);
     let mut cols = vec![Column::new("truth", truth.to_vec(), Scale::Image)];
-    if let Some(a) = &inputs.anatomy {
-        let mut on_grid = vec![0.0; l.grid.len()];
-        recon_prior::resample(&mut on_grid, &l.grid, a)?;
-        cols.push(Column::new("reference", on_grid, Scale::Own));
+    if let Some(a) = &inputs.anatomy_on_grid {
+        cols.push(Column::new("reference", a.clone(), Scale::Own));
     }
     cols.push(Column::new("gridding", g.clone(), Scale::Image));
     let images: Vec<(String, Vec<f64>)> = swept
