@@ -296,6 +296,36 @@ fn anatomical_run_writes_w_and_a_scan_file_carries_the_reference() {
         report(&b)["prior"]["boundary_edges"],
         prior["boundary_edges"]
     );
+
+    // A reference whose FOV misses the grid stops the run before anything
+    // is computed or written, even with a uniform W that would not use it.
+    let mut small = recon_io::scan::read_scan(&scan, false).unwrap();
+    let a = small.anatomy.as_mut().unwrap();
+    a.grid = Grid::new(a.grid.n, [60.0; 3]).unwrap();
+    let bad = tmp.path().join("bad.h5");
+    recon_io::scan::write_scan(&bad, &small).unwrap();
+    let text = std::fs::read_to_string(&scan_cfg)
+        .unwrap()
+        .replace(&scan.display().to_string(), &bad.display().to_string())
+        .replace("kind = \"anatomical\"", "kind = \"uniform\"");
+    std::fs::write(&scan_cfg, text).unwrap();
+    let c = tmp.path().join("c");
+    let fresh = tmp.path().join("fresh-cache");
+    let o = recon(
+        &[
+            "--config",
+            scan_cfg.to_str().unwrap(),
+            "--out",
+            c.to_str().unwrap(),
+        ],
+        &fresh,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("does not cover"),
+        "{err}"
+    );
+    assert!(!c.exists() && !fresh.exists(), "written despite the error");
 }
 
 #[test]
