@@ -92,6 +92,12 @@ impl Grid {
     }
 }
 
+/// The `(x, y, z)` index of linear index `idx` in an `n` array, x fastest.
+#[inline]
+pub fn index3(n: [usize; 3], idx: usize) -> [usize; 3] {
+    [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])]
+}
+
 /// `sin(pi u) / (pi u)`, with the limit 1 at 0.
 pub fn sinc(u: f64) -> f64 {
     if u.abs() < 1e-8 {
@@ -123,9 +129,7 @@ impl Lattice {
     /// Position of the point with linear index `idx` (x fastest).
     #[inline]
     pub fn point(&self, idx: usize) -> [f64; 3] {
-        let i = idx % self.n[0];
-        let j = (idx / self.n[0]) % self.n[1];
-        let l = idx / (self.n[0] * self.n[1]);
+        let [i, j, l] = index3(self.n, idx);
         [
             self.origin[0] + i as f64 * self.step[0],
             self.origin[1] + j as f64 * self.step[1],

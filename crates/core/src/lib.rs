@@ -24,7 +24,7 @@ mod stencil;
 pub use backend::{Backend, Direction, Sign, Targets};
 pub use cpu::CpuBackend;
 pub use error::Error;
-pub use grid::{sinc, Grid, Lattice, Volume};
+pub use grid::{index3, sinc, Grid, Lattice, Volume};
 pub use num_complex::Complex;
 pub use real::Real;
 pub use stencil::Stencil;

@@ -25,7 +25,7 @@
 //! once, and everything else works on that image.
 
 use rayon::prelude::*;
-use recon_core::{Backend, Complex, Error, Grid, Real, Result, Stencil, Volume};
+use recon_core::{index3, Backend, Complex, Error, Grid, Real, Result, Stencil, Volume};
 use serde::Serialize;
 
 /// How W is derived from the reference.
@@ -254,14 +254,14 @@ pub fn relax_data_edges(
     let n = w.n;
     Error::check_len("image for data edges", n[0] * n[1] * n[2], image.len())?;
     let stride = w.strides();
-    let coords = |idx: usize| [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
-    let diff = |d: usize, idx: usize| -> Option<f64> {
-        (coords(idx)[d] + 1 < n[d]).then(|| (image[idx + stride[d]] - image[idx]).abs())
-    };
     let len = image.len();
-    let mut all: Vec<f64> = (0..3)
-        .flat_map(|d| (0..len).filter_map(move |i| diff(d, i)))
-        .collect();
+    // |image[i + e_d] - image[i]|, or None on the last plane along d.
+    let diffs: [Vec<Option<f64>>; 3] = [0, 1, 2].map(|d| {
+        (0..len)
+            .map(|i| (index3(n, i)[d] + 1 < n[d]).then(|| (image[i + stride[d]] - image[i]).abs()))
+            .collect()
+    });
+    let mut all: Vec<f64> = diffs.iter().flatten().flatten().copied().collect();
     if all.is_empty() {
         return Ok(0);
     }
@@ -270,9 +270,9 @@ pub fn relax_data_edges(
     let cut = sigmas * median / 0.6745;
     let weights = w.w.get_or_insert_with(|| [0, 1, 2].map(|_| vec![1.0; len]));
     let mut relaxed = 0;
-    for (d, wd) in weights.iter_mut().enumerate() {
-        for (i, wi) in wd.iter_mut().enumerate() {
-            if diff(d, i).is_some_and(|v| v > cut) && *wi > edge_weight {
+    for (wd, dd) in weights.iter_mut().zip(&diffs) {
+        for (wi, di) in wd.iter_mut().zip(dd) {
+            if di.is_some_and(|v| v > cut) && *wi > edge_weight {
                 *wi = edge_weight;
                 relaxed += 1;
             }
@@ -290,10 +290,9 @@ pub fn edge_gradients(grid: &Grid, a: &[f64]) -> [Vec<f64>; 3] {
     let n = grid.n;
     let h = grid.voxel_mm();
     let stride = [1, n[0], n[0] * n[1]];
-    let coords = |idx: usize| [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
     // Central difference of `a` along axis k at voxel idx, per mm.
     let central = |idx: usize, k: usize| {
-        let c = coords(idx)[k];
+        let c = index3(n, idx)[k];
         let lo = if c > 0 { idx - stride[k] } else { idx };
         let hi = if c + 1 < n[k] { idx + stride[k] } else { idx };
         let span = (hi - lo) / stride[k];
@@ -307,7 +306,7 @@ pub fn edge_gradients(grid: &Grid, a: &[f64]) -> [Vec<f64>; 3] {
         (0..grid.len())
             .into_par_iter()
             .map(|idx| {
-                if coords(idx)[d] + 1 >= n[d] {
+                if index3(n, idx)[d] + 1 >= n[d] {
                     return 0.0;
                 }
                 let j = idx + stride[d];
@@ -351,12 +350,8 @@ pub fn resample(out: &mut [f64], grid: &Grid, reference: &Volume) -> Result<()> 
         let next: Vec<f64> = (0..next_len)
             .into_par_iter()
             .map(|idx| {
-                let c = [
-                    idx % next_shape[0],
-                    (idx / next_shape[0]) % next_shape[1],
-                    idx / (next_shape[0] * next_shape[1]),
-                ];
-                let mut base = [c[0], c[1], c[2]];
+                let c = index3(next_shape, idx);
+                let mut base = c;
                 base[d] = 0;
                 let b = base[0] + base[1] * stride[1] + base[2] * stride[2];
                 wd[c[d]]
@@ -443,7 +438,6 @@ mod tests {
                 })
                 .product()
         };
-        let at = |n: [usize; 3], idx: usize| [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
         let g = Grid::new([6, 4, 6], [120.0, 80.0, 120.0]).unwrap();
         for r in [
             Grid::new([18, 12, 18], [120.0, 80.0, 120.0]).unwrap(),
@@ -457,7 +451,7 @@ mod tests {
             for (i, v) in out.iter().enumerate() {
                 let (mut s, mut vol) = (0.0, 0.0);
                 for (j, x) in values.iter().enumerate() {
-                    let o = overlap(&g, at(g.n, i), &r, at(r.n, j));
+                    let o = overlap(&g, index3(g.n, i), &r, index3(r.n, j));
                     s += o * x;
                     vol += o;
                 }

@@ -190,7 +190,7 @@ impl Phantom {
         (0..grid.len())
             .into_par_iter()
             .map(|idx| {
-                let c = [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
+                let c = recon_core::index3(n, idx);
                 let centre = [0, 1, 2].map(|d| (c[d] as f64 - n[d] as f64 / 2.0) * vox[d]);
                 let mut sum = 0.0;
                 for i in 0..s * s * s {

@@ -199,7 +199,7 @@ impl<T: Real> Backend for CpuBackend<T> {
         let a = T::of(a);
         let w2 = |d: usize, i: usize| w.w2.as_ref().map_or(T::one(), |w2| w2[d][i]);
         out.par_iter_mut().enumerate().for_each(|(idx, o)| {
-            let c = [idx % n[0], (idx / n[0]) % n[1], idx / (n[0] * n[1])];
+            let c = crate::index3(n, idx);
             let xi = x[idx];
             let mut acc = Complex::<T>::default();
             for d in 0..3 {
