@@ -234,6 +234,7 @@ fn small_pipeline_end_to_end() {
     assert_eq!(
         names,
         [
+            ".recon-outputs",
             "gridding.nii",
             "montage.png",
             "recon.h5",

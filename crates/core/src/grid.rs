@@ -13,14 +13,18 @@ pub struct Grid {
 }
 
 impl Grid {
-    /// A grid with checked sizes: each `N` even and at least 2, each FOV
-    /// finite and positive.
+    /// A grid with checked sizes: each `N` even, from 2 to
+    /// [`crate::MAX_N`], each FOV finite and positive.
     pub fn new(n: [usize; 3], fov_mm: [f64; 3]) -> Result<Self> {
         for d in 0..3 {
-            if n[d] < 2 || n[d] % 2 != 0 {
+            if n[d] < 2 || n[d] % 2 != 0 || n[d] > crate::MAX_N {
                 return Err(Error::Invalid {
                     what: "grid matrix",
-                    reason: format!("each size must be even and at least 2, got {:?}", n),
+                    reason: format!(
+                        "each size must be even, from 2 to {}; got {:?}",
+                        crate::MAX_N,
+                        n
+                    ),
                 });
             }
             if !(fov_mm[d].is_finite() && fov_mm[d] > 0.0) {

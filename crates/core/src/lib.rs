@@ -33,6 +33,15 @@ pub use stencil::Stencil;
 /// key: bump it whenever a change could alter Q's values.
 pub const ENGINE_VERSION: u32 = 1;
 
+/// The largest matrix size along an axis, for every grid recon makes or
+/// reads (configs, scan files, ISMRMRD headers, the benchmark): so that
+/// every size product fits in 64 bits with room to spare (the doubled grid
+/// of 2048^3 voxels has 2^33).
+pub const MAX_N: usize = 1024;
+
+/// The most k-space samples recon accepts from any source.
+pub const MAX_SAMPLES: usize = 1 << 31;
+
 /// Result type of the library crates.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

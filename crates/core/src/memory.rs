@@ -1,37 +1,169 @@
-//! Device memory a reconstruction needs, estimated before allocating.
+//! Memory a reconstruction needs, estimated before allocating: on the GPU
+//! (each stage's peak) and on the host (the whole run's peak). Every size
+//! product is checked: a product that overflows is reported as `None`, never
+//! wrapped.
 
 /// Bytes of device memory each stage holds at its peak, in float32, for an
-/// `n` grid and `samples` k-space samples.
-pub fn stage_bytes(n: [usize; 3], samples: usize) -> [(&'static str, u64); 3] {
-    let vox = (n[0] * n[1] * n[2]) as u64;
-    let big = 8 * vox; // the (2N)^3 grid
+/// `n` grid and `samples` k-space samples (`None` if it overflows).
+pub fn stage_bytes(n: [usize; 3], samples: usize) -> Option<[(&'static str, u64); 3]> {
+    let vox = voxels(n)?;
+    let big = vox.checked_mul(8)?; // the (2N)^3 grid
     let c = 8u64; // one complex float32
-    let s = 20 * samples as u64; // one sample: k (3) and a complex coefficient
-    [
+    let s = (samples as u64).checked_mul(20)?; // one sample: k (3) and a complex coefficient
+    Some([
         // output on the doubled grid, samples
-        ("Q", c * big + s),
+        ("Q", c.checked_mul(big)?.checked_add(s)?),
         // output on the image grid, samples
-        ("F^H D", c * vox + s),
+        ("F^H D", c.checked_mul(vox)?.checked_add(s)?),
         // x, r, p, Ap, b on the image grid; FFT(Q), the work grid and the
         // cuFFT work area on the doubled grid; three weight arrays
-        ("CG", c * 5 * vox + c * 3 * big + 3 * 4 * vox),
-    ]
+        (
+            "CG",
+            c.checked_mul(5 * vox)?
+                .checked_add(c.checked_mul(3)?.checked_mul(big)?)?
+                .checked_add(12u64.checked_mul(vox)?)?,
+        ),
+    ])
 }
 
-/// The largest stage's need.
-pub fn peak_bytes(n: [usize; 3], samples: usize) -> (&'static str, u64) {
-    stage_bytes(n, samples)
-        .into_iter()
-        .max_by_key(|(_, b)| *b)
-        .expect("three stages")
+/// The largest stage's device need (`None` if it overflows).
+pub fn peak_bytes(n: [usize; 3], samples: usize) -> Option<(&'static str, u64)> {
+    stage_bytes(n, samples)?.into_iter().max_by_key(|(_, b)| *b)
 }
 
-/// The largest even cubic matrix whose peak need fits in `free` bytes.
-pub fn largest_cubic(samples: usize, free: u64) -> Option<usize> {
-    (1..=2048)
+/// The largest even cubic matrix (4 to [`crate::MAX_N`]) for which `need`
+/// is at most `free` bytes.
+pub fn largest_cubic(free: u64, need: impl Fn(usize) -> Option<u64>) -> Option<usize> {
+    (2..=crate::MAX_N / 2)
         .rev()
         .map(|h| 2 * h)
-        .find(|&n| peak_bytes([n; 3], samples).1 <= free)
+        .find(|&n| need(n).is_some_and(|b| b <= free))
+}
+
+/// `Nx Ny Nz` as u64, checked.
+pub fn voxels(n: [usize; 3]) -> Option<u64> {
+    (n[0] as u64)
+        .checked_mul(n[1] as u64)?
+        .checked_mul(n[2] as u64)
+}
+
+/// What a run keeps on the host besides the grid and the samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostRun {
+    /// Q is computed or loaded (`recon q`, a reconstruction).
+    pub q: bool,
+    /// F^H D, CG, the results and gridding (a reconstruction).
+    pub solve: bool,
+    /// Bytes of one real number of the backend (4 or 8).
+    pub real_bytes: u64,
+    /// The solver's work arrays live on a GPU, not on the host.
+    pub on_gpu: bool,
+    /// Voxels of an anatomical reference on its own grid (0: none).
+    pub anatomy_voxels: u64,
+    /// Gridding baseline's oversampling factor (0: no gridding).
+    pub gridding_oversampling: f64,
+    /// Q is kept in float64 for the output file.
+    pub output_q: bool,
+}
+
+/// Bytes of host memory a reconstruction needs at its peak, and the stage
+/// at which it peaks (`None` if it overflows). Counted: the inputs
+/// (trajectory and data in float64, truth, reference), Q and F^H D in the
+/// backend's precision, the solver's arrays on the CPU (FFT(Q), the work
+/// grid and the FFT's scratch grid on the doubled grid, five image
+/// vectors, the stencil), the float64 results, and the gridding baseline's
+/// oversampled grids.
+pub fn host_bytes(n: [usize; 3], samples: usize, run: &HostRun) -> Option<(&'static str, u64)> {
+    let vox = voxels(n)?;
+    let big = vox.checked_mul(8)?;
+    let m = samples as u64;
+    let cplx = 2 * run.real_bytes;
+    // Always held: k (3 f64) and data (complex f64) per sample, the truth
+    // and the reference on the grid (f64), and the reference on its own grid.
+    let inputs = m
+        .checked_mul(40)?
+        .checked_add(vox.checked_mul(16)?)?
+        .checked_add(run.anatomy_voxels.checked_mul(8)?)?;
+    if !run.q {
+        return Some(("inputs", inputs));
+    }
+    // Q and F^H D in the backend's precision.
+    let q = big.checked_mul(cplx)?;
+    if !run.solve {
+        return Some(("Q", inputs.checked_add(q)?));
+    }
+    let fhd = vox.checked_mul(cplx)?;
+    let solver = if run.on_gpu {
+        0
+    } else {
+        // FFT(Q), work and scratch grids; x, r, p, Ap, b; stencil (4 f64).
+        big.checked_mul(3 * cplx)?
+            .checked_add(vox.checked_mul(5 * cplx)?)?
+            .checked_add(vox.checked_mul(32)?)?
+    };
+    let cg = inputs
+        .checked_add(q)?
+        .checked_add(fhd)?
+        .checked_add(solver)?;
+    // Results in complex f64 (recon, F^H D, gridding) and Q in f64 if kept.
+    let results = vox.checked_mul(48)?.checked_add(if run.output_q {
+        big.checked_mul(16)?
+    } else {
+        0
+    })?;
+    // Gridding: three complex f64 copies of the oversampled grid, and per
+    // sample its kernel weights and indices.
+    let gridding = if run.gridding_oversampling > 0.0 {
+        let s = run.gridding_oversampling;
+        let g = voxels(n.map(|v| 2 * (s * v as f64 / 2.0).ceil() as usize))?;
+        g.checked_mul(48)?.checked_add(m.checked_mul(160)?)?
+    } else {
+        0
+    };
+    let after = inputs
+        .checked_add(q)?
+        .checked_add(results)?
+        .checked_add(gridding)?;
+    Some(if cg >= after {
+        ("CG", cg)
+    } else {
+        ("gridding and output", after)
+    })
+}
+
+/// Bytes of host memory this process can still allocate: the kernel's
+/// `MemAvailable`, capped by a cgroup (v2 or v1) limit. `None` where
+/// neither is readable (not Linux).
+pub fn available_host_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    });
+    let cgroup = [
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    ]
+    .iter()
+    .find_map(|(max, cur)| {
+        let read = |p: &str| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
+        let (max, cur) = (read(max)?, read(cur).unwrap_or(0));
+        Some(max.saturating_sub(cur))
+    });
+    match (meminfo, cgroup) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Bytes as GiB, for messages.
+pub fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
 }
 
 #[cfg(test)]
@@ -41,15 +173,60 @@ mod tests {
     #[test]
     fn cg_dominates_and_largest_cubic_fits() {
         // N = 128: CG holds 5 * 2 Mi + 3 * 16 Mi complex floats plus weights.
-        let (stage, bytes) = peak_bytes([128; 3], 284_592);
+        let (stage, bytes) = peak_bytes([128; 3], 284_592).unwrap();
         assert_eq!(stage, "CG");
         assert_eq!(
             bytes,
             8 * 5 * 128u64.pow(3) + 8 * 3 * 256u64.pow(3) + 12 * 128u64.pow(3)
         );
-        let n = largest_cubic(284_592, bytes).unwrap();
+        let need = |n| peak_bytes([n; 3], 284_592).map(|(_, b)| b);
+        let n = largest_cubic(bytes, need).unwrap();
         assert_eq!(n, 128);
-        assert!(peak_bytes([n + 2; 3], 284_592).1 > bytes);
-        assert_eq!(largest_cubic(284_592, 1000), None);
+        assert!(need(n + 2).unwrap() > bytes);
+        assert_eq!(largest_cubic(1000, need), None);
+    }
+
+    #[test]
+    fn overflowing_sizes_are_none_not_wrapped() {
+        let huge = [1 << 22; 3]; // 2^66 voxels
+        assert_eq!(voxels(huge), None);
+        assert_eq!(peak_bytes(huge, 10), None);
+        let run = HostRun {
+            q: true,
+            solve: true,
+            real_bytes: 4,
+            on_gpu: false,
+            anatomy_voxels: 0,
+            gridding_oversampling: 2.0,
+            output_q: false,
+        };
+        assert_eq!(host_bytes(huge, 10, &run), None);
+    }
+
+    #[test]
+    fn host_need_grows_with_the_grid_and_the_cpu_solver() {
+        let cpu = HostRun {
+            q: true,
+            solve: true,
+            real_bytes: 4,
+            on_gpu: false,
+            anatomy_voxels: 0,
+            gridding_oversampling: 0.0,
+            output_q: false,
+        };
+        let gpu = HostRun {
+            on_gpu: true,
+            ..cpu
+        };
+        let (_, c) = host_bytes([64; 3], 1000, &cpu).unwrap();
+        let (_, g) = host_bytes([64; 3], 1000, &gpu).unwrap();
+        assert!(c > g);
+        // The doubled grid dominates: at least Q, FFT(Q), work and scratch.
+        assert!(c >= 4 * 8 * 8 * 64u64.pow(3));
+        let (_, c2) = host_bytes([128; 3], 1000, &cpu).unwrap();
+        assert!(c2 > 7 * c, "{c2} against {c}");
+        // A 1024^3 run in f32 needs far more than any workstation has.
+        let (_, big) = host_bytes([1024; 3], 1000, &cpu).unwrap();
+        assert!(big > 200 * (1 << 30));
     }
 }

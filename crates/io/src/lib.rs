@@ -1,17 +1,23 @@
 //! File I/O shared by the stages: atomic writes and small HDF5 helpers.
 //!
-//! Every file `recon` writes goes through [`write_atomic`]: it is written
-//! under a temporary name in the destination folder and renamed into place
-//! only when complete, so a crash, an error or Ctrl-C never leaves a
-//! half-written file under the real name.
+//! Every file `recon` writes goes through [`write_atomic`] (one file) or
+//! [`OutputDir`] (a run's whole output folder, swapped in with one rename),
+//! so a crash, an error or an interrupt never leaves a half-written file or
+//! a mix of two runs' outputs under the real names.
 
 use hdf5::types::VarLenUnicode;
 use hdf5::{Dataset, Group, H5Type};
 pub use hdf5_metno as hdf5;
+mod atomic;
 pub mod ismrmrd;
 pub mod scan;
 
-use std::path::{Path, PathBuf};
+pub use atomic::{
+    check_writable_file, remove_partial_files, remove_stale_partials, temp_path, write_atomic,
+    OutputDir, MANIFEST,
+};
+
+use std::path::Path;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -71,105 +77,6 @@ impl<T> Context<T> for hdf5::Result<T> {
             message: e.to_string(),
         })
     }
-}
-
-fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> IoError + 'a {
-    move |source| IoError::Io {
-        path: path.display().to_string(),
-        op,
-        source,
-    }
-}
-
-/// The temporary name used while `path` is being written: hidden, marked
-/// partial, and ending like the final name (writers that choose a format by
-/// extension, as NIfTI's do, see the right one).
-pub fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    path.with_file_name(format!(".partial-{}-{name}", std::process::id()))
-}
-
-/// Temporary files being written, so that an interrupt can remove them.
-static PARTIAL: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-fn register(tmp: &Path) {
-    PARTIAL
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(tmp.to_path_buf());
-}
-
-fn unregister(tmp: &Path) {
-    PARTIAL
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|p| p != tmp);
-}
-
-/// Removes every temporary file still being written: for an interrupt
-/// handler, so that Ctrl-C leaves no half-written file behind.
-pub fn remove_partial_files() {
-    for p in PARTIAL.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-        let _ = std::fs::remove_file(p);
-    }
-}
-
-/// A file written completely under its temporary name, waiting for
-/// [`commit`]. Dropped uncommitted (an error elsewhere), it is removed.
-pub struct Staged {
-    tmp: PathBuf,
-    path: PathBuf,
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.tmp);
-        unregister(&self.tmp);
-    }
-}
-
-/// Writes `path`'s contents under a temporary name beside it (`write` fills
-/// that file), synced; the file takes its real name only at [`commit`]. On
-/// failure the temporary file is removed.
-pub fn stage<E>(path: &Path, write: impl FnOnce(&Path) -> Result<(), E>) -> Result<Staged, E>
-where
-    E: From<IoError>,
-{
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io(dir, "create folder"))?;
-    }
-    let staged = Staged {
-        tmp: temp_path(path),
-        path: path.to_path_buf(),
-    };
-    register(&staged.tmp);
-    write(&staged.tmp)?;
-    let f = std::fs::File::open(&staged.tmp).map_err(io(&staged.tmp, "open"))?;
-    f.sync_all().map_err(io(&staged.tmp, "sync"))?;
-    Ok(staged)
-}
-
-/// Gives staged files their real names, together at the end of a run.
-pub fn commit(staged: Vec<Staged>) -> Result<(), IoError> {
-    for s in &staged {
-        std::fs::rename(&s.tmp, &s.path).map_err(io(&s.path, "rename into place"))?;
-        unregister(&s.tmp);
-    }
-    Ok(())
-}
-
-/// Writes `path` atomically: [`stage`] then [`commit`] of that one file. On
-/// failure `path` is untouched and no temporary file remains.
-pub fn write_atomic<E>(path: &Path, write: impl FnOnce(&Path) -> Result<(), E>) -> Result<(), E>
-where
-    E: From<IoError>,
-{
-    let staged = stage(path, write)?;
-    commit(vec![staged])?;
-    Ok(())
 }
 
 /// Writes `data` as a dataset of `shape`, optionally chunked with HDF5's
@@ -268,6 +175,7 @@ pub fn set_attr<T: H5Type>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::atomic::io;
 
     #[test]
     fn failed_atomic_write_leaves_nothing() {

@@ -250,3 +250,135 @@ pub fn write_scan(path: &Path, scan: &Scan) -> Result<(), IoError> {
         file.close().at(tmp, "close")
     })
 }
+
+/// A byte encoding of a [`Scan`], for handing a checked scan from a reader
+/// process to its parent: little-endian, lengths first, checked on decoding.
+impl Scan {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(ENCODING_MAGIC);
+        let grid = |b: &mut Vec<u8>, g: &Grid| {
+            g.n.iter()
+                .for_each(|n| b.extend_from_slice(&(*n as u64).to_le_bytes()));
+            g.fov_mm
+                .iter()
+                .for_each(|f| b.extend_from_slice(&f.to_le_bytes()));
+        };
+        let floats = |b: &mut Vec<u8>, v: &mut dyn Iterator<Item = f64>, len: usize| {
+            b.extend_from_slice(&(len as u64).to_le_bytes());
+            v.for_each(|x| b.extend_from_slice(&x.to_le_bytes()));
+        };
+        grid(&mut b, &self.grid);
+        floats(
+            &mut b,
+            &mut self.traj.iter().flatten().copied(),
+            3 * self.traj.len(),
+        );
+        floats(
+            &mut b,
+            &mut self.data.iter().flat_map(|c| [c.re, c.im]),
+            2 * self.data.len(),
+        );
+        match &self.truth {
+            Some(t) => floats(&mut b, &mut t.iter().copied(), t.len()),
+            None => b.extend_from_slice(&u64::MAX.to_le_bytes()),
+        }
+        match &self.anatomy {
+            Some(a) => {
+                b.push(1);
+                grid(&mut b, &a.grid);
+                floats(&mut b, &mut a.values.iter().copied(), a.values.len());
+            }
+            None => b.push(0),
+        }
+        b
+    }
+
+    /// Decodes [`Scan::to_bytes`]; `None` when the bytes are not such an
+    /// encoding of a valid scan.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Scan> {
+        let mut r = Reader(bytes.strip_prefix(ENCODING_MAGIC.as_slice())?);
+        let grid = r.grid()?;
+        let t = r.floats()?;
+        let d = r.floats()?;
+        if t.len() % 3 != 0 || d.len() % 2 != 0 || t.len() / 3 != d.len() / 2 {
+            return None;
+        }
+        let truth = match r.u64()? {
+            u64::MAX => None,
+            len => Some(r.floats_of(len)?).filter(|v| v.len() == grid.len()),
+        };
+        let anatomy = match r.take(1)? {
+            [0] => None,
+            [1] => {
+                let g = r.grid()?;
+                Some(Volume::new(g, r.floats()?).ok()?)
+            }
+            _ => return None,
+        };
+        if !r.0.is_empty() {
+            return None;
+        }
+        Some(Scan {
+            grid,
+            traj: t.chunks_exact(3).map(|k| [k[0], k[1], k[2]]).collect(),
+            data: d
+                .chunks_exact(2)
+                .map(|c| Complex::new(c[0], c[1]))
+                .collect(),
+            truth,
+            anatomy,
+        })
+    }
+}
+
+/// Reads [`Scan::to_bytes`]'s encoding, checking every length.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(a)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn f64(&mut self) -> Option<f64> {
+        Some(f64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn grid(&mut self) -> Option<Grid> {
+        let mut n = [0usize; 3];
+        for v in &mut n {
+            *v = usize::try_from(self.u64()?).ok()?;
+        }
+        let mut fov = [0f64; 3];
+        for v in &mut fov {
+            *v = self.f64()?;
+        }
+        Grid::new(n, fov).ok()
+    }
+
+    fn floats_of(&mut self, len: u64) -> Option<Vec<f64>> {
+        let len = usize::try_from(len).ok()?;
+        let raw = self.take(len.checked_mul(8)?)?;
+        Some(
+            raw.chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect(),
+        )
+    }
+
+    fn floats(&mut self) -> Option<Vec<f64>> {
+        let len = self.u64()?;
+        self.floats_of(len)
+    }
+}
+
+const ENCODING_MAGIC: &[u8; 8] = b"reconSC1";

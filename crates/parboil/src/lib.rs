@@ -44,6 +44,16 @@ pub enum ParboilError {
         index: usize,
         value: f32,
     },
+    #[error(
+        "{path}: numK = {num_k} and numX = {num_x}: Q needs at least one sample and one point"
+    )]
+    Empty {
+        path: String,
+        num_k: usize,
+        num_x: usize,
+    },
+    #[error("{path}: the sum of phiR^2 + phiI^2 over the samples is {sum:e}, beyond float32's range (3.4e38): Q could not be written in Parboil's float32 output")]
+    Overflow { path: String, sum: f64 },
     #[error(transparent)]
     Backend(#[from] recon_core::Error),
 }
@@ -122,6 +132,20 @@ pub fn parse_input(
         rest = tail;
     }
     let k_used = max_samples.map_or(nk, |m| m.min(nk));
+    if k_used == 0 || nx == 0 {
+        return Err(ParboilError::Empty {
+            path: path_s,
+            num_k: k_used,
+            num_x: nx,
+        });
+    }
+    // |Q| <= sum |phi|^2: beyond float32 it would be written as Inf.
+    let sum: f64 = (0..k_used)
+        .map(|m| (arrays[6][m] as f64).powi(2) + (arrays[7][m] as f64).powi(2))
+        .sum();
+    if !(sum <= f32::MAX as f64) {
+        return Err(ParboilError::Overflow { path: path_s, sum });
+    }
     Ok(Input {
         k: (0..k_used)
             .map(|m| [arrays[0][m], arrays[1][m], arrays[2][m]].map(f64::from))

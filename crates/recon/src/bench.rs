@@ -18,12 +18,17 @@ use std::time::Instant;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Image matrix (cubic).
-    #[arg(long, default_value_t = 128)]
-    pub matrix: usize,
-    /// Number of k-space samples (radial, 112 per spoke).
-    #[arg(long, default_value_t = 284_592)]
-    pub samples: usize,
+    /// Where to compute: a GPU when one is usable (auto), or cpu, or cuda.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: crate::config::DeviceChoice,
+    /// Image matrix (cubic, even, 4 to 1024); default 128 on a GPU, 48 on
+    /// the CPU.
+    #[arg(long)]
+    pub matrix: Option<usize>,
+    /// Number of k-space samples (radial, 112 per spoke); default 284,592
+    /// on a GPU, 15,008 (the same density at 48^3) on the CPU.
+    #[arg(long)]
+    pub samples: Option<usize>,
     /// Variants to time (GPU only), e.g. 1,2,3,4,5,6.
     #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2, 3, 4, 5, 6])]
     pub variants: Vec<u32>,
@@ -39,9 +44,10 @@ pub struct BenchArgs {
     /// Also try these per-thread x block shapes for variant 5, e.g. 2x256,4x128.
     #[arg(long, value_delimiter = ',')]
     pub tune: Vec<String>,
-    /// Phantom whose analytic k-space gives the data.
-    #[arg(long, default_value = "phantoms/sodium-brain.toml")]
-    pub phantom: PathBuf,
+    /// Phantom whose analytic k-space gives the data (default: the shipped
+    /// phantoms/sodium-brain.toml, found beside the installed binary).
+    #[arg(long)]
+    pub phantom: Option<PathBuf>,
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -85,17 +91,24 @@ struct Problem {
     q_ref: Vec<Complex<f64>>,
 }
 
-fn problem(args: &BenchArgs, phantom: &Phantom) -> Result<Problem> {
-    let grid = Grid::new([args.matrix; 3], [240.0; 3])?;
+/// The problem's size, settled from the arguments and the device.
+#[derive(Debug, Clone, Copy)]
+struct Size {
+    matrix: usize,
+    samples: usize,
+}
+
+fn problem(args: &BenchArgs, size: Size, phantom: &Phantom) -> Result<Problem> {
+    let grid = Grid::new([size.matrix; 3], [240.0; 3])?;
     let per_spoke = 112;
-    let spokes = args.samples.div_ceil(per_spoke);
+    let spokes = size.samples.div_ceil(per_spoke);
     let mut traj = Trajectory::Radial {
         spokes,
         samples: per_spoke,
         kmax: 1.0,
     }
     .generate(&grid)?;
-    traj.truncate(args.samples);
+    traj.truncate(size.samples);
     let data = phantom.kspace(&grid, &traj);
     // Check points spread over the timed voxels and over all of Q, fixed by a hash.
     let spread = |count: usize, len: usize, salt: u64| -> Vec<usize> {
@@ -189,16 +202,116 @@ fn time_fhd<B: Backend>(b: &B, p: &Problem, voxels: usize) -> Result<(f64, Vec<C
     Ok((best, out))
 }
 
-pub fn run(args: &BenchArgs, device: crate::config::DeviceChoice) -> Result<()> {
-    let phantom = Phantom::load(&args.phantom)?;
-    eprintln!(
-        "bench: {}^3 image, {} samples, Q on {}^3; computing float64 references on the CPU...",
-        args.matrix,
-        args.samples,
-        2 * args.matrix
+impl BenchArgs {
+    /// Checks every number; errors name the option.
+    fn check(&self) -> Result<()> {
+        if let Some(m) = self.matrix {
+            if m < 4 || m % 2 != 0 || m > recon_core::MAX_N {
+                anyhow::bail!(
+                    "--matrix must be even, from 4 to {}, got {m}",
+                    recon_core::MAX_N
+                );
+            }
+        }
+        if let Some(s) = self.samples {
+            if s == 0 || s > recon_core::MAX_SAMPLES {
+                anyhow::bail!(
+                    "--samples must be 1 to {}, got {s}",
+                    recon_core::MAX_SAMPLES
+                );
+            }
+        }
+        for (name, v) in [
+            ("--timing-voxels", self.timing_voxels),
+            ("--check-voxels", self.check_voxels),
+            ("--iterations", self.iterations),
+        ] {
+            if v == 0 {
+                anyhow::bail!("{name} must be at least 1, got 0");
+            }
+        }
+        if self.check_voxels > 1 << 20 {
+            anyhow::bail!(
+                "--check-voxels must be at most {} (each is checked in float64 on the CPU), got {}",
+                1 << 20,
+                self.check_voxels
+            );
+        }
+        if self.iterations > 100_000 {
+            anyhow::bail!(
+                "--iterations must be at most 100000, got {}",
+                self.iterations
+            );
+        }
+        for &v in &self.variants {
+            if recon_cuda::Variant::from_number(v).is_none() {
+                anyhow::bail!("--variants takes numbers from 1 to 6, got {v}");
+            }
+        }
+        for t in &self.tune {
+            parse_tuning(t)?;
+        }
+        Ok(())
+    }
+}
+
+/// `PERxBLOCK` of `--tune`, checked as `engine.per_thread` and `engine.block` are.
+fn parse_tuning(t: &str) -> Result<recon_cuda::Tuning> {
+    let bad = || {
+        anyhow::anyhow!("--tune takes PERxBLOCK with PER in 1, 2, 4, 8 and BLOCK a multiple of 32 to 1024, got {t:?}")
+    };
+    let (a, b) = t.split_once('x').ok_or_else(bad)?;
+    let (per_thread, block): (u32, u32) =
+        (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+    if ![1, 2, 4, 8].contains(&per_thread) || !(32..=1024).contains(&block) || block % 32 != 0 {
+        return Err(bad());
+    }
+    Ok(recon_cuda::Tuning { per_thread, block })
+}
+
+/// A file shipped with recon (`phantoms/...`), looked for beside the
+/// binary (a build tree's `target/release/`, an install's `bin/` with
+/// `share/recon/`), then in the source tree it was built from.
+pub fn shipped(rel: &str) -> Result<PathBuf> {
+    let mut tried = Vec::new();
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|p| p.to_path_buf()))
+    {
+        for up in ["..", "../..", "../share/recon"] {
+            tried.push(dir.join(up).join(rel));
+        }
+    }
+    tried.push(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(rel),
     );
-    let p = problem(args, &phantom).context("building the benchmark problem")?;
-    let use_gpu = match device {
+    tried.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        anyhow::anyhow!(
+            "cannot find the shipped {rel} (looked in {}): give --phantom",
+            tried
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
+    use crate::pipeline::Ui;
+    args.check()?;
+    let phantom_path = match &args.phantom {
+        Some(p) => p.clone(),
+        None => shipped("phantoms/sodium-brain.toml")?,
+    };
+    let phantom = Phantom::load(&phantom_path)
+        .with_context(|| format!("--phantom {}", phantom_path.display()))?;
+    if let Some(path) = &args.json {
+        recon_io::check_writable_file(path).context("--json")?;
+    }
+    let use_gpu = match args.device {
         crate::config::DeviceChoice::Cpu => false,
         crate::config::DeviceChoice::Cuda => {
             recon_cuda::probe().map_err(|w| anyhow::anyhow!("CUDA unavailable: {w}"))?;
@@ -212,10 +325,26 @@ pub fn run(args: &BenchArgs, device: crate::config::DeviceChoice) -> Result<()> 
             }
         },
     };
+    // The book's problem on a GPU; the same sampling density at 48^3 on
+    // the CPU, where the book's problem would take over an hour.
+    let size = Size {
+        matrix: args.matrix.unwrap_or(if use_gpu { 128 } else { 48 }),
+        samples: args
+            .samples
+            .unwrap_or(if use_gpu { 284_592 } else { 15_008 }),
+    };
+    check_memory(size, use_gpu)?;
+    ui.log(&format!(
+        "bench: {}^3 image, {} samples, Q on {}^3; computing float64 references on the CPU...",
+        size.matrix,
+        size.samples,
+        2 * size.matrix
+    ));
+    let p = problem(args, size, &phantom).context("building the benchmark problem")?;
     let mut rows = Vec::new();
     let pairs = |voxels: usize| voxels as f64 * p.traj.len() as f64;
     let timing = args.timing_voxels.min(p.grid.len());
-    let plane = args.matrix * args.matrix;
+    let plane = size.matrix * size.matrix;
     let timed = timing.div_ceil(plane) * plane;
     let results = if use_gpu {
         let mut b = recon_cuda::CudaBackend::new(recon_cuda::Options::default())?;
@@ -237,17 +366,14 @@ pub fn run(args: &BenchArgs, device: crate::config::DeviceChoice) -> Result<()> 
             shapes.push((var, default_tuning, label));
         }
         for t in &args.tune {
-            let (a, bl) = t
-                .split_once('x')
-                .ok_or_else(|| anyhow::anyhow!("--tune takes PERxBLOCK, got {t}"))?;
-            let tuning = recon_cuda::Tuning {
-                per_thread: a.parse()?,
-                block: bl.parse()?,
-            };
+            let tuning = parse_tuning(t)?;
             shapes.push((
                 recon_cuda::Variant::Tuned,
                 tuning,
-                format!("5 tuned ({a}/thread, block {bl})"),
+                format!(
+                    "5 tuned ({}/thread, block {})",
+                    tuning.per_thread, tuning.block
+                ),
             ));
         }
         let mut best: Option<(f64, recon_cuda::Tuning)> = None;
@@ -276,7 +402,7 @@ pub fn run(args: &BenchArgs, device: crate::config::DeviceChoice) -> Result<()> 
         }
         b.options.variant = recon_cuda::Variant::Tuned;
         b.options.tuning = best.map(|(_, t)| t).unwrap_or(default_tuning);
-        end_to_end(&b, args, &p, rows, Some(sfu))?
+        end_to_end(&b, args, &p, rows, Some(sfu), ui)?
     } else {
         let b = CpuBackend::<f32>::new();
         let (s, out) = time_fhd(&b, &p, timing)?;
@@ -289,18 +415,12 @@ pub fn run(args: &BenchArgs, device: crate::config::DeviceChoice) -> Result<()> 
             sfu_percent: None,
             max_rel_error: err,
         });
-        end_to_end(&b, args, &p, rows, None)?
+        end_to_end(&b, args, &p, rows, None, ui)?
     };
     print_table(&results, timed);
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&results)? + "\n";
-        recon_io::write_atomic::<recon_io::IoError>(path, |tmp| {
-            std::fs::write(tmp, json.as_bytes()).map_err(|source| recon_io::IoError::Io {
-                path: tmp.display().to_string(),
-                op: "write",
-                source,
-            })
-        })?;
+        recon_io::write_atomic(path, |tmp| crate::output::write_text(tmp, &json))?;
     }
     Ok(())
 }
@@ -311,17 +431,27 @@ fn end_to_end<B: Backend>(
     p: &Problem,
     variants: Vec<Row>,
     sfu: Option<f64>,
+    ui: &crate::Bars,
 ) -> Result<Results> {
-    crate::pipeline::check_memory(b, &p.grid, p.traj.len())?;
-    eprintln!("bench: Q on {:?} with {}", p.grid.doubled(), b.describe());
+    use crate::pipeline::Ui;
+    if let Some(free) = b.memory_available() {
+        crate::pipeline::check_device_memory(&b.describe(), free, p.grid.n, p.traj.len())?;
+    }
+    ui.log(&format!(
+        "bench: Q on {:?} with {}",
+        p.grid.doubled(),
+        b.describe()
+    ));
     let t = Instant::now();
-    let q = recon_q::compute(b, &p.grid, &p.traj, &mut |_, _| {})?;
+    let q = ui.stage("Q", |pr| recon_q::compute(b, &p.grid, &p.traj, pr))?;
     let q_seconds = t.elapsed().as_secs_f64();
     let q_err = max_rel_error(&q, &p.q_check, &p.q_ref);
 
     // F^H D, then F^H D + CG end to end (the Toeplitz set-up, FFT of Q, included).
     let t = Instant::now();
-    let fhd = recon_fhd::fhd(b, &p.grid, &p.traj, &p.data, &mut |_, _| {})?;
+    let fhd = ui.stage("F^H D", |pr| {
+        recon_fhd::fhd(b, &p.grid, &p.traj, &p.data, pr)
+    })?;
     let fhd_seconds = t.elapsed().as_secs_f64();
     let t_cg = Instant::now();
     let toeplitz = Toeplitz::new(b, &p.grid, &q)?;
@@ -336,7 +466,9 @@ fn end_to_end<B: Backend>(
     };
     let t_setup = t_cg.elapsed().as_secs_f64();
     let t_it = Instant::now();
-    let info = recon_cg::solve(b, &mut a, &mut x, &rhs, &params, &mut |_, _| {})?;
+    let info = ui.solver(params.iterations, |cb| {
+        recon_cg::solve(b, &mut a, &mut x, &rhs, &params, cb)
+    })?;
     let iters = t_it.elapsed().as_secs_f64();
     let mut xh = vec![Complex::default(); p.grid.len()];
     b.download(&mut xh, &x)?;
@@ -353,9 +485,9 @@ fn end_to_end<B: Backend>(
     );
     Ok(Results {
         device: b.describe(),
-        matrix: args.matrix,
+        matrix: p.grid.n[0],
         samples: p.traj.len(),
-        q_grid: 2 * args.matrix,
+        q_grid: 2 * p.grid.n[0],
         sfu_bound_pairs_per_s: sfu,
         variants,
         q_seconds,
@@ -403,4 +535,38 @@ fn print_table(r: &Results, timed: usize) {
         "F^H D + {} CG iterations   {:>8.3} s",
         r.iterations, r.fhd_plus_cg_seconds
     );
+}
+
+/// The benchmark's host memory: the pipeline's estimate for its problem.
+fn check_memory(size: Size, use_gpu: bool) -> Result<()> {
+    use recon_core::memory::{self, gib};
+    let run = memory::HostRun {
+        q: true,
+        solve: true,
+        real_bytes: 8,
+        on_gpu: use_gpu,
+        anatomy_voxels: 0,
+        gridding_oversampling: 0.0,
+        output_q: false,
+    };
+    let Some(free) = memory::available_host_bytes() else {
+        return Ok(());
+    };
+    let need =
+        memory::host_bytes([size.matrix; 3], size.samples, &run).map_or(u64::MAX, |(_, b)| b);
+    if need > free {
+        let fits = memory::largest_cubic(free, |n| {
+            memory::host_bytes([n; 3], size.samples, &run).map(|(_, b)| b)
+        });
+        anyhow::bail!(
+            "not enough memory: the benchmark on {}^3 with {} samples needs about {:.2} GiB of host memory, \
+             but {:.2} GiB is available; {}",
+            size.matrix,
+            size.samples,
+            gib(need),
+            gib(free),
+            fits.map_or("not even a small matrix fits".into(), |n| format!("the largest cubic matrix that fits is {n}"))
+        );
+    }
+    Ok(())
 }

@@ -635,16 +635,17 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
     let at = |key: &str| format!("config key `{key}` in {}", path.display());
     let (grid, source) = if let Some(scan) = &mut cfg.scan {
         scan.file = resolve(path, &scan.file);
-        let s = if recon_io::ismrmrd::is_ismrmrd(&scan.file) {
-            let units = match scan.trajectory_units {
-                TrajectoryUnits::Normalized => recon_io::ismrmrd::Units::Normalized,
-                TrajectoryUnits::CyclesPerFov => recon_io::ismrmrd::Units::CyclesPerFov,
-            };
-            recon_io::ismrmrd::read_ismrmrd(&scan.file, units, scan.allow_beyond_nyquist)
-        } else {
-            recon_io::scan::read_scan(&scan.file, scan.allow_beyond_nyquist)
+        // Read in a child process: a damaged HDF5 file may crash or hang
+        // the HDF5 library (see inspect.rs).
+        let units = match scan.trajectory_units {
+            TrajectoryUnits::Normalized => crate::inspect::UnitsArg::Normalized,
+            TrajectoryUnits::CyclesPerFov => crate::inspect::UnitsArg::CyclesPerFov,
+        };
+        let (kind, s) = crate::inspect::read_isolated(&scan.file, units, scan.allow_beyond_nyquist)
+            .with_context(|| at("scan.file"))?;
+        if let Some(w) = crate::inspect::units_warning(kind, units, &s) {
+            eprintln!("warning: {}: {w}", scan.file.display());
         }
-        .with_context(|| at("scan.file"))?;
         if cfg.regulariser.kind == RegulariserKind::Anatomical && s.anatomy.is_none() {
             anyhow::bail!(
                 "config key `regulariser.kind` in {}: \"anatomical\" needs a reference image, but {} has no /reference/anatomy",

@@ -7,6 +7,7 @@
 
 mod bench;
 mod config;
+mod inspect;
 mod output;
 mod parboil;
 mod pictures;
@@ -18,7 +19,7 @@ use clap::{Parser, Subcommand};
 use config::{DeviceChoice, Loaded, Precision};
 use indicatif::{ProgressBar, ProgressStyle};
 use pipeline::Ui;
-use recon_core::{Backend, CpuBackend};
+use recon_core::Backend;
 use recon_q::Stored;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,36 +29,72 @@ use std::time::Instant;
 #[command(
     name = "recon",
     version,
-    about = "Iterative non-Cartesian 3-D MRI reconstruction"
+    about = "Iterative non-Cartesian 3-D MRI reconstruction",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// The default command's arguments (`recon --config X` is `recon run --config X`).
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// A reconstruction's arguments.
+#[derive(clap::Args, Debug, Clone, Default)]
+struct RunArgs {
     /// TOML configuration (see configs/).
-    #[arg(long, global = true)]
+    #[arg(long)]
     config: Option<PathBuf>,
     /// Output folder, overriding `output.dir`.
-    #[arg(long, global = true)]
+    #[arg(long)]
     out: Option<PathBuf>,
     /// Where to compute, overriding `engine.device`.
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, value_enum)]
     device: Option<DeviceChoice>,
+}
+
+/// `recon q`'s arguments: no output folder (Q goes to the cache).
+#[derive(clap::Args, Debug, Clone)]
+struct QArgs {
+    /// TOML configuration (see configs/).
+    #[arg(long)]
+    config: PathBuf,
+    /// Where to compute, overriding `engine.device`.
+    #[arg(long, value_enum)]
+    device: Option<DeviceChoice>,
+}
+
+/// `recon simulate`'s arguments.
+#[derive(clap::Args, Debug, Clone)]
+struct SimulateArgs {
+    /// TOML configuration with synthetic data ([grid], [phantom], [trajectory]).
+    #[arg(long)]
+    config: PathBuf,
+    /// The scan file to write (HDF5, e.g. scan.h5), written only when complete.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Synthesise, reconstruct and report (the default).
-    Run,
+    /// Synthesise or read, reconstruct and report (the default).
+    Run(RunArgs),
     /// Precompute Q for the config's trajectory into the cache, and stop.
-    Q,
-    /// Write the config's synthetic data as a scan file (`--out scan.h5`).
-    Simulate,
+    Q(QArgs),
+    /// Write the config's synthetic data as a scan file.
+    Simulate(SimulateArgs),
     /// Run the config through every engine, noiseless and noisy, with gridding.
     Validate(validate::ValidateArgs),
     /// Time the book's reference problem: each GPU variant, Q, F^H D and CG.
     Bench(bench::BenchArgs),
     /// Q for a Parboil mri-q input file, in Parboil's output format.
     ParboilQ(parboil::ParboilArgs),
+    /// Read a scan or ISMRMRD file, check it, and print what it holds.
+    Inspect(inspect::InspectArgs),
+    /// Internal: reads an untrusted input file for the parent process.
+    #[command(hide = true, name = "read-input")]
+    ReadInput(inspect::ReadInputArgs),
 }
 
 /// Progress bars on stderr; hidden automatically when stderr is not a terminal.
@@ -105,57 +142,113 @@ impl Ui for Bars {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Ctrl-C: remove whatever is being written, then stop.
+    // Ctrl-C, SIGTERM and SIGHUP: remove whatever is being written (waiting
+    // for a commit in progress to finish first), then stop.
     let _ = ctrlc::set_handler(|| {
-        recon_io::remove_partial_files();
-        eprintln!("interrupted: no partial output left");
+        let committed = recon_io::remove_partial_files();
+        if committed {
+            eprintln!("interrupted after the outputs were committed: they are complete");
+        } else {
+            eprintln!("interrupted: no partial output left");
+        }
         std::process::exit(130);
     });
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::FAILURE
         }
     }
 }
 
+/// The error and its causes, `: `-separated, leaving out a cause whose text
+/// the message already holds (many errors repeat their source's text).
+pub(crate) fn error_chain(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg
+}
+
 fn run(cli: Cli) -> Result<()> {
-    if let Some(Command::Bench(args)) = &cli.command {
-        return bench::run(args, cli.device.unwrap_or(DeviceChoice::Auto));
+    let command = cli.command.unwrap_or(Command::Run(cli.run));
+    match command {
+        Command::Bench(args) => bench::run(&args, &Bars),
+        Command::ParboilQ(args) => parboil::run(&args, &Bars),
+        Command::Inspect(args) => inspect::run(&args),
+        Command::ReadInput(args) => inspect::read_input(&args),
+        Command::Simulate(args) => {
+            let l = config::load(&args.config, None)?;
+            simulate(&l, &args.out)
+        }
+        Command::Validate(args) => {
+            args.check()?;
+            let l = config::load(&args.config, args.out.as_deref())?;
+            validate::run(&l, &args, &Bars)
+        }
+        Command::Q(args) => {
+            let mut l = config::load(&args.config, None)?;
+            let chosen = backend_for(&mut l, args.device)?;
+            on_backend!(chosen, b => q_command(b, &l))
+        }
+        Command::Run(args) => {
+            let Some(config) = args.config.as_deref() else {
+                anyhow::bail!("no config given: use `recon --config configs/sodium.toml`");
+            };
+            let mut l = config::load(config, args.out.as_deref())?;
+            // Before any computation: can the outputs be written?
+            let outputs = recon_io::OutputDir::prepare(&l.cfg.output.dir)
+                .context("preparing the output folder")?;
+            let chosen = backend_for(&mut l, args.device)?;
+            on_backend!(chosen, b => run_pipeline(b, &l, outputs))
+        }
     }
-    if let Some(Command::ParboilQ(args)) = &cli.command {
-        return parboil::run(args, cli.device.unwrap_or(DeviceChoice::Auto), &Bars);
-    }
-    let Some(config) = cli.config.as_deref() else {
-        anyhow::bail!("no config given: use `recon --config configs/sodium.toml`");
+}
+
+/// Runs `$body` with `$b` bound to the backend `$chosen` names: the one
+/// place where a generic stage meets the concrete backends.
+macro_rules! on_backend {
+    ($chosen:expr, $b:ident => $body:expr) => {
+        match $chosen {
+            $crate::Chosen::Cuda(cuda) => {
+                let $b = &cuda;
+                $body
+            }
+            $crate::Chosen::Cpu($crate::config::Precision::F32) => {
+                let $b = &recon_core::CpuBackend::<f32>::new();
+                $body
+            }
+            $crate::Chosen::Cpu($crate::config::Precision::F64) => {
+                let $b = &recon_core::CpuBackend::<f64>::new();
+                $body
+            }
+        }
     };
-    if let Some(Command::Simulate) = &cli.command {
-        let Some(out) = cli.out.as_deref() else {
-            anyhow::bail!("recon simulate needs --out FILE.h5, the scan file to write");
-        };
-        let l = config::load(config, None)?;
-        return simulate(&l, out);
-    }
-    let l = config::load(config, cli.out.as_deref())?;
-    if let Some(Command::Validate(args)) = &cli.command {
-        return validate::run(&l, args, &Bars);
-    }
+}
+pub(crate) use on_backend;
+
+/// Sets the thread count and picks the backend the config (or `--device`)
+/// asks for.
+fn backend_for(l: &mut Loaded, device: Option<DeviceChoice>) -> Result<Chosen> {
     if l.cfg.engine.threads > 0 {
         rayon::ThreadPoolBuilder::new()
             .num_threads(l.cfg.engine.threads)
             .build_global()
             .context("setting engine.threads")?;
     }
-    let mut l = l;
-    if let Some(d) = cli.device {
+    if let Some(d) = device {
         l.cfg.engine.device = d;
     }
-    match choose_backend(&l.cfg.engine)? {
-        Chosen::Cuda(b) => dispatch(&b, &l, cli.command),
-        Chosen::Cpu(Precision::F32) => dispatch(&CpuBackend::<f32>::new(), &l, cli.command),
-        Chosen::Cpu(Precision::F64) => dispatch(&CpuBackend::<f64>::new(), &l, cli.command),
-    }
+    choose_backend(&l.cfg.engine)
 }
 
 pub(crate) enum Chosen {
@@ -210,32 +303,26 @@ pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
     }
 }
 
-fn dispatch<B>(backend: &B, l: &Loaded, command: Option<Command>) -> Result<()>
+/// `recon q`: Q into the cache, and stop.
+fn q_command<B>(backend: &B, l: &Loaded) -> Result<()>
 where
     B: Backend,
     B::Real: Stored,
 {
-    match command.unwrap_or(Command::Run) {
-        Command::Run => run_pipeline(backend, l),
-        Command::Bench(_) | Command::ParboilQ(_) | Command::Simulate | Command::Validate(_) => {
-            unreachable!("handled before a backend is chosen")
-        }
-        Command::Q => {
-            let traj = pipeline::trajectory(l)?;
-            let t = Instant::now();
-            let (status, file) = pipeline::q_only(backend, l, &traj, &Bars)?;
-            println!(
-                "Q for {} samples on {:?}: {} in {:.2} s ({})",
-                traj.len(),
-                l.grid.doubled(),
-                status.word(),
-                t.elapsed().as_secs_f64(),
-                file.map(|f| f.display().to_string())
-                    .unwrap_or_else(|| "cache disabled".into())
-            );
-            Ok(())
-        }
-    }
+    pipeline::check_memory(backend, l, pipeline::Work::Q)?;
+    let traj = pipeline::trajectory(l)?;
+    let t = Instant::now();
+    let (status, file) = pipeline::q_only(backend, l, &traj, &Bars)?;
+    println!(
+        "Q for {} samples on {:?}: {} in {:.2} s ({})",
+        traj.len(),
+        l.grid.doubled(),
+        status.word(),
+        t.elapsed().as_secs_f64(),
+        file.map(|f| f.display().to_string())
+            .unwrap_or_else(|| "cache disabled".into())
+    );
+    Ok(())
 }
 
 /// `recon simulate`: synthetic data, truth and anatomy into a scan file.
@@ -243,6 +330,8 @@ fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
     if let config::Source::Scan(_) = l.source {
         anyhow::bail!("recon simulate writes synthetic data: the config must have [phantom] and [trajectory], not [scan]");
     }
+    recon_io::check_writable_file(out).context("the scan file to write")?;
+    pipeline::check_host_memory(l, pipeline::Work::Simulate, 8, false)?;
     let traj = pipeline::trajectory(l)?;
     let inputs = pipeline::inputs(l, traj)?;
     let scan = recon_io::scan::Scan {
@@ -268,7 +357,7 @@ fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn run_pipeline<B>(backend: &B, l: &Loaded) -> Result<()>
+fn run_pipeline<B>(backend: &B, l: &Loaded, outputs: recon_io::OutputDir) -> Result<()>
 where
     B: Backend,
     B::Real: Stored,
@@ -277,9 +366,9 @@ where
     let ui = Bars;
     ui.log(&format!("device: {}", backend.describe()));
     let t = Instant::now();
+    // Before anything large is made: do the device and the host hold it?
+    pipeline::check_memory(backend, l, pipeline::Work::Reconstruct)?;
     let traj = pipeline::trajectory(l)?;
-    // Before anything large is made: does the device hold this problem?
-    pipeline::check_memory(backend, &l.grid, traj.len())?;
     let inputs = pipeline::inputs(l, traj)?;
     let synth_s = t.elapsed().as_secs_f64();
     ui.log(&format!(
@@ -304,7 +393,7 @@ where
         gridding.as_ref(),
         start.elapsed().as_secs_f64(),
     );
-    output::write(&l.cfg.output.dir, l, &inputs, &out, &report)?;
+    let files = output::write(outputs, l, &inputs, &out, &report)?;
 
     // One-screen summary.
     println!("recon: {} ({})", l.path.display(), report.device);
@@ -342,8 +431,9 @@ where
         .collect();
     println!("  seconds: {}", secs.join(", "));
     println!(
-        "  wrote {}",
-        l.cfg.output.dir.join("{recon.h5, report.json}").display()
+        "  wrote {} in {}",
+        files.join(", "),
+        l.cfg.output.dir.display()
     );
     Ok(())
 }

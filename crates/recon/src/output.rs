@@ -201,22 +201,19 @@ fn magnitude(v: &[Complex<f64>]) -> Vec<f32> {
     v.iter().map(|c| c.norm() as f32).collect()
 }
 
-/// Writes every output: each is staged under a temporary name, and all take
-/// their real names together at the end, so an error or an interrupt leaves
-/// no partial set of outputs and no half-written file.
+/// Writes every output into the staged folder and swaps it in whole, so an
+/// error or an interrupt leaves either the earlier outputs or the new ones,
+/// never a mix and never a half-written file. Returns the files' names.
 pub fn write(
-    dir: &Path,
+    mut dir: recon_io::OutputDir,
     l: &Loaded,
     inputs: &Inputs,
     out: &Outputs,
     report: &Report,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     let json = serde_json::to_string_pretty(report)? + "\n";
-    let mut staged =
-        vec![
-            recon_io::stage(&dir.join("recon.h5"), |tmp| write_h5(tmp, l, inputs, out))
-                .context("writing recon.h5")?,
-        ];
+    dir.stage("recon.h5", |tmp| write_h5(tmp, l, inputs, out))
+        .context("writing recon.h5")?;
     let mut images = vec![
         (
             "recon.nii",
@@ -233,47 +230,43 @@ pub fn write(
         ));
     }
     for (name, values, what) in images {
-        staged.push(
-            recon_io::stage(&dir.join(name), |tmp| {
-                write_nifti(tmp, &l.grid, &values, what)
-            })
-            .with_context(|| format!("writing {name}"))?,
-        );
+        dir.stage(name, |tmp| write_nifti(tmp, &l.grid, &values, what))
+            .with_context(|| format!("writing {name}"))?;
     }
-    staged.push(
-        recon_io::stage(&dir.join("montage.png"), |tmp| {
-            crate::pictures::montage(
-                tmp,
-                &l.grid,
-                inputs.truth.as_deref(),
-                &out.recon,
-                &out.gridding,
-            )
-        })
-        .context("writing montage.png")?,
-    );
-    staged.push(
-        recon_io::stage(&dir.join("residual.png"), |tmp| {
-            crate::pictures::residual_plot(tmp, &out.info.residuals)
-        })
-        .context("writing residual.png")?,
-    );
-    staged.push(
-        recon_io::stage::<recon_io::IoError>(&dir.join("report.json"), |tmp| {
-            std::fs::write(tmp, json.as_bytes()).map_err(|source| recon_io::IoError::Io {
-                path: tmp.display().to_string(),
-                op: "write",
-                source,
-            })
-        })
-        .context("writing report.json")?,
-    );
+    dir.stage("montage.png", |tmp| {
+        crate::pictures::montage(
+            tmp,
+            &l.grid,
+            inputs.truth.as_deref(),
+            &out.recon,
+            &out.gridding,
+        )
+    })
+    .context("writing montage.png")?;
+    dir.stage("residual.png", |tmp| {
+        crate::pictures::residual_plot(tmp, &out.info.residuals)
+    })
+    .context("writing residual.png")?;
+    dir.stage("report.json", |tmp| write_text(tmp, &json))
+        .context("writing report.json")?;
+    pause_before_commit();
+    dir.commit().context("moving the outputs into place")
+}
+
+/// Writes a text file.
+pub fn write_text(path: &Path, text: &str) -> Result<(), recon_io::IoError> {
+    std::fs::write(path, text.as_bytes()).map_err(|source| recon_io::IoError::Io {
+        path: path.display().to_string(),
+        op: "write",
+        source,
+    })
+}
+
+/// For the interrupt tests: a window in which every output is staged.
+pub fn pause_before_commit() {
     if let Some(ms) = std::env::var_os("RECON_PAUSE_BEFORE_COMMIT_MS") {
-        // For the interrupt test: a window in which every output is staged.
         let ms: u64 = ms.to_string_lossy().parse().unwrap_or(0);
         eprintln!("outputs staged; committing in {ms} ms");
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
-    recon_io::commit(staged).context("moving the outputs into place")?;
-    Ok(())
 }

@@ -3,7 +3,7 @@
 
 use crate::config::{DeviceChoice, EngineCfg, Precision};
 use anyhow::{Context, Result};
-use recon_core::{Backend, CpuBackend};
+use recon_core::{Backend, Real};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -13,9 +13,12 @@ pub struct ParboilArgs {
     pub input: PathBuf,
     /// Output file (Parboil's format), written only when complete.
     pub output: PathBuf,
-    /// Use at most K samples (Parboil's -S).
+    /// Use at most K samples (Parboil's -S; at least 1).
     #[arg(long)]
     pub samples: Option<usize>,
+    /// Where to compute: a GPU when one is usable (auto), or cpu, or cuda.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: DeviceChoice,
     /// CPU precision (the GPU computes in f32).
     #[arg(long, value_enum, default_value = "f32")]
     pub precision: PrecisionArg,
@@ -30,8 +33,12 @@ pub enum PrecisionArg {
     F64,
 }
 
-pub fn run(args: &ParboilArgs, device: DeviceChoice, bars: &crate::Bars) -> Result<()> {
+pub fn run(args: &ParboilArgs, bars: &crate::Bars) -> Result<()> {
+    if args.samples == Some(0) {
+        anyhow::bail!("--samples must be at least 1, got 0");
+    }
     // Everything is read and checked before anything is computed or written.
+    recon_io::check_writable_file(&args.output).context("the output file")?;
     let input = recon_parboil::read_input(&args.input, args.samples)?;
     let reference = match &args.compare {
         Some(r) => {
@@ -45,18 +52,15 @@ pub fn run(args: &ParboilArgs, device: DeviceChoice, bars: &crate::Bars) -> Resu
         None => None,
     };
     let engine = EngineCfg {
-        device,
+        device: args.device,
         precision: match args.precision {
             PrecisionArg::F32 => Precision::F32,
             PrecisionArg::F64 => Precision::F64,
         },
         ..EngineCfg::default()
     };
-    let (bytes, seconds, device_name) = match crate::choose_backend(&engine)? {
-        crate::Chosen::Cuda(b) => compute(&b, &input, bars)?,
-        crate::Chosen::Cpu(Precision::F32) => compute(&CpuBackend::<f32>::new(), &input, bars)?,
-        crate::Chosen::Cpu(Precision::F64) => compute(&CpuBackend::<f64>::new(), &input, bars)?,
-    };
+    let chosen = crate::choose_backend(&engine)?;
+    let (bytes, seconds, device_name) = crate::on_backend!(chosen, b => compute(b, &input, bars)?);
     recon_io::write_atomic::<recon_io::IoError>(&args.output, |tmp| {
         std::fs::write(tmp, &bytes).map_err(|source| recon_io::IoError::Io {
             path: tmp.display().to_string(),
@@ -98,6 +102,12 @@ fn compute<B: Backend>(
     use crate::pipeline::Ui;
     let t = Instant::now();
     let q = bars.stage("Q", |p| recon_parboil::compute_q(b, input, p))?;
+    if let Some(i) = q
+        .iter()
+        .position(|c| !(c.re.f64().is_finite() && c.im.f64().is_finite()))
+    {
+        anyhow::bail!("Q at point {i} is not finite: nothing written");
+    }
     let seconds = t.elapsed().as_secs_f64();
     Ok((recon_parboil::output_bytes(&q), seconds, b.describe()))
 }

@@ -16,13 +16,23 @@ use std::fmt::Write as _;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ValidateArgs {
+    /// TOML configuration (see configs/).
+    #[arg(long)]
+    pub config: std::path::PathBuf,
+    /// Output folder, overriding `output.dir`.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
     /// Also reconstruct over a logarithmic range of lambda and report the best.
     #[arg(long)]
     pub lambda_sweep: bool,
+    /// Smallest lambda of the sweep (> 0).
     #[arg(long, default_value_t = 1e-3)]
     pub lambda_min: f64,
+    /// Largest lambda of the sweep; the range is extended when the best
+    /// lies at either end.
     #[arg(long, default_value_t = 10.0)]
     pub lambda_max: f64,
+    /// Lambdas from the smallest to the largest, evenly spaced in log (>= 2).
     #[arg(long, default_value_t = 13)]
     pub sweep_points: usize,
     /// SNR of the noisy case when the config itself is noiseless.
@@ -102,6 +112,8 @@ pub struct Validation {
     pub checks: Vec<Check>,
     pub lambda_sweep: Option<Vec<SweepPoint>>,
     pub best_lambda: Option<f64>,
+    /// The best lambda is still at an end of the range after extending it.
+    pub best_lambda_at_range_edge: Option<bool>,
     pub priors: Option<Priors>,
 }
 
@@ -126,17 +138,24 @@ pub struct PriorRow {
     pub method: String,
     /// `None` for gridding, which has none.
     pub best_lambda: Option<f64>,
-    /// The best lambda is the first or last of the sweep: widen the range.
+    /// The best lambda is the first or last of the sweep even after
+    /// extending the range: widen it.
     pub at_range_edge: bool,
     pub psnr_db: f64,
     pub percent_error: f64,
 }
+
+/// Points a sweep may add at either end of its range to bring the best
+/// lambda inside it.
+const EXTEND: i64 = 4;
 
 /// One W's sweep: PSNR per lambda and the image at the best.
 struct Swept {
     name: String,
     points: Vec<SweepPoint>,
     best: usize,
+    /// The best is still the first or last point after extending the range.
+    at_range_edge: bool,
     best_image: Vec<Complex<f64>>,
 }
 
@@ -147,6 +166,8 @@ pub struct Check {
     /// The bound, or `None` for a figure that is only reported.
     pub bound: Option<String>,
     pub passed: Option<bool>,
+    /// Why a check could not be made (then `passed` is `None`).
+    pub not_run: Option<String>,
 }
 
 fn row(
@@ -239,18 +260,15 @@ where
         iterations: l.cfg.solver.iterations,
         tolerance: l.cfg.solver.tolerance,
     };
-    let n = args.sweep_points.max(2);
+    let n = args.sweep_points as i64;
     let (lo, hi) = (args.lambda_min.log10(), args.lambda_max.log10());
+    let step = (hi - lo) / (n - 1) as f64;
     let mut out = Vec::new();
     for (name, w) in regularisers {
-        let mut s = Swept {
-            name: name.clone(),
-            points: Vec::new(),
-            best: 0,
-            best_image: Vec::new(),
-        };
-        for i in 0..n {
-            let lambda = 10f64.powf(lo + (hi - lo) * i as f64 / (n - 1) as f64);
+        // Point i is at lambda = 10^(lo + i step); i may leave 0..n when
+        // the range is extended.
+        let solve_at = |i: i64| -> Result<(SweepPoint, Vec<Complex<f64>>)> {
+            let lambda = 10f64.powf(lo + step * i as f64);
             let solved = pipeline::solve(b, &l.grid, &q, &fhd, w, lambda, &params, &mut |_, _| {})?;
             let img: Vec<Complex<f64>> = solved
                 .x
@@ -262,19 +280,99 @@ where
                 "{name}: lambda {lambda:.3e}: PSNR {:.2} dB",
                 q.psnr_db
             ));
-            if s.points.is_empty() || q.psnr_db > s.points[s.best].psnr_db {
-                s.best = i;
-                s.best_image = img;
-            }
-            s.points.push(SweepPoint {
+            let p = SweepPoint {
                 lambda,
                 psnr_db: q.psnr_db,
                 percent_error: q.percent_error,
-            });
+            };
+            Ok((p, img))
+        };
+        let mut points: Vec<(i64, SweepPoint)> = Vec::new();
+        let mut best: Option<(i64, f64, Vec<Complex<f64>>)> = None;
+        let mut consider =
+            |i: i64,
+             p: SweepPoint,
+             img: Vec<Complex<f64>>,
+             best: &mut Option<(i64, f64, Vec<Complex<f64>>)>| {
+                if best.as_ref().is_none_or(|(_, b, _)| p.psnr_db > *b) {
+                    *best = Some((i, p.psnr_db, img));
+                }
+                points.push((i, p));
+            };
+        for i in 0..n {
+            let (p, img) = solve_at(i)?;
+            consider(i, p, img, &mut best);
         }
-        out.push(s);
+        // The best at an end of the range: extend it that way, a point at a
+        // time, until the best is inside (at most EXTEND points a side).
+        let (mut first, mut last) = (0, n - 1);
+        let mut extended = 0;
+        loop {
+            let b_i = best.as_ref().expect("points").0;
+            let next = if b_i == first && extended < 2 * EXTEND {
+                first -= 1;
+                first
+            } else if b_i == last && extended < 2 * EXTEND {
+                last += 1;
+                last
+            } else {
+                break;
+            };
+            extended += 1;
+            ui.log(&format!(
+                "{name}: the best lambda is at the end of the range; extending it"
+            ));
+            let (p, img) = solve_at(next)?;
+            consider(next, p, img, &mut best);
+        }
+        points.sort_by_key(|(i, _)| *i);
+        let (b_i, _, best_image) = best.expect("points");
+        out.push(Swept {
+            name: name.clone(),
+            best: points
+                .iter()
+                .position(|(i, _)| *i == b_i)
+                .expect("evaluated"),
+            at_range_edge: b_i == first || b_i == last,
+            points: points.into_iter().map(|(_, p)| p).collect(),
+            best_image,
+        });
     }
     Ok(out)
+}
+
+impl ValidateArgs {
+    /// Checks every number; errors name the option.
+    pub fn check(&self) -> Result<()> {
+        if !(self.lambda_min.is_finite() && self.lambda_min > 0.0) {
+            anyhow::bail!(
+                "--lambda-min must be positive (the sweep is logarithmic), got {}",
+                self.lambda_min
+            );
+        }
+        if !(self.lambda_max.is_finite() && self.lambda_max > self.lambda_min) {
+            anyhow::bail!(
+                "--lambda-max must be finite and above --lambda-min ({}), got {}",
+                self.lambda_min,
+                self.lambda_max
+            );
+        }
+        if !(2..=1000).contains(&self.sweep_points) {
+            anyhow::bail!(
+                "--sweep-points must be 2 to 1000, got {}",
+                self.sweep_points
+            );
+        }
+        if !(self.snr.is_finite() && self.snr > 0.0) {
+            anyhow::bail!("--snr must be positive and finite, got {}", self.snr);
+        }
+        if let Some(m) = self.gridding_margin {
+            if !m.is_finite() {
+                anyhow::bail!("--gridding-margin must be finite, got {m}");
+            }
+        }
+        Ok(())
+    }
 }
 
 pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
@@ -283,6 +381,11 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             "--sweeps-only needs --lambda-sweep or --priors: there is nothing else to run"
         );
     }
+    // Before any computation: can the outputs be written?
+    let outputs =
+        recon_io::OutputDir::prepare(&l.cfg.output.dir).context("preparing the output folder")?;
+    // The CPU float64 engine runs first: the host must hold it.
+    pipeline::check_host_memory(l, pipeline::Work::Reconstruct, 8, false)?;
     let traj = pipeline::trajectory(l)?;
     // The data cases: synthetic data noiseless and noisy; a scan file as given.
     let mut cases: Vec<(String, Loaded)> = Vec::new();
@@ -341,11 +444,20 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
                 };
                 if bound.is_finite() {
                     let d = (r.psnr_db - f64_psnr).abs();
+                    // Without a GPU the GPU rows ran on the CPU: their
+                    // check would compare two CPU runs.
+                    let not_run = (e == Engine::GpuFast && !gpu)
+                        .then(|| "no GPU: the row ran on the CPU in float32".to_string());
                     checks.push(Check {
                         what: format!("{name}: {what} ({})", r.method),
                         value: d,
                         bound: Some(format!("<= {bound} dB")),
-                        passed: Some(d <= bound),
+                        passed: if not_run.is_some() {
+                            None
+                        } else {
+                            Some(d <= bound)
+                        },
+                        not_run,
                     });
                 }
             }
@@ -358,6 +470,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
                         value: margin,
                         bound: args.gridding_margin.map(|m| format!(">= {m} dB")),
                         passed: args.gridding_margin.map(|m| margin >= m),
+                        not_run: None,
                     });
                 }
                 reference = Some((out, r.psnr_db));
@@ -400,9 +513,13 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         )?,
         (false, false) => sweep(&CpuBackend::<f32>::new(), case, inputs, args, &stencils, ui)?,
     };
-    let (sweep_points, best) = match swept.first() {
-        Some(s) if args.lambda_sweep => (Some(s.points.clone()), Some(s.points[s.best].lambda)),
-        _ => (None, None),
+    let (sweep_points, best, best_at_edge) = match swept.first() {
+        Some(s) if args.lambda_sweep => (
+            Some(s.points.clone()),
+            Some(s.points[s.best].lambda),
+            Some(s.at_range_edge),
+        ),
+        _ => (None, None, None),
     };
     let (priors, prior_gridding) = match prior_info {
         Some(info) => {
@@ -424,10 +541,16 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         checks,
         lambda_sweep: sweep_points,
         best_lambda: best,
+        best_lambda_at_range_edge: best_at_edge,
         priors,
     };
-    write(l, &v, inputs, &swept, prior_gridding.as_deref())?;
+    let files = write(outputs, l, &v, inputs, &swept, prior_gridding.as_deref())?;
     print!("{}", markdown(&v));
+    println!(
+        "\nwrote {} in {}",
+        files.join(", "),
+        l.cfg.output.dir.display()
+    );
     Ok(())
 }
 
@@ -455,7 +578,7 @@ fn compare_priors(
         rows.push(PriorRow {
             method: s.name.clone(),
             best_lambda: Some(p.lambda),
-            at_range_edge: s.best == 0 || s.best + 1 == s.points.len(),
+            at_range_edge: s.at_range_edge,
             psnr_db: p.psnr_db,
             percent_error: p.percent_error,
         });
@@ -469,6 +592,7 @@ fn compare_priors(
                 value: margin,
                 bound: Some("> 0 dB".into()),
                 passed: Some(margin > 0.0),
+                not_run: None,
             });
         }
     }
@@ -531,6 +655,10 @@ fn markdown(v: &Validation) -> String {
     }
     let _ = writeln!(s, "\n## Checks\n");
     for c in &v.checks {
+        if let Some(why) = &c.not_run {
+            let _ = writeln!(s, "- {}: NOT RUN ({why})", c.what);
+            continue;
+        }
         match (&c.bound, c.passed) {
             (Some(b), Some(p)) => {
                 let verdict = if p { "PASS" } else { "FAIL" };
@@ -551,6 +679,13 @@ fn markdown(v: &Validation) -> String {
             );
         }
         let _ = writeln!(s, "\nBest lambda: {best:.3e}.");
+        if v.best_lambda_at_range_edge == Some(true) {
+            let _ = writeln!(
+                s,
+                "\nThe best lambda is at an end of the range even after extending it by {EXTEND} points: \
+                 the true best lies beyond; widen --lambda-min or --lambda-max."
+            );
+        }
     }
     if let Some(p) = &v.priors {
         let _ = writeln!(
@@ -606,53 +741,53 @@ fn markdown(v: &Validation) -> String {
                 .join(" | "),
             " --- |".repeat(names.len())
         );
-        for i in 0..p.sweeps[0].1.len() {
+        // Sweeps extended at different ends hold different lambdas: one
+        // row per lambda of any sweep.
+        let same = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-9;
+        let mut lambdas: Vec<f64> = p
+            .sweeps
+            .iter()
+            .flat_map(|(_, pts)| pts.iter().map(|q| q.lambda))
+            .collect();
+        lambdas.sort_by(f64::total_cmp);
+        lambdas.dedup_by(|a, b| same(*a, *b));
+        for lambda in lambdas {
             let cells: Vec<String> = p
                 .sweeps
                 .iter()
-                .map(|(_, pts)| format!("{:.3}", pts[i].psnr_db))
+                .map(|(_, pts)| {
+                    pts.iter()
+                        .find(|q| same(q.lambda, lambda))
+                        .map_or("-".into(), |q| format!("{:.3}", q.psnr_db))
+                })
                 .collect();
-            let _ = writeln!(
-                s,
-                "| {:.3e} | {} |",
-                p.sweeps[0].1[i].lambda,
-                cells.join(" | ")
-            );
+            let _ = writeln!(s, "| {lambda:.3e} | {} |", cells.join(" | "));
         }
     }
     s
 }
 
 fn write(
+    mut dir: recon_io::OutputDir,
     l: &Loaded,
     v: &Validation,
     inputs: &Inputs,
     swept: &[Swept],
     prior_gridding: Option<&[Complex<f64>]>,
-) -> Result<()> {
-    let dir = &l.cfg.output.dir;
-    let text = |name: &str, body: String| {
-        recon_io::stage::<recon_io::IoError>(&dir.join(name), move |tmp| {
-            std::fs::write(tmp, body.as_bytes()).map_err(|source| recon_io::IoError::Io {
-                path: tmp.display().to_string(),
-                op: "write",
-                source,
-            })
-        })
-    };
-    let mut staged = vec![
-        text("validation.md", markdown(v))?,
-        text("validation.json", serde_json::to_string_pretty(v)? + "\n")?,
-    ];
+) -> Result<Vec<String>> {
+    use crate::output::write_text;
+    dir.stage("validation.md", |tmp| write_text(tmp, &markdown(v)))?;
+    let json = serde_json::to_string_pretty(v)? + "\n";
+    dir.stage("validation.json", |tmp| write_text(tmp, &json))?;
     if !v.rows.is_empty() {
         let bars: Vec<(String, f64)> = v
             .rows
             .iter()
             .map(|r| (format!("{}: {}", r.data, r.method), r.psnr_db))
             .collect();
-        staged.push(recon_io::stage(&dir.join("psnr.png"), |tmp| {
+        dir.stage("psnr.png", |tmp| {
             crate::pictures::bar_chart(tmp, "PSNR by method", &bars, "dB")
-        })?);
+        })?;
         let curves: Vec<(String, Vec<f64>)> = v
             .rows
             .iter()
@@ -672,12 +807,15 @@ fn write(
                 )
             })
             .collect();
-        staged.push(recon_io::stage(&dir.join("residuals.png"), |tmp| {
+        dir.stage("residuals.png", |tmp| {
             crate::pictures::residual_curves(tmp, &curves)
-        })?);
+        })?;
     }
     // PSNR against log10(lambda), one curve per named sweep.
-    let lambda_plot = |name: &str, title: &str, sweeps: &[(String, &[SweepPoint])]| {
+    let lambda_plot = |dir: &mut recon_io::OutputDir,
+                       name: &str,
+                       title: &str,
+                       sweeps: &[(String, &[SweepPoint])]| {
         let series: Vec<crate::pictures::Series> = sweeps
             .iter()
             .map(|(n, pts)| crate::pictures::Series {
@@ -685,7 +823,7 @@ fn write(
                 points: pts.iter().map(|p| (p.lambda.log10(), p.psnr_db)).collect(),
             })
             .collect();
-        recon_io::stage(&dir.join(name), |tmp| {
+        dir.stage(name, |tmp| {
             crate::pictures::line_plot(
                 tmp,
                 title,
@@ -697,42 +835,38 @@ fn write(
         })
     };
     if let Some(pts) = &v.lambda_sweep {
-        staged.push(lambda_plot(
+        lambda_plot(
+            &mut dir,
             "lambda.png",
             "PSNR against lambda (noisy data)",
             &[("PSNR".into(), pts)],
-        )?);
+        )?;
     }
     if let Some(g) = prior_gridding {
-        staged.push(priors_montage(
-            l,
-            inputs,
-            swept,
-            g,
-            &dir.join("priors.png"),
-        )?);
+        priors_montage(&mut dir, l, inputs, swept, g)?;
         let sweeps: Vec<(String, &[SweepPoint])> = swept
             .iter()
             .map(|s| (s.name.clone(), &s.points[..]))
             .collect();
-        staged.push(lambda_plot(
+        lambda_plot(
+            &mut dir,
             "priors-lambda.png",
             "PSNR against lambda, by W (noisy data)",
             &sweeps,
-        )?);
+        )?;
     }
-    recon_io::commit(staged)?;
-    Ok(())
+    crate::output::pause_before_commit();
+    Ok(dir.commit()?)
 }
 
 /// Truth, reference, gridding and each W at its best lambda, with errors.
 fn priors_montage(
+    dir: &mut recon_io::OutputDir,
     l: &Loaded,
     inputs: &Inputs,
     swept: &[Swept],
     gridding: &[Complex<f64>],
-    path: &std::path::Path,
-) -> Result<recon_io::Staged> {
+) -> Result<()> {
     use crate::pictures::{magnitude, Column, Scale};
     let truth = inputs.truth.as_deref().expect("checked");
     let g = magnitude(gridding);
@@ -756,7 +890,7 @@ fn priors_montage(
             truth,
         ));
     }
-    Ok(recon_io::stage(path, |tmp| {
+    Ok(dir.stage("priors.png", |tmp| {
         crate::pictures::montage_columns(tmp, &l.grid, &cols)
     })?)
 }

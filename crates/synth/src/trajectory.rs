@@ -88,6 +88,25 @@ fn fraction(what: &str, v: f64, allow_one: bool) -> Result<(), SynthError> {
     Ok(())
 }
 
+/// Polar angle of TPI cone `j` of `cones`.
+fn tpi_theta(j: usize, cones: usize) -> f64 {
+    PI * (j as f64 + 0.5) / cones as f64
+}
+
+/// Projections on each TPI cone: shared in proportion to `sin(theta)`, at
+/// least one each.
+fn tpi_per_cone(cones: usize, projections: usize) -> Vec<usize> {
+    let total_sin: f64 = (0..cones).map(|j| tpi_theta(j, cones).sin()).sum();
+    (0..cones)
+        .map(|j| {
+            ((projections as f64 * tpi_theta(j, cones).sin() / total_sin).round() as usize).max(1)
+        })
+        .collect()
+}
+
+/// The most TPI cones (each is a loop over its projections).
+const MAX_CONES: usize = 1 << 20;
+
 impl Trajectory {
     /// Checks parameters without generating.
     pub fn check(&self) -> Result<(), SynthError> {
@@ -130,6 +149,12 @@ impl Trajectory {
             } => {
                 positive("cones", cones)?;
                 positive("samples", samples)?;
+                if cones > MAX_CONES {
+                    return Err(SynthError::Invalid {
+                        what: "trajectory.cones".into(),
+                        reason: format!("must be at most {MAX_CONES}, got {cones}"),
+                    });
+                }
                 if projections < cones {
                     return Err(SynthError::Invalid {
                         what: "trajectory.projections".into(),
@@ -143,13 +168,55 @@ impl Trajectory {
         }
     }
 
+    /// The number of samples [`Trajectory::generate`] makes, computed
+    /// without making them; an error when it passes
+    /// [`recon_core::MAX_SAMPLES`].
+    pub fn len(&self, grid: &Grid) -> Result<usize, SynthError> {
+        self.check()?;
+        let count: Option<usize> = match *self {
+            Trajectory::Radial {
+                spokes, samples, ..
+            } => spokes.checked_mul(samples),
+            Trajectory::StackOfSpirals {
+                interleaves,
+                samples,
+                partitions,
+                ..
+            } => partitions
+                .unwrap_or(grid.n[2])
+                .checked_mul(interleaves)
+                .and_then(|v| v.checked_mul(samples)),
+            Trajectory::Tpi {
+                cones,
+                projections,
+                samples,
+                ..
+            } => tpi_per_cone(cones, projections)
+                .into_iter()
+                .try_fold(0usize, |a, p| a.checked_add(p))
+                .and_then(|p| p.checked_mul(samples)),
+            Trajectory::Cartesian {} => Some(grid.len()),
+        };
+        match count {
+            Some(c) if c <= recon_core::MAX_SAMPLES => Ok(c),
+            _ => Err(SynthError::Invalid {
+                what: "trajectory".into(),
+                reason: format!(
+                    "asks for {} samples; at most {} are allowed",
+                    count.map_or("more than 2^64".into(), |c| c.to_string()),
+                    recon_core::MAX_SAMPLES
+                ),
+            }),
+        }
+    }
+
     /// Sample positions in cycles/FOV, in acquisition order.
     pub fn generate(&self, grid: &Grid) -> Result<Vec<[f64; 3]>, SynthError> {
-        self.check()?;
+        let count = self.len(grid)?;
         // Nyquist radius along each axis.
         let half = grid.n.map(|n| n as f64 / 2.0);
         let scale = |u: [f64; 3], kmax: f64| [0, 1, 2].map(|d| u[d] * kmax * half[d]);
-        let mut k = Vec::new();
+        let mut k = Vec::with_capacity(count);
         match *self {
             Trajectory::Radial {
                 spokes,
@@ -199,13 +266,8 @@ impl Trajectory {
                 // k^3 = p^3 + 3 p^2 (t - p), and on a cone of polar angle theta
                 // the azimuth is phi(k) = (sqrt(k^4 - p^4) - p^2 acos(p^2 / k^2)) / (2 p^2 sin theta).
                 let t_end = p + (1.0 - p * p * p) / (3.0 * p * p);
-                let thetas: Vec<f64> = (0..cones)
-                    .map(|j| PI * (j as f64 + 0.5) / cones as f64)
-                    .collect();
-                let total_sin: f64 = thetas.iter().map(|t| t.sin()).sum();
-                for &theta in &thetas {
-                    let per_cone =
-                        ((projections as f64 * theta.sin() / total_sin).round() as usize).max(1);
+                for (j, per_cone) in tpi_per_cone(cones, projections).into_iter().enumerate() {
+                    let theta = tpi_theta(j, cones);
                     let (st, ct) = theta.sin_cos();
                     for l in 0..per_cone {
                         let az0 = TAU * l as f64 / per_cone as f64;
