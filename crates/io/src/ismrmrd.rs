@@ -91,6 +91,96 @@ fn xml_number(
     })
 }
 
+/// Checks one acquisition and appends its imaging samples (in cycles/FOV).
+#[allow(clippy::too_many_arguments)]
+fn add_acquisition(
+    path: &Path,
+    i: usize,
+    a: &Acquisition,
+    units: Units,
+    n: [usize; 3],
+    allow_beyond_nyquist: bool,
+    traj: &mut Vec<[f64; 3]>,
+    data: &mut Vec<Complex<f64>>,
+) -> Result<(), IoError> {
+    let h = &a.head;
+    if SKIPPED_FLAGS
+        .iter()
+        .any(|b| h.flags & (1u64 << (b - 1)) != 0)
+    {
+        return Ok(());
+    }
+    let name = format!("dataset/data[{i}]");
+    if h.active_channels != 1 {
+        return Err(bad(
+            path,
+            &name,
+            format!(
+                "has {} channels: only single-coil data are supported",
+                h.active_channels
+            ),
+        ));
+    }
+    if h.trajectory_dimensions != 3 {
+        return Err(bad(
+            path,
+            &name,
+            format!(
+                "has trajectory_dimensions = {}, expected 3 (kx, ky, kz)",
+                h.trajectory_dimensions
+            ),
+        ));
+    }
+    let ns = h.number_of_samples as usize;
+    if a.traj.len() != 3 * ns || a.data.len() != 2 * ns {
+        return Err(bad(
+            path,
+            &name,
+            format!(
+                "holds {} trajectory and {} data values for {ns} samples (expected {} and {})",
+                a.traj.len(),
+                a.data.len(),
+                3 * ns,
+                2 * ns
+            ),
+        ));
+    }
+    let (pre, post) = (h.discard_pre as usize, h.discard_post as usize);
+    for s in pre..ns.saturating_sub(post) {
+        let k = [0, 1, 2].map(|d| a.traj.as_slice()[3 * s + d] as f64);
+        let v = [a.data.as_slice()[2 * s], a.data.as_slice()[2 * s + 1]];
+        if k.iter()
+            .chain(&[v[0] as f64, v[1] as f64])
+            .any(|x| !x.is_finite())
+        {
+            return Err(bad(
+                path,
+                &name,
+                format!("sample {s} holds a NaN or infinite value"),
+            ));
+        }
+        let k = match units {
+            Units::Normalized => [0, 1, 2].map(|d| k[d] * n[d] as f64),
+            Units::CyclesPerFov => k,
+        };
+        if !allow_beyond_nyquist {
+            if let Some(d) = beyond_nyquist(k, n) {
+                return Err(bad(
+                    path,
+                    &name,
+                    format!(
+                        "sample {s}: k{} = {} cycles/FOV is beyond Nyquist ({}); check scan.trajectory_units, or opt in with scan.allow_beyond_nyquist",
+                        ["x", "y", "z"][d], k[d], n[d] as f64 / 2.0
+                    ),
+                ));
+            }
+        }
+        traj.push(k);
+        data.push(Complex::new(v[0] as f64, v[1] as f64));
+    }
+    Ok(())
+}
+
 /// Reads a single-coil non-Cartesian ISMRMRD file into a [`Scan`] (no
 /// truth, no anatomy). Samples beyond Nyquist are an error unless allowed.
 pub fn read_ismrmrd(
@@ -117,107 +207,64 @@ pub fn read_ismrmrd(
         .ok_or_else(|| bad(path, "dataset/xml", "is empty"))?;
     let doc = roxmltree::Document::parse(xml)
         .map_err(|e| bad(path, "dataset/xml", format!("is not valid XML: {e}")))?;
-    let mut n = [0usize; 3];
+    let mut matrix = [0i64; 3];
     let mut fov = [0f64; 3];
     for (d, axis) in ["x", "y", "z"].iter().enumerate() {
-        n[d] = xml_number(&doc, path, "encodedSpace", "matrixSize", axis)? as usize;
+        let v = xml_number(&doc, path, "encodedSpace", "matrixSize", axis)?;
+        // Out-of-range and fractional sizes are refused below.
+        matrix[d] = if v.fract() == 0.0 && v.abs() < 1e15 {
+            v as i64
+        } else {
+            -1
+        };
         fov[d] = xml_number(&doc, path, "encodedSpace", "fieldOfView_mm", axis)?;
     }
+    let n = crate::scan::check_matrix(path, "dataset/xml encodedSpace/matrixSize", matrix)?;
     let grid =
         Grid::new(n, fov).map_err(|e| bad(path, "dataset/xml encodedSpace", e.to_string()))?;
 
     let ds = file
         .dataset("dataset/data")
         .map_err(|_| bad(path, "dataset/data", "is missing"))?;
-    let acqs: Vec<Acquisition> = ds
-        .as_reader()
-        .conversion(hdf5::Conversion::Soft)
-        .read_raw()
-        .map_err(|e| {
-            bad(
-                path,
-                "dataset/data",
-                format!("is not ISMRMRD acquisitions: {e}"),
-            )
-        })?;
+    // Acquisitions are read in blocks, so that memory grows only with
+    // what the file really holds, whatever it declares.
+    let count = ds.size();
+    const BLOCK: usize = 1024;
     let mut traj = Vec::new();
     let mut data = Vec::new();
-    for (i, a) in acqs.iter().enumerate() {
-        let h = &a.head;
-        if SKIPPED_FLAGS
-            .iter()
-            .any(|b| h.flags & (1u64 << (b - 1)) != 0)
-        {
-            continue;
-        }
-        let name = format!("dataset/data[{i}]");
-        if h.active_channels != 1 {
-            return Err(bad(
-                path,
-                &name,
-                format!(
-                    "has {} channels: only single-coil data are supported",
-                    h.active_channels
-                ),
-            ));
-        }
-        if h.trajectory_dimensions != 3 {
-            return Err(bad(
-                path,
-                &name,
-                format!(
-                    "has trajectory_dimensions = {}, expected 3 (kx, ky, kz)",
-                    h.trajectory_dimensions
-                ),
-            ));
-        }
-        let ns = h.number_of_samples as usize;
-        if a.traj.len() != 3 * ns || a.data.len() != 2 * ns {
-            return Err(bad(
-                path,
-                &name,
-                format!(
-                    "holds {} trajectory and {} data values for {ns} samples (expected {} and {})",
-                    a.traj.len(),
-                    a.data.len(),
-                    3 * ns,
-                    2 * ns
-                ),
-            ));
-        }
-        let (pre, post) = (h.discard_pre as usize, h.discard_post as usize);
-        for s in pre..ns.saturating_sub(post) {
-            let k = [0, 1, 2].map(|d| a.traj.as_slice()[3 * s + d] as f64);
-            let v = [a.data.as_slice()[2 * s], a.data.as_slice()[2 * s + 1]];
-            if k.iter()
-                .chain(&[v[0] as f64, v[1] as f64])
-                .any(|x| !x.is_finite())
-            {
-                return Err(bad(
+    for start in (0..count).step_by(BLOCK) {
+        let end = (start + BLOCK).min(count);
+        let acqs = ds
+            .as_reader()
+            .conversion(hdf5::Conversion::Soft)
+            .read_slice_1d::<Acquisition, _>(start..end)
+            .map_err(|e| {
+                bad(
                     path,
-                    &name,
-                    format!("sample {s} holds a NaN or infinite value"),
-                ));
-            }
-            let k = match units {
-                Units::Normalized => [0, 1, 2].map(|d| k[d] * n[d] as f64),
-                Units::CyclesPerFov => k,
-            };
-            if !allow_beyond_nyquist {
-                if let Some(d) = beyond_nyquist(k, n) {
-                    return Err(bad(
-                        path,
-                        &name,
-                        format!(
-                            "sample {s}: k{} = {} cycles/FOV is beyond Nyquist ({}); check scan.trajectory_units, or opt in with scan.allow_beyond_nyquist",
-                            ["x", "y", "z"][d], k[d], n[d] as f64 / 2.0
-                        ),
-                    ));
-                }
-            }
-            traj.push(k);
-            data.push(Complex::new(v[0] as f64, v[1] as f64));
+                    "dataset/data",
+                    format!("is not ISMRMRD acquisitions: {e}"),
+                )
+            })?;
+        for (j, a) in acqs.iter().enumerate() {
+            add_acquisition(
+                path,
+                start + j,
+                a,
+                units,
+                n,
+                allow_beyond_nyquist,
+                &mut traj,
+                &mut data,
+            )?;
         }
+        if traj.len() > recon_core::MAX_SAMPLES {
+            return Err(bad(
+                path,
+                "dataset/data",
+                format!("holds more than {} samples", recon_core::MAX_SAMPLES),
+            ));
+        }
+        crate::scan::check_fits(path, "dataset/data", 2 * 40 * traj.len() as u64)?;
     }
     if traj.is_empty() {
         return Err(bad(path, "dataset/data", "holds no imaging samples"));

@@ -32,13 +32,15 @@ pub struct Scan {
     pub anatomy: Option<Volume>,
 }
 
-/// A float32 dataset of the given shape, checked for type, shape and finiteness.
-fn read_f32(
+/// A float32 dataset, opened and checked for type and declared shape, not
+/// yet read: sizes are checked against each other and the memory before
+/// anything is read.
+fn open_f32(
     file: &hdf5::File,
     path: &Path,
     name: &str,
     shape: &[Option<usize>],
-) -> Result<(Vec<usize>, Vec<f32>), IoError> {
+) -> Result<(hdf5::Dataset, Vec<usize>), IoError> {
     let ds = file
         .dataset(name)
         .map_err(|_| bad(path, name, "is missing"))?;
@@ -70,9 +72,19 @@ fn read_f32(
             format!("has shape {got:?}, expected [{}]", want.join(", ")),
         ));
     }
+    Ok((ds, got))
+}
+
+/// Reads a dataset checked by [`open_f32`], and checks its values are finite.
+fn read_checked(
+    ds: &hdf5::Dataset,
+    path: &Path,
+    name: &str,
+    shape: &[usize],
+) -> Result<Vec<f32>, IoError> {
     let v: Vec<f32> = ds.read_raw().at(path, &format!("read `{name}`"))?;
     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        let row: usize = got[1..].iter().product();
+        let row: usize = shape[1..].iter().product();
         return Err(bad(
             path,
             name,
@@ -84,7 +96,37 @@ fn read_f32(
             ),
         ));
     }
-    Ok((got, v))
+    Ok(v)
+}
+
+/// Refuses to read `bytes` more when the host cannot hold them.
+pub(crate) fn check_fits(path: &Path, what: &str, bytes: u64) -> Result<(), IoError> {
+    match recon_core::memory::available_host_bytes() {
+        Some(free) if bytes > free => Err(bad(
+            path,
+            what,
+            format!(
+                "would need {:.2} GiB of memory to read, but {:.2} GiB is available",
+                recon_core::memory::gib(bytes),
+                recon_core::memory::gib(free)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A reconstruction matrix from a file, held to the config's limits: each
+/// size even, from 4 to [`recon_core::MAX_N`].
+pub(crate) fn check_matrix(path: &Path, what: &str, n: [i64; 3]) -> Result<[usize; 3], IoError> {
+    let max = recon_core::MAX_N as i64;
+    if n.iter().any(|&v| v < 4 || v % 2 != 0 || v > max) {
+        return Err(bad(
+            path,
+            what,
+            format!("is {n:?}: each size must be even, from 4 to {max}"),
+        ));
+    }
+    Ok(n.map(|v| v as usize))
 }
 
 /// Attribute `name` of `owner` (a group or dataset path, for messages): 3 numbers.
@@ -118,11 +160,12 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
         .map_err(|_| bad(path, "/kspace", "is missing (not a recon scan file?)"))?;
     let fov = attr3::<f64>(&ks, path, "/kspace", "fov_mm")?;
     let matrix = attr3::<i64>(&ks, path, "/kspace", "matrix")?;
-    let n = matrix.map(|v| v.max(0) as usize);
+    let n = check_matrix(path, "/kspace attribute matrix", matrix)?;
     let grid = Grid::new(n, fov)
         .map_err(|e| bad(path, "/kspace attributes matrix and fov_mm", e.to_string()))?;
-    let (tshape, t) = read_f32(&file, path, "kspace/trajectory", &[None, Some(3)])?;
-    let (dshape, d) = read_f32(&file, path, "kspace/data", &[None, Some(2)])?;
+    // Shapes first, checked against each other and the limits; then read.
+    let (tds, tshape) = open_f32(&file, path, "kspace/trajectory", &[None, Some(3)])?;
+    let (dds, dshape) = open_f32(&file, path, "kspace/data", &[None, Some(2)])?;
     if tshape[0] != dshape[0] {
         return Err(bad(
             path,
@@ -133,9 +176,24 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
             ),
         ));
     }
-    if tshape[0] == 0 {
+    let m = tshape[0];
+    if m == 0 {
         return Err(bad(path, "kspace/trajectory", "holds no samples"));
     }
+    if m > recon_core::MAX_SAMPLES {
+        return Err(bad(
+            path,
+            "kspace/trajectory",
+            format!(
+                "declares {m} samples; at most {} are allowed",
+                recon_core::MAX_SAMPLES
+            ),
+        ));
+    }
+    // float32 as read, then float64: 5 numbers per sample each.
+    check_fits(path, "kspace/trajectory and kspace/data", 60 * m as u64)?;
+    let t = read_checked(&tds, path, "kspace/trajectory", &tshape)?;
+    let d = read_checked(&dds, path, "kspace/data", &dshape)?;
     let traj: Vec<[f64; 3]> = t
         .chunks_exact(3)
         .map(|k| [k[0], k[1], k[2]].map(f64::from))
@@ -162,16 +220,17 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
         if !file.link_exists(name) {
             return Ok(None);
         }
-        let (_, v) = read_f32(&file, path, name, &[Some(n[2]), Some(n[1]), Some(n[0])]).map_err(
-            |e| match e {
-                IoError::Layout { problem, .. } if problem.contains("shape") => bad(
-                    path,
-                    name,
-                    format!("{problem}: it must match /kspace matrix {matrix:?} as [Nz, Ny, Nx]"),
-                ),
-                e => e,
-            },
-        )?;
+        let shape = [n[2], n[1], n[0]];
+        let (ds, _) = open_f32(&file, path, name, &shape.map(Some)).map_err(|e| match e {
+            IoError::Layout { problem, .. } if problem.contains("shape") => bad(
+                path,
+                name,
+                format!("{problem}: it must match /kspace matrix {matrix:?} as [Nz, Ny, Nx]"),
+            ),
+            e => e,
+        })?;
+        check_fits(path, name, 12 * grid.len() as u64)?;
+        let v = read_checked(&ds, path, name, &shape)?;
         Ok(Some(v.into_iter().map(f64::from).collect()))
     };
     Ok(Scan {
@@ -189,13 +248,13 @@ fn anatomy(file: &hdf5::File, path: &Path, grid: &Grid) -> Result<Option<Volume>
     if !file.link_exists(name) {
         return Ok(None);
     }
-    let (shape, v) = read_f32(file, path, name, &[None, None, None])?;
-    let ds = file.dataset(name).at(path, "open /reference/anatomy")?;
+    let (ds, shape) = open_f32(file, path, name, &[None, None, None])?;
     let fov = if ds.attr("fov_mm").is_ok() {
         attr3::<f64>(&ds, path, "/reference/anatomy", "fov_mm")?
     } else {
         grid.fov_mm
     };
+    // Grid::new holds each size to 2..=MAX_N before anything is read.
     let g = Grid::new([shape[2], shape[1], shape[0]], fov).map_err(|e| {
         bad(
             path,
@@ -203,6 +262,8 @@ fn anatomy(file: &hdf5::File, path: &Path, grid: &Grid) -> Result<Option<Volume>
             format!("shape {shape:?} and fov_mm {fov:?}: {e}"),
         )
     })?;
+    check_fits(path, name, 12 * g.len() as u64)?;
+    let v = read_checked(&ds, path, name, &shape)?;
     let vol = Volume::new(g, v.into_iter().map(f64::from).collect())
         .map_err(|e| bad(path, name, e.to_string()))?;
     Ok(Some(vol))

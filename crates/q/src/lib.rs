@@ -77,16 +77,21 @@ pub enum CacheStatus {
     Invalid(String),
     /// No cache in use.
     Disabled,
+    /// Computed, but the cache file could not be written (named by the
+    /// reason: a read-only or full folder, say). The cache is an
+    /// optimisation: the run goes on.
+    NotStored(String),
 }
 
 impl CacheStatus {
-    /// The report's word: "hit", "miss", "invalid" or "disabled".
+    /// The report's word: "hit", "miss", "invalid", "disabled" or "not-stored".
     pub fn word(&self) -> &'static str {
         match self {
             CacheStatus::Hit => "hit",
             CacheStatus::Miss => "miss",
             CacheStatus::Invalid(_) => "invalid",
             CacheStatus::Disabled => "disabled",
+            CacheStatus::NotStored(_) => "not-stored",
         }
     }
 }
@@ -189,7 +194,10 @@ where
         Err(e) => CacheStatus::Invalid(e.to_string()),
     };
     let q = compute(backend, grid, traj, progress)?;
-    cache.store(&key, grid, &q)?;
+    let status = match cache.store(&key, grid, &q) {
+        Ok(_) => status,
+        Err(e) => CacheStatus::NotStored(e.to_string()),
+    };
     Ok((q, status))
 }
 

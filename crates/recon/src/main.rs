@@ -21,6 +21,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pipeline::Ui;
 use recon_core::Backend;
 use recon_q::Stored;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -106,6 +107,9 @@ impl Ui for Bars {
     }
 
     fn stage<T>(&self, name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
+        if !std::io::stderr().is_terminal() {
+            return logged_stage(name, f);
+        }
         let bar = ProgressBar::new(1).with_style(
             ProgressStyle::with_template(
                 "{prefix:>8} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}",
@@ -123,6 +127,20 @@ impl Ui for Bars {
     }
 
     fn solver<T>(&self, iterations: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T {
+        if !std::io::stderr().is_terminal() {
+            // A line per tenth of the iterations.
+            let every = iterations.div_ceil(10).max(1);
+            let t = Instant::now();
+            eprintln!("CG: {iterations} iterations");
+            return f(&mut |it, res| {
+                if it % every == 0 || it == iterations {
+                    eprintln!(
+                        "CG: iteration {it}/{iterations}, residual {res:.3e}, {:.1} s",
+                        t.elapsed().as_secs_f64()
+                    );
+                }
+            });
+        }
         let bar = ProgressBar::new(iterations as u64).with_style(
             ProgressStyle::with_template(
                 "{prefix:>8} [{bar:40}] {pos}/{len} residual {msg} {elapsed_precise}",
@@ -138,6 +156,27 @@ impl Ui for Bars {
         bar.finish_and_clear();
         out
     }
+}
+
+/// A stage in a log (stderr not a terminal): a line when it starts, at each
+/// further tenth of its progress, and when it ends.
+fn logged_stage<T>(name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
+    let t = Instant::now();
+    eprintln!("{name}: started");
+    let mut shown = 0;
+    let out = f(&mut |done, total| {
+        let tenth = (10 * done).checked_div(total).unwrap_or(0);
+        if tenth > shown && done < total {
+            shown = tenth;
+            eprintln!(
+                "{name}: {}% after {:.1} s",
+                10 * tenth,
+                t.elapsed().as_secs_f64()
+            );
+        }
+    });
+    eprintln!("{name}: done in {:.2} s", t.elapsed().as_secs_f64());
+    out
 }
 
 fn main() -> ExitCode {
@@ -333,7 +372,7 @@ fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
     recon_io::check_writable_file(out).context("the scan file to write")?;
     pipeline::check_host_memory(l, pipeline::Work::Simulate, 8, false)?;
     let traj = pipeline::trajectory(l)?;
-    let inputs = pipeline::inputs(l, traj)?;
+    let inputs = pipeline::inputs(l, traj, &Bars)?;
     let scan = recon_io::scan::Scan {
         grid: l.grid,
         traj: inputs.traj,
@@ -369,7 +408,7 @@ where
     // Before anything large is made: do the device and the host hold it?
     pipeline::check_memory(backend, l, pipeline::Work::Reconstruct)?;
     let traj = pipeline::trajectory(l)?;
-    let inputs = pipeline::inputs(l, traj)?;
+    let inputs = pipeline::inputs(l, traj, &Bars)?;
     let synth_s = t.elapsed().as_secs_f64();
     ui.log(&format!(
         "{} {} samples of `{}` on a {:?} grid in {synth_s:.2} s",

@@ -60,12 +60,12 @@ pub fn trajectory(l: &Loaded) -> Result<Vec<[f64; 3]>> {
 
 /// k-space data on `traj`, the truth and the anatomy: synthesised (analytic
 /// transform, plus noise, and the box-averaged phantoms), or from the scan.
-pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>) -> Result<Inputs> {
+pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
     match &l.source {
         Source::Synthetic {
             phantom, anatomy, ..
         } => {
-            let mut data = phantom.kspace(&l.grid, &traj);
+            let mut data = ui.stage("k-space", |_| phantom.kspace(&l.grid, &traj));
             let noise_sigma = match &l.cfg.noise {
                 Some(n) => add_noise(
                     &mut data,
@@ -87,12 +87,28 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>) -> Result<Inputs> {
                 Some(a) => {
                     let m = pc.anatomy_matrix.map_or(l.grid.n, |m| m.0);
                     let g = recon_core::Grid::new(m, l.grid.fov_mm)?;
-                    Some(Volume::new(g, a.rasterise(&g, s))?)
+                    Some(Volume::new(
+                        g,
+                        ui.stage("reference", |_| a.rasterise(&g, s)),
+                    )?)
                 }
                 None => None,
             };
+            // The phantom's limits keep these finite; check rather than
+            // let a NaN surface later as a solver failure.
+            if let Some(m) = data
+                .iter()
+                .position(|d| !(d.re.is_finite() && d.im.is_finite()))
+            {
+                anyhow::bail!(
+                    "the synthetic k-space datum {m} of phantom `{}` is {}: check the phantom's values and sizes{}",
+                    phantom.name,
+                    data[m],
+                    if noise_sigma.is_finite() { "" } else { " and noise.snr" }
+                );
+            }
             Ok(Inputs {
-                truth: Some(phantom.rasterise(&l.grid, s)),
+                truth: Some(ui.stage("truth", |_| phantom.rasterise(&l.grid, s))),
                 anatomy_on_grid: on_grid(&l.grid, anatomy.as_ref())?,
                 anatomy,
                 traj,
@@ -303,6 +319,9 @@ where
             "Q: cache file unusable ({why}); recomputed and replaced"
         )),
         CacheStatus::Disabled => ui.log("Q: computed (cache disabled)"),
+        CacheStatus::NotStored(why) => ui.log(&format!(
+            "warning: Q computed, but not cached ({why}); the run goes on, and the next one will compute Q again"
+        )),
     }
     Ok((q, status, file))
 }
@@ -464,7 +483,7 @@ where
     seconds.push(("cg", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
-    let gridding = gridding(l, inputs)?;
+    let gridding = ui.stage("gridding", |_| gridding(l, inputs))?;
     seconds.push(("gridding", t.elapsed().as_secs_f64()));
 
     Ok(Outputs {

@@ -418,7 +418,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
     let mut checks = Vec::new();
     let mut noisy_inputs = None;
     for (name, case) in &cases {
-        let inputs = pipeline::inputs(case, traj.clone())?;
+        let inputs = pipeline::inputs(case, traj.clone(), ui)?;
         let truth = inputs
             .truth
             .clone()
@@ -523,7 +523,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
     };
     let (priors, prior_gridding) = match prior_info {
         Some(info) => {
-            let g = pipeline::gridding(case, inputs)?;
+            let g = ui.stage("gridding", |_| pipeline::gridding(case, inputs))?;
             let truth = inputs.truth.as_deref().expect("checked");
             let p = compare_priors(case_name, case, truth, &g, &swept, info, &mut checks);
             (Some(p), Some(g))

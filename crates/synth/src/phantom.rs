@@ -84,8 +84,16 @@ pub fn unit_ball_ft(nu: f64) -> f64 {
     }
 }
 
+/// The largest semi-axis or centre coordinate of an ellipsoid, in mm (100 m).
+pub const MAX_MM: f64 = 1e5;
+/// The largest value of an ellipsoid.
+pub const MAX_VALUE: f64 = 1e12;
+
 impl Phantom {
     /// Builds a phantom, checking every ellipsoid.
+    ///
+    /// Limits: sizes and positions within [`MAX_MM`], values within
+    /// [`MAX_VALUE`].
     pub fn new(
         name: &str,
         description: &str,
@@ -107,6 +115,24 @@ impl Phantom {
                 return Err(SynthError::Invalid {
                     what: format!("phantom {name}, ellipsoid {}", i + 1),
                     reason: "semi-axes must be positive and all numbers finite".into(),
+                });
+            }
+            // Far beyond any scanner, and small enough that the k-space
+            // data (value x volume, summed over samples) stay finite even
+            // in float32.
+            let big = e
+                .semi_axes_mm
+                .iter()
+                .chain(&e.centre_mm)
+                .any(|v| v.abs() > MAX_MM);
+            if big || e.value.abs() > MAX_VALUE {
+                return Err(SynthError::Invalid {
+                    what: format!("phantom {name}, ellipsoid {}", i + 1),
+                    reason: format!(
+                        "semi-axes and centre must be within {MAX_MM:e} mm and the value within \
+                         {MAX_VALUE:e} (got semi-axes {:?} mm, centre {:?} mm, value {})",
+                        e.semi_axes_mm, e.centre_mm, e.value
+                    ),
                 });
             }
         }
