@@ -141,3 +141,63 @@ pub fn reference_on_grid(grid: &Grid, pd: &recon_synth::Phantom) -> Vec<f64> {
     recon_prior::resample(&mut out, grid, &v).unwrap();
     out
 }
+
+/// Every file under `dir`, recursively (hidden ones too).
+pub fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.extend(files_under(&p));
+            } else {
+                out.push(p.display().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Starts recon, waits until stderr shows `when`, sends `signal` (INT,
+/// TERM, HUP), and returns the exit status.
+pub fn interrupt(
+    args: &[&str],
+    cache: &Path,
+    env: &[(&str, &str)],
+    when: &str,
+    signal: &str,
+) -> std::process::ExitStatus {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(recon_bin())
+        .args(args)
+        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see common::recon
+        .env("RECON_CACHE_DIR", cache)
+        .envs(env.iter().copied())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read stderr to the end in a thread (a closed pipe would make recon's
+    // next message fail), signalling when `when` appears.
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let when = when.to_string();
+    let reader = std::thread::spawn(move || {
+        for line in stderr.lines() {
+            if line.unwrap().contains(&when) {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("recon never reached the point to interrupt");
+    let kill = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    status
+}
+

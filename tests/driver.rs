@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{recon, recon_bin, repo};
+use common::{files_under, interrupt, recon, repo};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -370,63 +370,6 @@ fn nifti_outputs_read_by_nibabel() {
 }
 
 /// Files under `dir`, recursively (an absent folder has none).
-fn files_under(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                out.extend(files_under(&p));
-            } else {
-                out.push(p.display().to_string());
-            }
-        }
-    }
-    out
-}
-
-/// Starts recon, waits until stderr shows `when`, sends SIGINT, and returns
-/// the exit status.
-fn interrupt(
-    args: &[&str],
-    cache: &Path,
-    env: &[(&str, &str)],
-    when: &str,
-) -> std::process::ExitStatus {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(recon_bin())
-        .args(args)
-        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see common::recon
-        .env("RECON_CACHE_DIR", cache)
-        .envs(env.iter().copied())
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Read stderr to the end in a thread (a closed pipe would make recon's
-    // next message fail), signalling when `when` appears.
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let when = when.to_string();
-    let reader = std::thread::spawn(move || {
-        for line in stderr.lines() {
-            if line.unwrap().contains(&when) {
-                let _ = tx.send(());
-            }
-        }
-    });
-    rx.recv_timeout(std::time::Duration::from_secs(60))
-        .expect("recon never reached the point to interrupt");
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = child.wait().unwrap();
-    reader.join().unwrap();
-    status
-}
-
 #[test]
 fn ctrl_c_leaves_no_partial_output() {
     let tmp = tempfile::tempdir().unwrap();
@@ -444,6 +387,7 @@ fn ctrl_c_leaves_no_partial_output() {
         &cache,
         &[],
         "device",
+        "INT",
     );
     assert_eq!(status.code(), Some(130), "{status:?}");
     assert!(
@@ -464,6 +408,7 @@ fn ctrl_c_leaves_no_partial_output() {
         &cache,
         &[("RECON_PAUSE_BEFORE_COMMIT_MS", "20000")],
         "outputs staged",
+        "INT",
     );
     assert_eq!(status.code(), Some(130), "{status:?}");
     assert!(
@@ -527,4 +472,18 @@ fn validate_writes_the_matrix_checks_and_sweep() {
     }
     let md = std::fs::read_to_string(out.join("validation.md")).unwrap();
     assert!(md.contains("| noiseless | gridding |") && md.contains("Best lambda"));
+    // Without a GPU the hardware sin/cos check compares two CPU runs: it
+    // is marked as not run, never as passed.
+    if rows
+        .iter()
+        .any(|r| r["method"].as_str().unwrap().contains("(no GPU)"))
+    {
+        let hw: Vec<_> = checks
+            .iter()
+            .filter(|c| c["what"].as_str().unwrap().contains("hardware"))
+            .collect();
+        assert_eq!(hw.len(), 2);
+        assert!(hw.iter().all(|c| c["passed"].is_null() && c["not_run"].is_string()));
+        assert!(md.contains("NOT RUN"), "{md}");
+    }
 }

@@ -1,0 +1,521 @@
+//! `recon`: iterative non-Cartesian 3-D MRI reconstruction, the application.
+//!
+//! This crate owns everything the library crates leave out on purpose:
+//! reading the config, progress bars, log lines, the summary, and the
+//! output files. The pipeline itself is in `pipeline.rs`, generic over the
+//! backend. `src/main.rs` only calls [`main`]; the rest is a library so that
+//! tests and fuzz targets can drive the config parser in-process.
+
+mod bench;
+pub mod config;
+mod inspect;
+mod output;
+mod parboil;
+mod pictures;
+mod pipeline;
+mod validate;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use config::{DeviceChoice, Loaded, Precision};
+use indicatif::{ProgressBar, ProgressStyle};
+use pipeline::Ui;
+use recon_core::Backend;
+use recon_q::Stored;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "recon",
+    version,
+    about = "Iterative non-Cartesian 3-D MRI reconstruction",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// The default command's arguments (`recon --config X` is `recon run --config X`).
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// A reconstruction's arguments.
+#[derive(clap::Args, Debug, Clone, Default)]
+struct RunArgs {
+    /// TOML configuration (see configs/).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Output folder, overriding `output.dir`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Where to compute, overriding `engine.device`.
+    #[arg(long, value_enum)]
+    device: Option<DeviceChoice>,
+}
+
+/// `recon q`'s arguments: no output folder (Q goes to the cache).
+#[derive(clap::Args, Debug, Clone)]
+struct QArgs {
+    /// TOML configuration (see configs/).
+    #[arg(long)]
+    config: PathBuf,
+    /// Where to compute, overriding `engine.device`.
+    #[arg(long, value_enum)]
+    device: Option<DeviceChoice>,
+}
+
+/// `recon check`'s arguments.
+#[derive(clap::Args, Debug, Clone)]
+struct CheckArgs {
+    /// TOML configuration (see configs/).
+    #[arg(long)]
+    config: PathBuf,
+    /// Output folder, overriding `output.dir`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// `recon simulate`'s arguments.
+#[derive(clap::Args, Debug, Clone)]
+struct SimulateArgs {
+    /// TOML configuration with synthetic data ([grid], [phantom], [trajectory]).
+    #[arg(long)]
+    config: PathBuf,
+    /// The scan file to write (HDF5, e.g. scan.h5), written only when complete.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Synthesise or read, reconstruct and report (the default).
+    Run(RunArgs),
+    /// Precompute Q for the config's trajectory into the cache, and stop.
+    Q(QArgs),
+    /// Write the config's synthetic data as a scan file.
+    Simulate(SimulateArgs),
+    /// Run the config through every engine, noiseless and noisy, with gridding.
+    Validate(validate::ValidateArgs),
+    /// Time the book's reference problem: each GPU variant, Q, F^H D and CG.
+    Bench(bench::BenchArgs),
+    /// Q for a Parboil mri-q input file, in Parboil's output format.
+    ParboilQ(parboil::ParboilArgs),
+    /// Read a scan or ISMRMRD file, check it, and print what it holds.
+    Inspect(inspect::InspectArgs),
+    /// Check a config (and the files it names, the memory the run needs and
+    /// the output folder) without computing anything.
+    Check(CheckArgs),
+    /// Internal: reads an untrusted input file for the parent process.
+    #[command(hide = true, name = "read-input")]
+    ReadInput(inspect::ReadInputArgs),
+}
+
+/// Progress bars on stderr; hidden automatically when stderr is not a terminal.
+pub(crate) struct Bars;
+
+impl Ui for Bars {
+    fn log(&self, msg: &str) {
+        eprintln!("{msg}");
+    }
+
+    fn stage<T>(&self, name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
+        if !std::io::stderr().is_terminal() {
+            return logged_stage(name, f);
+        }
+        let bar = ProgressBar::new(1).with_style(
+            ProgressStyle::with_template(
+                "{prefix:>8} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_prefix(name.to_string());
+        let out = f(&mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        });
+        bar.finish_and_clear();
+        out
+    }
+
+    fn solver<T>(&self, iterations: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T {
+        if !std::io::stderr().is_terminal() {
+            // A line per tenth of the iterations.
+            let every = iterations.div_ceil(10).max(1);
+            let t = Instant::now();
+            eprintln!("CG: {iterations} iterations");
+            return f(&mut |it, res| {
+                if it % every == 0 || it == iterations {
+                    eprintln!(
+                        "CG: iteration {it}/{iterations}, residual {res:.3e}, {:.1} s",
+                        t.elapsed().as_secs_f64()
+                    );
+                }
+            });
+        }
+        let bar = ProgressBar::new(iterations as u64).with_style(
+            ProgressStyle::with_template(
+                "{prefix:>8} [{bar:40}] {pos}/{len} residual {msg} {elapsed_precise}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_prefix("CG");
+        let out = f(&mut |it, res| {
+            bar.set_position(it as u64);
+            bar.set_message(format!("{res:.3e}"));
+        });
+        bar.finish_and_clear();
+        out
+    }
+}
+
+/// A stage in a log (stderr not a terminal): a line when it starts, at each
+/// further tenth of its progress, and when it ends.
+fn logged_stage<T>(name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
+    let t = Instant::now();
+    eprintln!("{name}: started");
+    let mut shown = 0;
+    let out = f(&mut |done, total| {
+        let tenth = (10 * done).checked_div(total).unwrap_or(0);
+        if tenth > shown && done < total {
+            shown = tenth;
+            eprintln!(
+                "{name}: {}% after {:.1} s",
+                10 * tenth,
+                t.elapsed().as_secs_f64()
+            );
+        }
+    });
+    eprintln!("{name}: done in {:.2} s", t.elapsed().as_secs_f64());
+    out
+}
+
+/// The `recon` command line: parses the arguments, runs, and returns the
+/// exit status (errors are printed, each cause once).
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Ctrl-C, SIGTERM and SIGHUP: remove whatever is being written (waiting
+    // for a commit in progress to finish first), then stop.
+    let _ = ctrlc::set_handler(|| {
+        let committed = recon_io::remove_partial_files();
+        if committed {
+            eprintln!("interrupted after the outputs were committed: they are complete");
+        } else {
+            eprintln!("interrupted: no partial output left");
+        }
+        std::process::exit(130);
+    });
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", error_chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes, `: `-separated, leaving out a cause whose text
+/// the message already holds (many errors repeat their source's text).
+pub fn error_chain(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let command = cli.command.unwrap_or(Command::Run(cli.run));
+    match command {
+        Command::Bench(args) => bench::run(&args, &Bars),
+        Command::ParboilQ(args) => parboil::run(&args, &Bars),
+        Command::Inspect(args) => inspect::run(&args),
+        Command::Check(args) => check(&args),
+        Command::ReadInput(args) => inspect::read_input(&args),
+        Command::Simulate(args) => {
+            let l = config::load(&args.config, None)?;
+            simulate(&l, &args.out)
+        }
+        Command::Validate(args) => {
+            args.check()?;
+            let l = config::load(&args.config, args.out.as_deref())?;
+            validate::run(&l, &args, &Bars)
+        }
+        Command::Q(args) => {
+            let mut l = config::load(&args.config, None)?;
+            let chosen = backend_for(&mut l, args.device)?;
+            on_backend!(chosen, b => q_command(b, &l))
+        }
+        Command::Run(args) => {
+            let Some(config) = args.config.as_deref() else {
+                anyhow::bail!("no config given: use `recon --config configs/sodium.toml`");
+            };
+            let mut l = config::load(config, args.out.as_deref())?;
+            // Before any computation: can the outputs be written?
+            let outputs = recon_io::OutputDir::prepare(&l.cfg.output.dir)
+                .context("preparing the output folder")?;
+            let chosen = backend_for(&mut l, args.device)?;
+            on_backend!(chosen, b => run_pipeline(b, &l, outputs))
+        }
+    }
+}
+
+/// Runs `$body` with `$b` bound to the backend `$chosen` names: the one
+/// place where a generic stage meets the concrete backends.
+macro_rules! on_backend {
+    ($chosen:expr, $b:ident => $body:expr) => {
+        match $chosen {
+            $crate::Chosen::Cuda(cuda) => {
+                let $b = &cuda;
+                $body
+            }
+            $crate::Chosen::Cpu($crate::config::Precision::F32) => {
+                let $b = &recon_core::CpuBackend::<f32>::new();
+                $body
+            }
+            $crate::Chosen::Cpu($crate::config::Precision::F64) => {
+                let $b = &recon_core::CpuBackend::<f64>::new();
+                $body
+            }
+        }
+    };
+}
+pub(crate) use on_backend;
+
+/// Sets the thread count and picks the backend the config (or `--device`)
+/// asks for.
+fn backend_for(l: &mut Loaded, device: Option<DeviceChoice>) -> Result<Chosen> {
+    if l.cfg.engine.threads > 0 {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(l.cfg.engine.threads)
+            .build_global()
+            .context("setting engine.threads")?;
+    }
+    if let Some(d) = device {
+        l.cfg.engine.device = d;
+    }
+    choose_backend(&l.cfg.engine)
+}
+
+pub(crate) enum Chosen {
+    Cuda(recon_cuda::CudaBackend),
+    Cpu(Precision),
+}
+
+/// `engine.device`: `cuda` insists on a GPU; `auto` takes one when usable
+/// and otherwise says, in one line, why it runs on the CPU.
+pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
+    let options = || recon_cuda::Options {
+        variant: recon_cuda::Variant::from_number(e.variant).expect("validated"),
+        tuning: recon_cuda::Tuning {
+            per_thread: e.per_thread,
+            block: e.block,
+        },
+        devices: None,
+    };
+    match e.device {
+        DeviceChoice::Cpu => Ok(Chosen::Cpu(e.precision)),
+        DeviceChoice::Cuda => {
+            if e.precision == Precision::F64 {
+                anyhow::bail!(
+                    "the GPU computes in f32: use engine.precision = \"f32\" with the cuda device"
+                );
+            }
+            recon_cuda::probe()
+                .map_err(|why| anyhow::anyhow!("device = cuda, but CUDA is unavailable: {why}"))?;
+            Ok(Chosen::Cuda(
+                recon_cuda::CudaBackend::new(options()).context("opening the GPU")?,
+            ))
+        }
+        DeviceChoice::Auto => {
+            if e.precision == Precision::F64 {
+                eprintln!(
+                    "device auto: engine.precision = f64 runs on the CPU (the GPU computes in f32)"
+                );
+                return Ok(Chosen::Cpu(e.precision));
+            }
+            match recon_cuda::probe() {
+                Err(why) => {
+                    eprintln!("device auto: no usable GPU ({why}); running on the CPU");
+                    Ok(Chosen::Cpu(e.precision))
+                }
+                Ok(_) => {
+                    let b = recon_cuda::CudaBackend::new(options()).context("opening the GPU")?;
+                    eprintln!("device auto: using {}", b.device_names().join(" + "));
+                    Ok(Chosen::Cuda(b))
+                }
+            }
+        }
+    }
+}
+
+/// `recon check`: everything a run checks before it computes.
+fn check(args: &CheckArgs) -> Result<()> {
+    let l = config::load(&args.config, args.out.as_deref())?;
+    let samples = pipeline::samples(&l)?;
+    let gpu = l.cfg.engine.precision == Precision::F32
+        && l.cfg.engine.device != DeviceChoice::Cpu
+        && recon_cuda::probe().is_ok();
+    let real_bytes = match l.cfg.engine.precision {
+        Precision::F32 => 4,
+        Precision::F64 => 8,
+    };
+    pipeline::check_host_memory(&l, pipeline::Work::Reconstruct, real_bytes, gpu)?;
+    drop(recon_io::OutputDir::prepare(&l.cfg.output.dir).context("the output folder")?);
+    println!(
+        "{}: OK: {} samples of `{}`, matrix {:?}, FOV {:?} mm; outputs to {}",
+        l.path.display(),
+        samples,
+        l.data_name(),
+        l.grid.n,
+        l.grid.fov_mm,
+        l.cfg.output.dir.display()
+    );
+    Ok(())
+}
+
+/// `recon q`: Q into the cache, and stop.
+fn q_command<B>(backend: &B, l: &Loaded) -> Result<()>
+where
+    B: Backend,
+    B::Real: Stored,
+{
+    pipeline::check_memory(backend, l, pipeline::Work::Q)?;
+    let traj = pipeline::trajectory(l)?;
+    let t = Instant::now();
+    let (status, file) = pipeline::q_only(backend, l, &traj, &Bars)?;
+    println!(
+        "Q for {} samples on {:?}: {} in {:.2} s ({})",
+        traj.len(),
+        l.grid.doubled(),
+        status.word(),
+        t.elapsed().as_secs_f64(),
+        file.map(|f| f.display().to_string())
+            .unwrap_or_else(|| "cache disabled".into())
+    );
+    Ok(())
+}
+
+/// `recon simulate`: synthetic data, truth and anatomy into a scan file.
+fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
+    if let config::Source::Scan(_) = l.source {
+        anyhow::bail!("recon simulate writes synthetic data: the config must have [phantom] and [trajectory], not [scan]");
+    }
+    recon_io::check_writable_file(out).context("the scan file to write")?;
+    pipeline::check_host_memory(l, pipeline::Work::Simulate, 8, false)?;
+    let traj = pipeline::trajectory(l)?;
+    let inputs = pipeline::inputs(l, traj, &Bars)?;
+    let scan = recon_io::scan::Scan {
+        grid: l.grid,
+        traj: inputs.traj,
+        data: inputs.data,
+        truth: inputs.truth,
+        anatomy: inputs.anatomy,
+    };
+    recon_io::scan::write_scan(out, &scan).context("writing the scan file")?;
+    println!(
+        "wrote {}: {} samples, matrix {:?}, FOV {:?} mm, truth{}",
+        out.display(),
+        scan.traj.len(),
+        scan.grid.n,
+        scan.grid.fov_mm,
+        if scan.anatomy.is_some() {
+            " and anatomy"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
+fn run_pipeline<B>(backend: &B, l: &Loaded, outputs: recon_io::OutputDir) -> Result<()>
+where
+    B: Backend,
+    B::Real: Stored,
+{
+    let start = Instant::now();
+    let ui = Bars;
+    ui.log(&format!("device: {}", backend.describe()));
+    let t = Instant::now();
+    // Before anything large is made: do the device and the host hold it?
+    pipeline::check_memory(backend, l, pipeline::Work::Reconstruct)?;
+    let traj = pipeline::trajectory(l)?;
+    let inputs = pipeline::inputs(l, traj, &Bars)?;
+    let synth_s = t.elapsed().as_secs_f64();
+    ui.log(&format!(
+        "{} {} samples of `{}` on a {:?} grid in {synth_s:.2} s",
+        match l.source {
+            config::Source::Synthetic { .. } => "synthesised",
+            config::Source::Scan(_) => "read",
+        },
+        inputs.traj.len(),
+        l.data_name(),
+        l.grid.n
+    ));
+    let mut out = pipeline::reconstruct(backend, l, &inputs, &ui)?;
+    out.seconds.insert(0, ("synthesis", synth_s));
+    let iterative = pipeline::quality(&out.recon, inputs.truth.as_deref());
+    let gridding = pipeline::quality(&out.gridding, inputs.truth.as_deref());
+    let report = output::report(
+        l,
+        &inputs,
+        &out,
+        iterative.as_ref(),
+        gridding.as_ref(),
+        start.elapsed().as_secs_f64(),
+    );
+    let files = output::write(outputs, l, &inputs, &out, &report)?;
+
+    // One-screen summary.
+    println!("recon: {} ({})", l.path.display(), report.device);
+    println!(
+        "  data {}, {} samples, matrix {:?}, FOV {:?} mm, noise sigma {:.3e}",
+        report.data, report.samples, report.matrix, report.fov_mm, report.noise_sigma
+    );
+    println!(
+        "  CG: {} iterations, relative residual {:.3e}, lambda {} x peak Q = {:.3e}, W {}",
+        report.iterations,
+        report.relative_residual,
+        report.lambda,
+        report.lambda_abs,
+        format!("{:?}", report.regulariser).to_lowercase()
+    );
+    println!("  Q cache: {}", report.q_cache);
+    match (&iterative, &gridding) {
+        (Some(i), Some(g)) => {
+            println!("                 PSNR (dB)   error (%)");
+            println!(
+                "  iterative    {:>10.2}  {:>10.2}",
+                i.psnr_db, i.percent_error
+            );
+            println!(
+                "  gridding     {:>10.2}  {:>10.2}",
+                g.psnr_db, g.percent_error
+            );
+        }
+        _ => println!("  no true image in the scan file: PSNR not computed"),
+    }
+    let secs: Vec<String> = report
+        .seconds
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.2}"))
+        .collect();
+    println!("  seconds: {}", secs.join(", "));
+    println!(
+        "  wrote {} in {}",
+        files.join(", "),
+        l.cfg.output.dir.display()
+    );
+    Ok(())
+}

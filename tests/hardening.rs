@@ -1,0 +1,584 @@
+//! Bad input and faults: one test per crash, hang or broken promise of the
+//! hardening issue, each failing before its fix, and the fault tests
+//! (unwritable and full folders, signals during the commit, stale partial
+//! files of dead processes).
+
+mod common;
+
+use common::{files_under, interrupt, recon, recon_bin, repo};
+use recon_io::hdf5;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The small test config, with `edit` applied, in `dir`; its output folder
+/// is `dir/out`.
+fn config_with(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("configs/test-small.toml")).unwrap();
+    let phantom = repo().join("phantoms/shepp-logan.toml");
+    let text = text
+        .replace(
+            "../phantoms/shepp-logan.toml",
+            &phantom.display().to_string(),
+        )
+        .replace("../out/test-small", "out");
+    let path = dir.join("config.toml");
+    std::fs::write(&path, edit(text)).unwrap();
+    path
+}
+
+/// A config reconstructing scan `file`, with output folder `dir/out`.
+fn scan_config(dir: &Path, file: &Path, extra: &str) -> PathBuf {
+    let path = dir.join("scan.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[scan]\nfile = \"{}\"\n{extra}\n[solver]\niterations = 5\n[output]\ndir = \"out\"\n",
+            file.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Fails with exit status 1 (an error, not a panic or a signal), saying
+/// each of `expect`.
+fn fails_with(o: &Output, expect: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{:?}: {err}", o.status);
+    assert!(!err.contains("panicked"), "{err}");
+    for e in expect {
+        assert!(err.contains(e), "error should mention {e:?}:\n{err}");
+    }
+}
+
+/// A scan file written by recon, for the test-small phantom.
+fn scan_file(dir: &Path) -> PathBuf {
+    let cfg = config_with(dir, |t| t);
+    let scan = dir.join("scan.h5");
+    let o = recon(
+        &[
+            "simulate",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            scan.to_str().unwrap(),
+        ],
+        &dir.join("cache"),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    scan
+}
+
+// 1. No memory estimate on the CPU.
+#[test]
+fn a_run_too_large_for_the_host_is_refused_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let need_gib = 600.0; // a 1024^3 run on the CPU needs hundreds of GiB
+    if recon_core::memory::available_host_bytes()
+        .is_some_and(|b| recon_core::memory::gib(b) > need_gib)
+    {
+        println!("skipped: this machine has more than {need_gib} GiB free");
+        return;
+    }
+    for precision in ["f32", "f64"] {
+        let cfg = config_with(tmp.path(), |t| {
+            t.replace("matrix = 16", "matrix = 1024")
+                .replace("precision = \"f64\"", &format!("precision = \"{precision}\""))
+        });
+        let t = Instant::now();
+        let o = recon(
+            &["--config", cfg.to_str().unwrap(), "--device", "cpu"],
+            &tmp.path().join("cache"),
+        );
+        fails_with(&o, &["not enough memory", "GiB", "largest cubic matrix that fits is"]);
+        // Refused before the truth is rasterised or anything allocated.
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert!(!tmp.path().join("out").exists());
+    }
+    // The benchmark and `recon q` estimate too.
+    let o = recon(
+        &["bench", "--device", "cpu", "--matrix", "1024", "--samples", "10"],
+        tmp.path(),
+    );
+    fails_with(&o, &["not enough memory"]);
+    let o = recon(&["bench", "--matrix", "4000000", "--samples", "10"], tmp.path());
+    fails_with(&o, &["--matrix must be even, from 4 to 1024"]);
+}
+
+/// A scan file with the given matrix attribute and datasets (float32).
+fn write_scan_raw(path: &Path, matrix: [i64; 3], m: usize, declared_m: Option<usize>) {
+    let f = hdf5::File::create(path).unwrap();
+    let ks = f.create_group("kspace").unwrap();
+    ks.new_attr::<f64>()
+        .shape([3])
+        .create("fov_mm")
+        .unwrap()
+        .write_raw(&[240.0; 3])
+        .unwrap();
+    ks.new_attr::<i64>()
+        .shape([3])
+        .create("matrix")
+        .unwrap()
+        .write_raw(&matrix)
+        .unwrap();
+    match declared_m {
+        // Declared huge, chunked and never written: 50 KB on disk.
+        Some(big) => {
+            ks.new_dataset::<f32>()
+                .chunk([1024, 3])
+                .shape([big, 3])
+                .create("trajectory")
+                .unwrap();
+        }
+        None => {
+            ks.new_dataset::<f32>()
+                .shape([m, 3])
+                .create("trajectory")
+                .unwrap()
+                .write_raw(&vec![0.5f32; 3 * m])
+                .unwrap();
+        }
+    }
+    ks.new_dataset::<f32>()
+        .shape([m, 2])
+        .create("data")
+        .unwrap()
+        .write_raw(&vec![1.0f32; 2 * m])
+        .unwrap();
+    f.close().unwrap();
+}
+
+// 2. Overflowing voxel count.
+#[test]
+fn a_scan_file_matrix_beyond_the_limits_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scan = tmp.path().join("huge.h5");
+    write_scan_raw(&scan, [4194304; 3], 10, None);
+    let cfg = scan_config(tmp.path(), &scan, "[q]\ncache = false");
+    let o = recon(&["--config", cfg.to_str().unwrap()], tmp.path());
+    fails_with(&o, &["matrix", "from 4 to 1024"]);
+    // Odd and negative sizes too.
+    for m in [[15, 16, 16], [-16, 16, 16], [2, 16, 16]] {
+        write_scan_raw(&scan, m, 10, None);
+        let o = recon(&["--config", cfg.to_str().unwrap()], tmp.path());
+        fails_with(&o, &["matrix", "even, from 4 to 1024"]);
+    }
+    assert!(!tmp.path().join("out").exists());
+}
+
+// 3. Declared dataset sizes are trusted.
+#[test]
+fn declared_dataset_sizes_are_checked_before_reading() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scan = tmp.path().join("declared.h5");
+    write_scan_raw(&scan, [16; 3], 100, Some(1 << 36));
+    assert!(std::fs::metadata(&scan).unwrap().len() < 1 << 20);
+    let cfg = scan_config(tmp.path(), &scan, "");
+    let t = Instant::now();
+    let o = recon(&["--config", cfg.to_str().unwrap()], tmp.path());
+    fails_with(&o, &["kspace/data", "has 100 samples but kspace/trajectory has 68719476736"]);
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+// 4. An unwritable Q cache kills the run.
+#[test]
+fn an_unwritable_q_cache_is_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let cfg = config_with(tmp.path(), |t| t);
+    let first = recon(&["q", "--config", cfg.to_str().unwrap()], &cache);
+    assert!(first.status.success(), "{}", stderr(&first));
+    // A folder where the cache file should be: unreadable and unwritable,
+    // even by root.
+    let file = files_under(&cache).pop().expect("one cache file");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    let o = recon(&["--config", cfg.to_str().unwrap()], &cache);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(err.matches("not cached").count(), 1, "{err}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("out/report.json")).unwrap())
+            .unwrap();
+    assert_eq!(r["q_cache"], "not-stored");
+}
+
+/// Mounts a tmpfs of `kib` KiB at `dir`, or says why not (not root, no
+/// permission in this container).
+fn small_tmpfs(dir: &Path, kib: usize) -> Result<Tmpfs, String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let o = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+        .arg(dir)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !o.status.success() {
+        return Err(String::from_utf8_lossy(&o.stderr).trim().to_string());
+    }
+    Ok(Tmpfs(dir.to_path_buf()))
+}
+
+struct Tmpfs(PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn full_cache_and_output_folders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let small = tmp.path().join("small");
+    let _mount = match small_tmpfs(&small, 64) {
+        Ok(m) => m,
+        Err(why) => {
+            println!("skipped: cannot mount a small tmpfs ({why})");
+            return;
+        }
+    };
+    let cfg = config_with(tmp.path(), |t| t);
+    // A full cache folder: the run goes on and says so once. (Q at 16^3 in
+    // f64 is 512 KiB, far more than 64 KiB.)
+    let o = recon(&["--config", cfg.to_str().unwrap()], &small.join("cache"));
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(err.matches("not cached").count(), 1, "{err}");
+    assert!(files_under(&small).is_empty(), "{:?}", files_under(&small));
+    // A full output folder: an error naming the file, nothing left.
+    let out = small.join("out");
+    let o = recon(
+        &["--config", cfg.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
+    fails_with(&o, &["recon.h5"]);
+    assert!(files_under(&small).is_empty(), "{:?}", files_under(&small));
+    assert!(!out.exists());
+}
+
+// 5. The output commit is all or nothing.
+#[test]
+fn an_output_folder_with_foreign_files_is_refused_before_computing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(out.join("report.json")).unwrap();
+    let cfg = config_with(tmp.path(), |t| t);
+    let o = recon(&["--config", cfg.to_str().unwrap()], &tmp.path().join("cache"));
+    fails_with(&o, &["report.json", "recon did not write"]);
+    // Before Q: no cache file, and the folder is as it was.
+    assert!(files_under(&tmp.path().join("cache")).is_empty());
+    assert!(out.join("report.json").is_dir());
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+    // A file where the folder should be, and an unwritable parent.
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::write(&out, b"x").unwrap();
+    let o = recon(&["--config", cfg.to_str().unwrap()], &tmp.path().join("cache"));
+    fails_with(&o, &["exists and is not a folder"]);
+    let o = recon(
+        &["--config", cfg.to_str().unwrap(), "--out", "/proc/recon-out"],
+        &tmp.path().join("cache"),
+    );
+    fails_with(&o, &["/proc"]);
+    assert!(files_under(&tmp.path().join("cache")).is_empty());
+}
+
+#[test]
+fn a_new_run_replaces_the_earlier_outputs_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let cfg = config_with(tmp.path(), |t| t);
+    let o = recon(&["--config", cfg.to_str().unwrap()], &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = tmp.path().join("out");
+    assert!(out.join("truth.nii").exists());
+    // The ISMRMRD fixture has no truth: its run must not leave the
+    // synthetic run's truth.nii beside its own outputs.
+    let fixture = repo().join("tests/fixtures/test-small.ismrmrd.h5");
+    let scan = scan_config(tmp.path(), &fixture, "");
+    let o = recon(&["--config", scan.to_str().unwrap()], &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!out.join("truth.nii").exists());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    // The summary names every file written.
+    for f in ["recon.h5", "report.json", "recon.nii", "montage.png", "residual.png"] {
+        assert!(stdout.contains(f), "{f}: {stdout}");
+    }
+    // Nothing temporary beside the folder.
+    let names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with(".partial-")), "{names:?}");
+}
+
+// 5 and 6: SIGTERM and SIGHUP, during the computation and during the commit.
+#[test]
+fn sigterm_and_sighup_leave_the_earlier_outputs_or_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let cfg = config_with(tmp.path(), |t| t);
+    let out = tmp.path().join("out");
+    let args = ["--config", cfg.to_str().unwrap()];
+    for signal in ["TERM", "HUP"] {
+        // No earlier outputs: nothing at all is left.
+        let status = interrupt(
+            &args,
+            &cache,
+            &[("RECON_PAUSE_BEFORE_COMMIT_MS", "20000")],
+            "outputs staged",
+            signal,
+        );
+        assert_eq!(status.code(), Some(130), "{signal}: {status:?}");
+        assert!(!out.exists(), "{signal}: {:?}", files_under(tmp.path()));
+    }
+    // Earlier outputs: they stay as they were, whole.
+    let o = recon(&args, &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let before = std::fs::read(out.join("report.json")).unwrap();
+    let status = interrupt(
+        &args,
+        &cache,
+        &[("RECON_PAUSE_BEFORE_COMMIT_MS", "20000")],
+        "outputs staged",
+        "TERM",
+    );
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(std::fs::read(out.join("report.json")).unwrap(), before);
+    let names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with(".partial-")), "{names:?}");
+}
+
+// 6. Stale partial files of dead processes.
+#[test]
+fn stale_partial_files_of_dead_processes_are_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    // A process id that has just exited.
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = [
+        tmp.path().join(format!(".partial-{dead}-out")),
+        tmp.path().join(format!(".partial-{dead}-recon.h5")),
+        cache.join(format!(".partial-{dead}-q-0123.h5")),
+    ];
+    std::fs::create_dir(&stale[0]).unwrap();
+    std::fs::write(stale[0].join("recon.h5"), b"half").unwrap();
+    std::fs::write(&stale[1], b"half").unwrap();
+    std::fs::write(&stale[2], b"half").unwrap();
+    // A live process's partial file stays: this test's own.
+    let live = tmp.path().join(format!(".partial-{}-x", std::process::id()));
+    std::fs::write(&live, b"mine").unwrap();
+    let cfg = config_with(tmp.path(), |t| t);
+    let o = recon(&["--config", cfg.to_str().unwrap()], &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for s in &stale {
+        assert!(!s.exists(), "{} survived", s.display());
+    }
+    assert!(live.exists());
+}
+
+// 7. Command-line numbers.
+#[test]
+fn every_command_line_number_is_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config_with(tmp.path(), |t| t);
+    let c = cfg.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "--timing-voxels", "0"], "--timing-voxels must be at least 1"),
+        (&["bench", "--check-voxels", "0"], "--check-voxels must be at least 1"),
+        (&["bench", "--iterations", "0"], "--iterations must be at least 1"),
+        (&["bench", "--matrix", "7"], "--matrix must be even"),
+        (&["bench", "--samples", "0"], "--samples must be 1 to"),
+        (&["bench", "--variants", "9"], "--variants takes numbers from 1 to 6"),
+        (&["bench", "--tune", "3x100"], "--tune takes PERxBLOCK"),
+        (&["validate", "--config", c, "--sweep-points", "1"], "--sweep-points must be 2 to 1000"),
+        (&["validate", "--config", c, "--sweep-points", "0"], "--sweep-points must be 2 to 1000"),
+        (&["validate", "--config", c, "--lambda-min", "0"], "--lambda-min must be positive"),
+        (&["validate", "--config", c, "--lambda-max", "1e-4"], "--lambda-max must be finite and above"),
+        (&["validate", "--config", c, "--snr", "0"], "--snr must be positive"),
+        (&["validate", "--config", c, "--snr", "nan"], "--snr must be positive"),
+        (&["parboil-q", "in", "out", "--samples", "0"], "--samples must be at least 1"),
+    ];
+    for (args, expect) in cases {
+        let o = recon(args, tmp.path());
+        fails_with(&o, &[expect]);
+    }
+    assert!(!tmp.path().join("out").exists());
+    // Options a subcommand does not take are refused by the parser (exit 2).
+    for args in [
+        &["bench", "--config", c][..],
+        &["q", "--config", c, "--out", "x"],
+        &["parboil-q", "--config", c, "a", "b"],
+        &["--config", c, "q"],
+    ] {
+        let o = recon(args, tmp.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// The ISMRMRD fixture with `mutate` applied, at `path`.
+fn mutated_fixture(path: &Path, mutate: impl Fn(&mut Vec<u8>)) {
+    let mut b = std::fs::read(repo().join("tests/fixtures/test-small.ismrmrd.h5")).unwrap();
+    mutate(&mut b);
+    std::fs::write(path, b).unwrap();
+}
+
+// 8 and 9. Corrupted ISMRMRD files crash and hang HDF5: read in a child
+// process with a time limit, they are errors.
+#[test]
+fn corrupted_ismrmrd_files_that_crash_or_hang_hdf5_are_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let seg = tmp.path().join("segv.h5");
+    mutated_fixture(&seg, |b| b[108561] ^= 0x80);
+    let hang = tmp.path().join("hang.h5");
+    mutated_fixture(&hang, |b| b[111593..112105].fill(0));
+    for (file, expect) in [(&seg, "cannot read"), (&hang, "did not finish within 3 s")] {
+        let cfg = scan_config(tmp.path(), file, "");
+        let t = Instant::now();
+        let o = Command::new(recon_bin())
+            .args(["--config", cfg.to_str().unwrap()])
+            .env("HDF5_USE_FILE_LOCKING", "FALSE")
+            .env("RECON_CACHE_DIR", tmp.path().join("cache"))
+            .env("RECON_READ_TIMEOUT_S", "3")
+            .output()
+            .unwrap();
+        fails_with(&o, &[expect, &file.display().to_string()]);
+        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+        assert!(!tmp.path().join("out").exists());
+    }
+}
+
+// Poor results.
+#[test]
+fn an_os_error_is_printed_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = recon(&["--config", "/nonexistent/recon.toml"], tmp.path());
+    fails_with(&o, &["No such file or directory"]);
+    assert_eq!(stderr(&o).matches("No such file or directory").count(), 1, "{}", stderr(&o));
+    let o = recon(&["inspect", "/nonexistent.h5"], tmp.path());
+    assert_eq!(stderr(&o).matches("No such file or directory").count(), 1, "{}", stderr(&o));
+}
+
+#[test]
+fn non_finite_or_oversized_phantoms_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let phantom = tmp.path().join("huge.toml");
+    std::fs::write(
+        &phantom,
+        "name = \"huge\"\n[[ellipsoid]]\nvalue = 1.0\nsemi_axes_mm = [1e300, 1e300, 1e300]\ncentre_mm = [0.0, 0.0, 0.0]\n",
+    )
+    .unwrap();
+    let cfg = config_with(tmp.path(), |t| {
+        t.replace(
+            &repo().join("phantoms/shepp-logan.toml").display().to_string(),
+            &phantom.display().to_string(),
+        )
+    });
+    let o = recon(&["--config", cfg.to_str().unwrap()], tmp.path());
+    fails_with(&o, &["ellipsoid 1", "within 1e5 mm"]);
+}
+
+#[test]
+fn normalised_ismrmrd_trajectories_read_as_cycles_per_fov_are_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/test-small.ismrmrd.h5");
+    let o = recon(
+        &["inspect", fixture.to_str().unwrap(), "--trajectory-units", "cycles-per-fov"],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("looks normalised"), "{}", stderr(&o));
+    let o = recon(&["inspect", fixture.to_str().unwrap()], tmp.path());
+    assert!(o.status.success() && !stderr(&o).contains("warning"), "{}", stderr(&o));
+}
+
+#[test]
+fn parboil_inputs_that_overflow_or_hold_nothing_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = |phi: f32, num_k: i32| {
+        let mut b = Vec::new();
+        b.extend_from_slice(&num_k.to_le_bytes());
+        b.extend_from_slice(&2i32.to_le_bytes());
+        let k = num_k as usize;
+        for _ in 0..3 * k {
+            b.extend_from_slice(&0.1f32.to_le_bytes());
+        }
+        for _ in 0..6 {
+            b.extend_from_slice(&0.5f32.to_le_bytes());
+        }
+        for _ in 0..2 * k {
+            b.extend_from_slice(&phi.to_le_bytes());
+        }
+        b
+    };
+    let out = tmp.path().join("q.out");
+    for (bytes, expect) in [
+        (input(1e20, 4), "beyond float32's range"),
+        (input(1.0, 0), "at least one sample"),
+    ] {
+        let file = tmp.path().join("in.bin");
+        std::fs::write(&file, bytes).unwrap();
+        let o = recon(
+            &["parboil-q", file.to_str().unwrap(), out.to_str().unwrap(), "--device", "cpu"],
+            tmp.path(),
+        );
+        fails_with(&o, &[expect]);
+        assert!(!out.exists());
+    }
+}
+
+#[test]
+fn bench_finds_its_phantom_from_any_folder_and_shows_stages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(recon_bin())
+        .args([
+            "bench", "--device", "cpu", "--matrix", "8", "--samples", "500", "--iterations", "2",
+        ])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    // stderr is a pipe here: stage lines, not progress bars.
+    for line in ["Q: started", "Q: done in", "F^H D: done in", "CG: iteration 2/2"] {
+        assert!(err.contains(line), "{line}: {err}");
+    }
+    assert!(String::from_utf8_lossy(&o.stdout).contains("CG per iteration"));
+}
+
+#[test]
+fn a_run_logs_every_stage_when_stderr_is_not_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config_with(tmp.path(), |t| t);
+    let o = recon(&["--config", cfg.to_str().unwrap()], &tmp.path().join("cache"));
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    for stage in ["k-space", "truth", "Q", "F^H D", "gridding"] {
+        assert!(err.contains(&format!("{stage}: started")), "{stage}: {err}");
+        assert!(err.contains(&format!("{stage}: done in")), "{stage}: {err}");
+    }
+    assert!(err.contains("CG: iteration 30/30"), "{err}");
+}
+
+#[test]
+fn recon_check_reports_a_good_config_and_names_a_bad_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config_with(tmp.path(), |t| t);
+    let o = recon(&["check", "--config", cfg.to_str().unwrap()], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("OK"));
+    assert!(!tmp.path().join("out").exists());
+    let cfg = config_with(tmp.path(), |t| t.replace("iterations = 30", "iterations = 0"));
+    let o = recon(&["check", "--config", cfg.to_str().unwrap()], tmp.path());
+    fails_with(&o, &["solver.iterations"]);
+}
