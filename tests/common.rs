@@ -200,4 +200,3 @@ pub fn interrupt(
     reader.join().unwrap();
     status
 }
-

@@ -483,7 +483,9 @@ fn validate_writes_the_matrix_checks_and_sweep() {
             .filter(|c| c["what"].as_str().unwrap().contains("hardware"))
             .collect();
         assert_eq!(hw.len(), 2);
-        assert!(hw.iter().all(|c| c["passed"].is_null() && c["not_run"].is_string()));
+        assert!(hw
+            .iter()
+            .all(|c| c["passed"].is_null() && c["not_run"].is_string()));
         assert!(md.contains("NOT RUN"), "{md}");
     }
 }

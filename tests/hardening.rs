@@ -87,26 +87,46 @@ fn a_run_too_large_for_the_host_is_refused_at_once() {
     }
     for precision in ["f32", "f64"] {
         let cfg = config_with(tmp.path(), |t| {
-            t.replace("matrix = 16", "matrix = 1024")
-                .replace("precision = \"f64\"", &format!("precision = \"{precision}\""))
+            t.replace("matrix = 16", "matrix = 1024").replace(
+                "precision = \"f64\"",
+                &format!("precision = \"{precision}\""),
+            )
         });
         let t = Instant::now();
         let o = recon(
             &["--config", cfg.to_str().unwrap(), "--device", "cpu"],
             &tmp.path().join("cache"),
         );
-        fails_with(&o, &["not enough memory", "GiB", "largest cubic matrix that fits is"]);
+        fails_with(
+            &o,
+            &[
+                "not enough memory",
+                "GiB",
+                "largest cubic matrix that fits is",
+            ],
+        );
         // Refused before the truth is rasterised or anything allocated.
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         assert!(!tmp.path().join("out").exists());
     }
     // The benchmark and `recon q` estimate too.
     let o = recon(
-        &["bench", "--device", "cpu", "--matrix", "1024", "--samples", "10"],
+        &[
+            "bench",
+            "--device",
+            "cpu",
+            "--matrix",
+            "1024",
+            "--samples",
+            "10",
+        ],
         tmp.path(),
     );
     fails_with(&o, &["not enough memory"]);
-    let o = recon(&["bench", "--matrix", "4000000", "--samples", "10"], tmp.path());
+    let o = recon(
+        &["bench", "--matrix", "4000000", "--samples", "10"],
+        tmp.path(),
+    );
     fails_with(&o, &["--matrix must be even, from 4 to 1024"]);
 }
 
@@ -181,7 +201,13 @@ fn declared_dataset_sizes_are_checked_before_reading() {
     let cfg = scan_config(tmp.path(), &scan, "");
     let t = Instant::now();
     let o = recon(&["--config", cfg.to_str().unwrap()], tmp.path());
-    fails_with(&o, &["kspace/data", "has 100 samples but kspace/trajectory has 68719476736"]);
+    fails_with(
+        &o,
+        &[
+            "kspace/data",
+            "has 100 samples but kspace/trajectory has 68719476736",
+        ],
+    );
     assert!(t.elapsed() < Duration::from_secs(10));
 }
 
@@ -253,7 +279,12 @@ fn full_cache_and_output_folders() {
     // A full output folder: an error naming the file, nothing left.
     let out = small.join("out");
     let o = recon(
-        &["--config", cfg.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
         &tmp.path().join("cache"),
     );
     fails_with(&o, &["recon.h5"]);
@@ -268,7 +299,10 @@ fn an_output_folder_with_foreign_files_is_refused_before_computing() {
     let out = tmp.path().join("out");
     std::fs::create_dir_all(out.join("report.json")).unwrap();
     let cfg = config_with(tmp.path(), |t| t);
-    let o = recon(&["--config", cfg.to_str().unwrap()], &tmp.path().join("cache"));
+    let o = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
     fails_with(&o, &["report.json", "recon did not write"]);
     // Before Q: no cache file, and the folder is as it was.
     assert!(files_under(&tmp.path().join("cache")).is_empty());
@@ -277,10 +311,18 @@ fn an_output_folder_with_foreign_files_is_refused_before_computing() {
     // A file where the folder should be, and an unwritable parent.
     std::fs::remove_dir_all(&out).unwrap();
     std::fs::write(&out, b"x").unwrap();
-    let o = recon(&["--config", cfg.to_str().unwrap()], &tmp.path().join("cache"));
+    let o = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
     fails_with(&o, &["exists and is not a folder"]);
     let o = recon(
-        &["--config", cfg.to_str().unwrap(), "--out", "/proc/recon-out"],
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            "/proc/recon-out",
+        ],
         &tmp.path().join("cache"),
     );
     fails_with(&o, &["/proc"]);
@@ -305,7 +347,13 @@ fn a_new_run_replaces_the_earlier_outputs_whole() {
     assert!(!out.join("truth.nii").exists());
     let stdout = String::from_utf8_lossy(&o.stdout);
     // The summary names every file written.
-    for f in ["recon.h5", "report.json", "recon.nii", "montage.png", "residual.png"] {
+    for f in [
+        "recon.h5",
+        "report.json",
+        "recon.nii",
+        "montage.png",
+        "residual.png",
+    ] {
         assert!(stdout.contains(f), "{f}: {stdout}");
     }
     // Nothing temporary beside the folder.
@@ -313,7 +361,10 @@ fn a_new_run_replaces_the_earlier_outputs_whole() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(!names.iter().any(|n| n.starts_with(".partial-")), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with(".partial-")),
+        "{names:?}"
+    );
 }
 
 // 5 and 6: SIGTERM and SIGHUP, during the computation and during the commit.
@@ -353,7 +404,10 @@ fn sigterm_and_sighup_leave_the_earlier_outputs_or_nothing() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(!names.iter().any(|n| n.starts_with(".partial-")), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with(".partial-")),
+        "{names:?}"
+    );
 }
 
 // 6. Stale partial files of dead processes.
@@ -376,7 +430,9 @@ fn stale_partial_files_of_dead_processes_are_removed() {
     std::fs::write(&stale[1], b"half").unwrap();
     std::fs::write(&stale[2], b"half").unwrap();
     // A live process's partial file stays: this test's own.
-    let live = tmp.path().join(format!(".partial-{}-x", std::process::id()));
+    let live = tmp
+        .path()
+        .join(format!(".partial-{}-x", std::process::id()));
     std::fs::write(&live, b"mine").unwrap();
     let cfg = config_with(tmp.path(), |t| t);
     let o = recon(&["--config", cfg.to_str().unwrap()], &cache);
@@ -394,20 +450,53 @@ fn every_command_line_number_is_checked() {
     let cfg = config_with(tmp.path(), |t| t);
     let c = cfg.to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
-        (&["bench", "--timing-voxels", "0"], "--timing-voxels must be at least 1"),
-        (&["bench", "--check-voxels", "0"], "--check-voxels must be at least 1"),
-        (&["bench", "--iterations", "0"], "--iterations must be at least 1"),
+        (
+            &["bench", "--timing-voxels", "0"],
+            "--timing-voxels must be at least 1",
+        ),
+        (
+            &["bench", "--check-voxels", "0"],
+            "--check-voxels must be at least 1",
+        ),
+        (
+            &["bench", "--iterations", "0"],
+            "--iterations must be at least 1",
+        ),
         (&["bench", "--matrix", "7"], "--matrix must be even"),
         (&["bench", "--samples", "0"], "--samples must be 1 to"),
-        (&["bench", "--variants", "9"], "--variants takes numbers from 1 to 6"),
+        (
+            &["bench", "--variants", "9"],
+            "--variants takes numbers from 1 to 6",
+        ),
         (&["bench", "--tune", "3x100"], "--tune takes PERxBLOCK"),
-        (&["validate", "--config", c, "--sweep-points", "1"], "--sweep-points must be 2 to 1000"),
-        (&["validate", "--config", c, "--sweep-points", "0"], "--sweep-points must be 2 to 1000"),
-        (&["validate", "--config", c, "--lambda-min", "0"], "--lambda-min must be positive"),
-        (&["validate", "--config", c, "--lambda-max", "1e-4"], "--lambda-max must be finite and above"),
-        (&["validate", "--config", c, "--snr", "0"], "--snr must be positive"),
-        (&["validate", "--config", c, "--snr", "nan"], "--snr must be positive"),
-        (&["parboil-q", "in", "out", "--samples", "0"], "--samples must be at least 1"),
+        (
+            &["validate", "--config", c, "--sweep-points", "1"],
+            "--sweep-points must be 2 to 1000",
+        ),
+        (
+            &["validate", "--config", c, "--sweep-points", "0"],
+            "--sweep-points must be 2 to 1000",
+        ),
+        (
+            &["validate", "--config", c, "--lambda-min", "0"],
+            "--lambda-min must be positive",
+        ),
+        (
+            &["validate", "--config", c, "--lambda-max", "1e-4"],
+            "--lambda-max must be finite and above",
+        ),
+        (
+            &["validate", "--config", c, "--snr", "0"],
+            "--snr must be positive",
+        ),
+        (
+            &["validate", "--config", c, "--snr", "nan"],
+            "--snr must be positive",
+        ),
+        (
+            &["parboil-q", "in", "out", "--samples", "0"],
+            "--samples must be at least 1",
+        ),
     ];
     for (args, expect) in cases {
         let o = recon(args, tmp.path());
@@ -464,9 +553,19 @@ fn an_os_error_is_printed_once() {
     let tmp = tempfile::tempdir().unwrap();
     let o = recon(&["--config", "/nonexistent/recon.toml"], tmp.path());
     fails_with(&o, &["No such file or directory"]);
-    assert_eq!(stderr(&o).matches("No such file or directory").count(), 1, "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).matches("No such file or directory").count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
     let o = recon(&["inspect", "/nonexistent.h5"], tmp.path());
-    assert_eq!(stderr(&o).matches("No such file or directory").count(), 1, "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).matches("No such file or directory").count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -480,7 +579,10 @@ fn non_finite_or_oversized_phantoms_are_named() {
     .unwrap();
     let cfg = config_with(tmp.path(), |t| {
         t.replace(
-            &repo().join("phantoms/shepp-logan.toml").display().to_string(),
+            &repo()
+                .join("phantoms/shepp-logan.toml")
+                .display()
+                .to_string(),
             &phantom.display().to_string(),
         )
     });
@@ -493,13 +595,22 @@ fn normalised_ismrmrd_trajectories_read_as_cycles_per_fov_are_warned_about() {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = repo().join("tests/fixtures/test-small.ismrmrd.h5");
     let o = recon(
-        &["inspect", fixture.to_str().unwrap(), "--trajectory-units", "cycles-per-fov"],
+        &[
+            "inspect",
+            fixture.to_str().unwrap(),
+            "--trajectory-units",
+            "cycles-per-fov",
+        ],
         tmp.path(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("looks normalised"), "{}", stderr(&o));
     let o = recon(&["inspect", fixture.to_str().unwrap()], tmp.path());
-    assert!(o.status.success() && !stderr(&o).contains("warning"), "{}", stderr(&o));
+    assert!(
+        o.status.success() && !stderr(&o).contains("warning"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -529,7 +640,13 @@ fn parboil_inputs_that_overflow_or_hold_nothing_are_refused() {
         let file = tmp.path().join("in.bin");
         std::fs::write(&file, bytes).unwrap();
         let o = recon(
-            &["parboil-q", file.to_str().unwrap(), out.to_str().unwrap(), "--device", "cpu"],
+            &[
+                "parboil-q",
+                file.to_str().unwrap(),
+                out.to_str().unwrap(),
+                "--device",
+                "cpu",
+            ],
             tmp.path(),
         );
         fails_with(&o, &[expect]);
@@ -542,7 +659,15 @@ fn bench_finds_its_phantom_from_any_folder_and_shows_stages() {
     let tmp = tempfile::tempdir().unwrap();
     let o = Command::new(recon_bin())
         .args([
-            "bench", "--device", "cpu", "--matrix", "8", "--samples", "500", "--iterations", "2",
+            "bench",
+            "--device",
+            "cpu",
+            "--matrix",
+            "8",
+            "--samples",
+            "500",
+            "--iterations",
+            "2",
         ])
         .current_dir(tmp.path())
         .output()
@@ -550,7 +675,12 @@ fn bench_finds_its_phantom_from_any_folder_and_shows_stages() {
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     // stderr is a pipe here: stage lines, not progress bars.
-    for line in ["Q: started", "Q: done in", "F^H D: done in", "CG: iteration 2/2"] {
+    for line in [
+        "Q: started",
+        "Q: done in",
+        "F^H D: done in",
+        "CG: iteration 2/2",
+    ] {
         assert!(err.contains(line), "{line}: {err}");
     }
     assert!(String::from_utf8_lossy(&o.stdout).contains("CG per iteration"));
@@ -560,7 +690,10 @@ fn bench_finds_its_phantom_from_any_folder_and_shows_stages() {
 fn a_run_logs_every_stage_when_stderr_is_not_a_terminal() {
     let tmp = tempfile::tempdir().unwrap();
     let cfg = config_with(tmp.path(), |t| t);
-    let o = recon(&["--config", cfg.to_str().unwrap()], &tmp.path().join("cache"));
+    let o = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     for stage in ["k-space", "truth", "Q", "F^H D", "gridding"] {
@@ -578,7 +711,9 @@ fn recon_check_reports_a_good_config_and_names_a_bad_one() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("OK"));
     assert!(!tmp.path().join("out").exists());
-    let cfg = config_with(tmp.path(), |t| t.replace("iterations = 30", "iterations = 0"));
+    let cfg = config_with(tmp.path(), |t| {
+        t.replace("iterations = 30", "iterations = 0")
+    });
     let o = recon(&["check", "--config", cfg.to_str().unwrap()], tmp.path());
     fails_with(&o, &["solver.iterations"]);
 }

@@ -205,8 +205,23 @@ pub fn read_ismrmrd(
     let xml = xml
         .first()
         .ok_or_else(|| bad(path, "dataset/xml", "is empty"))?;
-    let doc = roxmltree::Document::parse(xml)
-        .map_err(|e| bad(path, "dataset/xml", format!("is not valid XML: {e}")))?;
+    // roxmltree 0.21.2 panics on some malformed non-ASCII input (slicing
+    // inside a character; found by the fuzz tests): a panic there is an
+    // invalid header too.
+    let parsed = std::panic::catch_unwind(|| roxmltree::Document::parse(xml));
+    let doc = match parsed {
+        Ok(Ok(doc)) => doc,
+        Ok(Err(e)) => {
+            return Err(bad(path, "dataset/xml", format!("is not valid XML: {e}")));
+        }
+        Err(_) => {
+            return Err(bad(
+                path,
+                "dataset/xml",
+                "is not valid XML (the XML parser failed on it)",
+            ));
+        }
+    };
     let mut matrix = [0i64; 3];
     let mut fov = [0f64; 3];
     for (d, axis) in ["x", "y", "z"].iter().enumerate() {
