@@ -200,3 +200,31 @@ pub fn interrupt(
     reader.join().unwrap();
     status
 }
+
+/// The small test config (`configs/test-small.toml`) with `edit` applied,
+/// written to `dir/config.toml`; its output folder is `dir/out`.
+pub fn config_with(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("configs/test-small.toml")).unwrap();
+    let phantom = repo().join("phantoms/shepp-logan.toml");
+    let text = text
+        .replace(
+            "../phantoms/shepp-logan.toml",
+            &phantom.display().to_string().replace('\\', "/"),
+        )
+        .replace("../out/test-small", "out");
+    let path = dir.join("config.toml");
+    std::fs::write(&path, edit(text)).unwrap();
+    path
+}
+
+/// Fails if `dir` holds a temporary `.partial-*` file or folder.
+pub fn assert_no_partials(dir: &Path) {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with(".partial-")),
+        "{names:?}"
+    );
+}

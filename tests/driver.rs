@@ -2,24 +2,9 @@
 
 mod common;
 
-use common::{files_under, interrupt, recon, repo};
-use std::path::{Path, PathBuf};
+use common::{config_with, files_under, interrupt, recon, repo};
+use std::path::Path;
 use std::process::Command;
-
-/// A valid small config, with `edit` applied to its text, written to `dir`.
-fn config_with(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join("configs/test-small.toml")).unwrap();
-    let phantom = repo().join("phantoms/shepp-logan.toml");
-    let text = text
-        .replace(
-            "../phantoms/shepp-logan.toml",
-            &phantom.display().to_string().replace('\\', "/"),
-        )
-        .replace("../out/test-small", "out");
-    let path = dir.join("config.toml");
-    std::fs::write(&path, edit(text)).unwrap();
-    path
-}
 
 /// Runs a broken config and checks the error names what it should and
 /// nothing was written.

@@ -424,6 +424,52 @@ fn fuzz_ismrmrd_files() {
     run_hdf5_cases("ISMRMRD files", cases);
 }
 
+/// Counts the in-process cases accepted and refused; a panic fails the
+/// test, naming the case.
+#[derive(Default)]
+struct Tally {
+    accepted: usize,
+    refused: usize,
+}
+
+impl Tally {
+    /// Runs one case: `f` returns the parser's result, and `check` what an
+    /// accepted input must satisfy.
+    fn case<T, E: std::fmt::Display>(
+        &mut self,
+        what: impl Fn() -> String,
+        f: impl FnOnce() -> Result<T, E>,
+        check: impl FnOnce(T),
+    ) {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match f() {
+            Ok(v) => {
+                check(v);
+                true
+            }
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                false
+            }
+        }));
+        match r {
+            Ok(true) => self.accepted += 1,
+            Ok(false) => self.refused += 1,
+            Err(_) => panic!("{} panicked", what()),
+        }
+    }
+
+    fn report(&self, name: &str) {
+        println!(
+            "{name}: {} accepted, {} refused",
+            self.accepted, self.refused
+        );
+        assert!(
+            self.accepted > 0 && self.refused > 0,
+            "{name}: the mutations should give both"
+        );
+    }
+}
+
 /// A small valid Parboil mri-q input.
 fn parboil_input(rng: &mut Rng, num_k: usize, num_x: usize) -> Vec<u8> {
     let mut b = Vec::new();
@@ -441,7 +487,7 @@ fn fuzz_parboil_inputs() {
     let base = parboil_input(&mut rng, 40, 16);
     recon_parboil::parse_input(&base, "base", None).unwrap();
     let cpu = recon_core::CpuBackend::<f64>::new();
-    let (mut ok, mut refused) = (0, 0);
+    let mut tally = Tally::default();
     for i in 0..TEXT_CASES {
         let (mut b, what) = mutate_bytes(&base, &mut rng, Some(0..8));
         if i % 5 == 0 && b.len() >= 8 {
@@ -461,34 +507,23 @@ fn fuzz_parboil_inputs() {
             b[at..at + 4].copy_from_slice(&v.to_le_bytes());
         }
         let samples = [None, Some(0), Some(1), Some(usize::MAX)][rng.below(4)];
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            match recon_parboil::parse_input(&b, "fuzz", samples) {
-                Ok(input) => {
-                    let q = recon_parboil::compute_q(&cpu, &input, &mut |_, _| {}).unwrap();
-                    // The parser's checks keep Q finite.
-                    assert!(q
-                        .iter()
-                        .all(|c: &Complex<f64>| c.re.is_finite() && c.im.is_finite()));
-                    let out = recon_parboil::output_bytes(&q);
-                    recon_parboil::parse_output(&out, "out").unwrap();
-                    true
-                }
-                Err(e) => {
-                    assert!(!e.to_string().is_empty());
-                    false
-                }
-            }
-        }));
-        match r {
-            Ok(true) => ok += 1,
-            Ok(false) => refused += 1,
-            Err(_) => panic!("Parboil case {i} ({what}, samples {samples:?}) panicked"),
-        }
+        tally.case(
+            || format!("Parboil case {i} ({what}, samples {samples:?})"),
+            || recon_parboil::parse_input(&b, "fuzz", samples),
+            |input| {
+                let q = recon_parboil::compute_q(&cpu, &input, &mut |_, _| {}).unwrap();
+                // The parser's checks keep Q finite.
+                assert!(q
+                    .iter()
+                    .all(|c: &Complex<f64>| c.re.is_finite() && c.im.is_finite()));
+                let out = recon_parboil::output_bytes(&q);
+                recon_parboil::parse_output(&out, "out").unwrap();
+            },
+        );
         // Output files too.
         let _ = recon_parboil::parse_output(&b, "fuzz output");
     }
-    println!("Parboil inputs: {ok} accepted, {refused} refused");
-    assert!(ok > 0 && refused > 0);
+    tally.report("Parboil inputs");
 }
 
 /// Line-aware mutations of a TOML text: values replaced by odd tokens,
@@ -571,7 +606,7 @@ fn mutate_toml(base: &str, rng: &mut Rng) -> String {
 fn fuzz_configs() {
     let tmp = tempfile::tempdir().unwrap();
     let mut rng = Rng::new(99);
-    let (mut ok, mut refused) = (0, 0);
+    let mut tally = Tally::default();
     for name in ["test-small", "sodium", "shepp-logan"] {
         let base = std::fs::read_to_string(repo().join(format!("configs/{name}.toml")))
             .unwrap()
@@ -583,37 +618,33 @@ fn fuzz_configs() {
             let text = mutate_toml(&base, &mut rng);
             let path = tmp.path().join(format!("{name}-{i}.toml"));
             std::fs::write(&path, &text).unwrap();
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let parsed = recon::config::Config::parse(&text).and_then(|c| c.validate());
-                // load: parse, validate, and load the phantoms it names.
-                let loaded = recon::config::load(&path, None);
-                if let Err(e) = &loaded {
-                    assert!(!recon::error_chain(e).is_empty());
-                }
-                parsed.is_ok() && loaded.is_ok()
-            }));
-            match r {
-                Ok(true) => ok += 1,
-                Ok(false) => refused += 1,
-                Err(_) => panic!("config {name} case {i} panicked:\n{text}"),
-            }
+            tally.case(
+                || format!("config {name} case {i}:\n{text}"),
+                || {
+                    recon::config::Config::parse(&text)?.validate()?;
+                    // load: also the phantoms the config names.
+                    recon::config::load(&path, None)
+                },
+                |_| {},
+            );
         }
     }
-    println!("configs: {ok} accepted, {refused} refused");
-    assert!(ok > 0 && refused > 0);
+    tally.report("configs");
 }
 
 #[test]
 fn fuzz_phantoms() {
     let mut rng = Rng::new(5);
     let grid = Grid::new([4, 4, 4], [240.0; 3]).unwrap();
-    let (mut ok, mut refused) = (0, 0);
+    let mut tally = Tally::default();
     for name in ["shepp-logan", "sodium-brain", "sodium-brain-pd"] {
         let base = std::fs::read_to_string(repo().join(format!("phantoms/{name}.toml"))).unwrap();
         for i in 0..TEXT_CASES / 3 {
             let text = mutate_toml(&base, &mut rng);
-            let r = std::panic::catch_unwind(|| match recon_synth::Phantom::parse(&text, "fuzz") {
-                Ok(p) => {
+            tally.case(
+                || format!("phantom {name} case {i}:\n{text}"),
+                || recon_synth::Phantom::parse(&text, "fuzz"),
+                |p| {
                     // Accepted phantoms give finite data and truth.
                     let d = p.kspace(&grid, &[[0.0; 3], [1.5, -2.0, 0.5], [2.0, 2.0, -2.0]]);
                     assert!(
@@ -621,20 +652,9 @@ fn fuzz_phantoms() {
                         "{d:?}"
                     );
                     assert!(p.rasterise(&grid, 1).iter().all(|v| v.is_finite()));
-                    true
-                }
-                Err(e) => {
-                    assert!(!e.to_string().is_empty());
-                    false
-                }
-            });
-            match r {
-                Ok(true) => ok += 1,
-                Ok(false) => refused += 1,
-                Err(_) => panic!("phantom {name} case {i} panicked:\n{text}"),
-            }
+                },
+            );
         }
     }
-    println!("phantoms: {ok} accepted, {refused} refused");
-    assert!(ok > 0 && refused > 0);
+    tally.report("phantoms");
 }

@@ -5,27 +5,11 @@
 
 mod common;
 
-use common::{files_under, interrupt, recon, recon_bin, repo};
+use common::{assert_no_partials, config_with, files_under, interrupt, recon, recon_bin, repo};
 use recon_io::hdf5;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-/// The small test config, with `edit` applied, in `dir`; its output folder
-/// is `dir/out`.
-fn config_with(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join("configs/test-small.toml")).unwrap();
-    let phantom = repo().join("phantoms/shepp-logan.toml");
-    let text = text
-        .replace(
-            "../phantoms/shepp-logan.toml",
-            &phantom.display().to_string(),
-        )
-        .replace("../out/test-small", "out");
-    let path = dir.join("config.toml");
-    std::fs::write(&path, edit(text)).unwrap();
-    path
-}
 
 /// A config reconstructing scan `file`, with output folder `dir/out`.
 fn scan_config(dir: &Path, file: &Path, extra: &str) -> PathBuf {
@@ -54,24 +38,6 @@ fn fails_with(o: &Output, expect: &[&str]) {
     for e in expect {
         assert!(err.contains(e), "error should mention {e:?}:\n{err}");
     }
-}
-
-/// A scan file written by recon, for the test-small phantom.
-fn scan_file(dir: &Path) -> PathBuf {
-    let cfg = config_with(dir, |t| t);
-    let scan = dir.join("scan.h5");
-    let o = recon(
-        &[
-            "simulate",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--out",
-            scan.to_str().unwrap(),
-        ],
-        &dir.join("cache"),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    scan
 }
 
 // 1. No memory estimate on the CPU.
@@ -357,14 +323,7 @@ fn a_new_run_replaces_the_earlier_outputs_whole() {
         assert!(stdout.contains(f), "{f}: {stdout}");
     }
     // Nothing temporary beside the folder.
-    let names: Vec<String> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        !names.iter().any(|n| n.starts_with(".partial-")),
-        "{names:?}"
-    );
+    assert_no_partials(tmp.path());
 }
 
 // 5 and 6: SIGTERM and SIGHUP, during the computation and during the commit.
@@ -400,14 +359,7 @@ fn sigterm_and_sighup_leave_the_earlier_outputs_or_nothing() {
     );
     assert_eq!(status.code(), Some(130));
     assert_eq!(std::fs::read(out.join("report.json")).unwrap(), before);
-    let names: Vec<String> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        !names.iter().any(|n| n.starts_with(".partial-")),
-        "{names:?}"
-    );
+    assert_no_partials(tmp.path());
 }
 
 // 6. Stale partial files of dead processes.
@@ -716,4 +668,49 @@ fn recon_check_reports_a_good_config_and_names_a_bad_one() {
     });
     let o = recon(&["check", "--config", cfg.to_str().unwrap()], tmp.path());
     fails_with(&o, &["solver.iterations"]);
+}
+
+#[test]
+fn a_lambda_sweep_extends_its_range_until_the_best_is_inside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config_with(tmp.path(), |t| t);
+    let out = tmp.path().join("val");
+    // lambda from 10 to 100 over-smooths: the best is below the range.
+    let o = recon(
+        &[
+            "validate",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--lambda-sweep",
+            "--sweeps-only",
+            "--lambda-min",
+            "10",
+            "--lambda-max",
+            "100",
+            "--sweep-points",
+            "2",
+        ],
+        &tmp.path().join("cache"),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap())
+            .unwrap();
+    let pts = v["lambda_sweep"].as_array().unwrap();
+    let lambdas: Vec<f64> = pts.iter().map(|p| p["lambda"].as_f64().unwrap()).collect();
+    assert!(lambdas.len() > 2, "{lambdas:?}");
+    assert!(lambdas[0] < 10.0, "{lambdas:?}");
+    // Sorted, and the best is inside unless the report says otherwise.
+    assert!(lambdas.windows(2).all(|w| w[0] < w[1]), "{lambdas:?}");
+    let best = v["best_lambda"].as_f64().unwrap();
+    let md = std::fs::read_to_string(out.join("validation.md")).unwrap();
+    if best == lambdas[0] {
+        assert_eq!(v["best_lambda_at_range_edge"], true);
+        assert!(md.contains("widen --lambda-min"), "{md}");
+    } else {
+        assert_eq!(v["best_lambda_at_range_edge"], false);
+        assert!(best > lambdas[0] && best < lambdas[lambdas.len() - 1]);
+    }
 }
