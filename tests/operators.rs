@@ -181,7 +181,7 @@ fn gridding_estimates_voxel_values() {
     let integral = phantom.fourier([0.0; 3]).re;
     // The image's sum weighs the samples within about one cycle/FOV of the
     // centre, where 3000 spokes crowd and Pipe-Menon's weights are least
-    // exact: 2.2% off here; allow 3%.
+    // exact: 2.5% off here; allow 3%.
     assert!(
         (sum / integral - 1.0).abs() < 0.03,
         "integral {sum:.4e} vs {integral:.4e}"
@@ -195,37 +195,48 @@ fn gridding_estimates_voxel_values() {
 
 #[test]
 fn gridding_mean_inside_the_object_matches_the_truth() {
-    // The shipped Shepp-Logan config: 32^3, twisted projections, whose
-    // samples lie farther apart than one cell of the oversampled grid.
+    // The two shipped configs: Shepp-Logan at 32^3 and the sodium phantom at
+    // 48^3, both on twisted projections whose samples lie farther apart
+    // than one cell of the oversampled grid.
     use recon_synth::{Phantom, Trajectory};
-    let grid = Grid::new([32; 3], [240.0; 3]).unwrap();
-    let phantom = Phantom::load(&common::repo().join("phantoms/shepp-logan.toml")).unwrap();
-    let traj = Trajectory::Tpi {
-        cones: 16,
-        projections: 600,
-        samples: 60,
-        p: 0.25,
-        kmax: 1.0,
-    }
-    .generate(&grid)
-    .unwrap();
-    let data = phantom.kspace(&grid, &traj);
-    let img = recon_gridding::reconstruct(&grid, &traj, &data, &recon_gridding::Params::default())
+    for (phantom, n, cones, projections, samples, p) in [
+        ("shepp-logan", 32, 16, 600, 60, 0.25),
+        ("sodium-brain", 48, 24, 1200, 100, 0.3),
+    ] {
+        let grid = Grid::new([n; 3], [240.0; 3]).unwrap();
+        let phantom =
+            Phantom::load(&common::repo().join(format!("phantoms/{phantom}.toml"))).unwrap();
+        let traj = Trajectory::Tpi {
+            cones,
+            projections,
+            samples,
+            p,
+            kmax: 1.0,
+        }
+        .generate(&grid)
         .unwrap();
-    let truth = phantom.rasterise(&grid, 4);
-    let peak = truth.iter().cloned().fold(0.0, f64::max);
-    // Inside the object: where the truth is at least a tenth of its peak.
-    let inside: Vec<usize> = (0..truth.len())
-        .filter(|&i| truth[i] >= 0.1 * peak)
-        .collect();
-    let mean =
-        |v: &dyn Fn(usize) -> f64| inside.iter().map(|&i| v(i)).sum::<f64>() / inside.len() as f64;
-    let (g, t) = (mean(&|i| img[i].norm()), mean(&|i| truth[i]));
-    // 0.995 of the truth (the one-cell trilinear kernel gave 0.41, and a
-    // Kaiser-Bessel kernel with Pipe-Menon's own scale 0.77); the issue's
-    // bound is 5%.
-    assert!(
-        (g / t - 1.0).abs() < 0.05,
-        "gridding mean {g:.4} against the truth's {t:.4}"
-    );
+        let data = phantom.kspace(&grid, &traj);
+        let img =
+            recon_gridding::reconstruct(&grid, &traj, &data, &recon_gridding::Params::default())
+                .unwrap();
+        let truth = phantom.rasterise(&grid, 4);
+        let peak = truth.iter().cloned().fold(0.0, f64::max);
+        // Inside the object: where the truth is at least a tenth of its peak.
+        let inside: Vec<usize> = (0..truth.len())
+            .filter(|&i| truth[i] >= 0.1 * peak)
+            .collect();
+        let mean = |v: &dyn Fn(usize) -> f64| {
+            inside.iter().map(|&i| v(i)).sum::<f64>() / inside.len() as f64
+        };
+        let (g, t) = (mean(&|i| img[i].norm()), mean(&|i| truth[i]));
+        // Measured: 0.985 (Shepp-Logan) and 1.021 (sodium) of the truth.
+        // The one-cell trilinear kernel gave 0.41 and 0.84; a Kaiser-Bessel
+        // kernel with Pipe-Menon's own scale 0.77 and 1.21. The issue's
+        // bound is 5%.
+        assert!(
+            (g / t - 1.0).abs() < 0.05,
+            "{}: gridding mean {g:.4} against the truth's {t:.4}",
+            phantom.name
+        );
+    }
 }

@@ -231,17 +231,18 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
 /// Checks the memory a command needs on `backend` (and on the host),
 /// before anything is allocated; the error says what would fit.
 pub fn check_memory<B: Backend>(backend: &B, l: &Loaded, work: Work) -> Result<()> {
+    // The device first: it is the smaller memory, and its message names
+    // the largest matrix the GPU holds.
     let gpu_free = backend.memory_available();
+    if let Some(free) = gpu_free {
+        check_device_memory(&backend.describe(), free, l.grid.n, samples(l)?)?;
+    }
     check_host_memory(
         l,
         work,
         std::mem::size_of::<B::Real>() as u64,
         gpu_free.is_some(),
-    )?;
-    if let Some(free) = gpu_free {
-        check_device_memory(&backend.describe(), free, l.grid.n, samples(l)?)?;
-    }
-    Ok(())
+    )
 }
 
 /// The device side of [`check_memory`].
