@@ -376,11 +376,15 @@ fn stale_partial_files_of_dead_processes_are_removed() {
         tmp.path().join(format!(".partial-{dead}-out")),
         tmp.path().join(format!(".partial-{dead}-recon.h5")),
         cache.join(format!(".partial-{dead}-q-0123.h5")),
+        // As older versions left them, inside the output folder.
+        tmp.path().join(format!("out/.partial-{dead}-report.json")),
     ];
     std::fs::create_dir(&stale[0]).unwrap();
     std::fs::write(stale[0].join("recon.h5"), b"half").unwrap();
-    std::fs::write(&stale[1], b"half").unwrap();
-    std::fs::write(&stale[2], b"half").unwrap();
+    std::fs::create_dir(tmp.path().join("out")).unwrap();
+    for s in &stale[1..] {
+        std::fs::write(s, b"half").unwrap();
+    }
     // A live process's partial file stays: this test's own.
     let live = tmp
         .path()

@@ -311,8 +311,11 @@ impl Drop for OutputDir {
     }
 }
 
-/// Refuses a folder that holds anything recon's manifest does not list.
+/// Refuses a folder that holds anything recon's manifest does not list
+/// (after removing temporary files of dead processes, which older versions
+/// of recon left inside the folder).
 fn check_only_ours(dir: &Path) -> Result<(), IoError> {
+    remove_stale_partials(dir);
     let listed: Vec<String> = std::fs::read_to_string(dir.join(MANIFEST))
         .map(|s| s.lines().map(str::to_string).collect())
         .unwrap_or_default();

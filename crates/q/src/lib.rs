@@ -187,6 +187,8 @@ where
             CacheStatus::Disabled,
         ));
     };
+    // Housekeeping: temporary files of runs that were killed while storing.
+    recon_io::remove_stale_partials(&cache.dir);
     let key = key(grid, traj, B::Real::NAME);
     let status = match cache.load::<B::Real>(&key, grid) {
         Ok(Some(q)) => return Ok((q, CacheStatus::Hit)),
