@@ -285,6 +285,11 @@ impl OutputDir {
         std::fs::write(&manifest, list).map_err(io(&manifest, "write"))?;
         sync_file(&manifest)?;
         sync_file(&self.staging)?;
+        // Again: a file put into the folder during the run must not be
+        // swapped out and deleted with the earlier outputs.
+        if self.target.is_dir() {
+            check_only_ours(&self.target)?;
+        }
         {
             let mut registry = partial();
             swap(&mut registry, &self.staging, &self.target)?;
@@ -395,5 +400,58 @@ fn swap(registry: &mut Vec<PathBuf>, from: &Path, to: &Path) -> Result<(), IoErr
             Ok(())
         }
         _ => Err(io(to, "move the outputs into place")(err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn output_folders_are_replaced_whole_and_foreign_files_kept() {
+        let tmp = std::env::temp_dir().join(format!("recon-outdir-{}", std::process::id()));
+        let target = tmp.join("out");
+        let write = |d: &mut OutputDir, name: &str| {
+            d.stage::<IoError>(name, |p| std::fs::write(p, name).map_err(io(p, "write")))
+                .unwrap()
+        };
+        // First set: a and b.
+        let mut d = OutputDir::prepare(&target).unwrap();
+        write(&mut d, "a");
+        write(&mut d, "b");
+        assert_eq!(d.commit().unwrap(), ["a", "b"]);
+        assert_eq!(names(&target), [MANIFEST, "a", "b"]);
+        // Second set replaces it whole: b and c, no a.
+        let mut d = OutputDir::prepare(&target).unwrap();
+        write(&mut d, "b");
+        write(&mut d, "c");
+        d.commit().unwrap();
+        assert_eq!(names(&target), [MANIFEST, "b", "c"]);
+        // A file a user puts there during a run stops the commit, and stays.
+        let mut d = OutputDir::prepare(&target).unwrap();
+        write(&mut d, "d");
+        std::fs::write(target.join("notes.txt"), "mine").unwrap();
+        let err = d.commit().unwrap_err().to_string();
+        assert!(err.contains("notes.txt"), "{err}");
+        assert_eq!(names(&target), [MANIFEST, "b", "c", "notes.txt"]);
+        // And from then on the folder is refused before any work.
+        assert!(OutputDir::prepare(&target).is_err());
+        // An abandoned build leaves nothing beside the folder.
+        std::fs::remove_file(target.join("notes.txt")).unwrap();
+        let mut d = OutputDir::prepare(&target).unwrap();
+        write(&mut d, "e");
+        drop(d);
+        assert_eq!(names(&tmp), ["out"]);
+        assert_eq!(names(&target), [MANIFEST, "b", "c"]);
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }
