@@ -1,0 +1,409 @@
+//! Non-uniform FFTs on the CPU, the way FINUFFT computes them (Barnett,
+//! Magland and af Klinteberg 2019): spread with the exponential-of-semicircle
+//! kernel onto a grid upsampled by sigma = 2, FFT, and divide by the
+//! kernel's Fourier transform (type 1); or the same steps in reverse
+//! (type 2). The kernel's width and shape follow from the tolerance.
+//!
+//! Conventions (FINUFFT's, 3-D, modes centred):
+//! - type 1: `f[k] = sum_m c_m exp(s i k . x_m)` for `k_d` in `-M_d/2 .. M_d/2`;
+//! - type 2: `c_m = sum_k f[k] exp(s i k . x_m)`;
+//!
+//! with `s = ±1`, points `x_m` in radians (periodic in 2 pi), and `f`
+//! stored x fastest with mode `-M_d/2` first. recon's sums map onto these
+//! with `x_m = 2 pi k_m / N_d` (k in cycles/FOV): F^H D is type 1 with
+//! `s = +1` on the image grid, Q is type 1 on the doubled grid, and the
+//! forward model is type 2 with `s = -1`.
+//!
+//! This first engine is single-threaded and float64: the reference the
+//! parallel and GPU spreaders will be tested against, itself tested here
+//! against direct summation.
+
+use recon_core::{Backend, Complex, CpuBackend, Direction};
+
+/// Kernel width limits, in grid cells: 3 serves tolerance 1e-1, 16 1e-14.
+const MIN_WIDTH: usize = 2;
+const MAX_WIDTH: usize = 16;
+
+/// The exponential-of-semicircle kernel `exp(beta (sqrt(1 - z^2) - 1))`,
+/// `z = 2 t / w` for an offset of `t` grid cells, zero beyond `|z| = 1`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Kernel {
+    /// Width in grid cells.
+    pub width: usize,
+    pub beta: f64,
+}
+
+impl Kernel {
+    /// For upsampling 2: `w = ceil(log10(1 / tol)) + 2`, `beta = 2.30 w`
+    /// (less for the narrowest, as FINUFFT tunes them). FINUFFT takes one
+    /// cell less, and its relative L2 error is then 1 to 3 times the
+    /// tolerance (measured here, 3-D, tolerances 1e-2 to 1e-12); one more
+    /// cell keeps the error below the tolerance, as recon promises.
+    pub fn for_tolerance(tol: f64) -> Result<Kernel, String> {
+        if !(tol.is_finite() && (1e-14..=1e-1).contains(&tol)) {
+            return Err(format!("tolerance must lie in [1e-14, 1e-1], got {tol}"));
+        }
+        let width = ((1.0 / tol).log10().ceil() as usize + 2).clamp(MIN_WIDTH, MAX_WIDTH);
+        // beta / w as FINUFFT tunes it for the narrowest kernels.
+        let per_cell = match width {
+            2 => 2.20,
+            3 => 2.26,
+            4 => 2.38,
+            _ => 2.30,
+        };
+        Ok(Kernel {
+            width,
+            beta: per_cell * width as f64,
+        })
+    }
+
+    /// The kernel at an offset of `t` cells.
+    pub fn at(&self, t: f64) -> f64 {
+        let z = 2.0 * t / self.width as f64;
+        if z.abs() >= 1.0 {
+            return 0.0;
+        }
+        (self.beta * ((1.0 - z * z).sqrt() - 1.0)).exp()
+    }
+
+    /// Its Fourier transform `int K(t) cos(2 pi t xi) dt` (t in cells, xi
+    /// in cycles per cell), by Gauss-Legendre quadrature in z: the kernel is
+    /// smooth inside its support and negligible (e^-beta) at its ends.
+    pub fn transform(&self, xi: f64) -> f64 {
+        let half = self.width as f64 / 2.0;
+        gauss_legendre(4 * self.width + 8)
+            .iter()
+            .map(|(z, w)| {
+                let t = half * z;
+                w * self.at(t) * (2.0 * std::f64::consts::PI * t * xi).cos()
+            })
+            .sum::<f64>()
+            * half
+    }
+}
+
+/// Nodes and weights of `n`-point Gauss-Legendre quadrature on [-1, 1],
+/// by Newton's iteration on the Legendre recurrence.
+fn gauss_legendre(n: usize) -> Vec<(f64, f64)> {
+    (0..n)
+        .map(|i| {
+            let mut x = (std::f64::consts::PI * (i as f64 + 0.75) / (n as f64 + 0.5)).cos();
+            let mut dp = 1.0;
+            for _ in 0..100 {
+                let (mut p0, mut p1) = (1.0, x);
+                for k in 2..=n {
+                    let p2 = ((2 * k - 1) as f64 * x * p1 - (k - 1) as f64 * p0) / k as f64;
+                    p0 = p1;
+                    p1 = p2;
+                }
+                // P_n(x) = p1, P_{n-1}(x) = p0
+                dp = n as f64 * (x * p1 - p0) / (x * x - 1.0);
+                let dx = p1 / dp;
+                x -= dx;
+                if dx.abs() < 1e-16 {
+                    break;
+                }
+            }
+            (x, 2.0 / ((1.0 - x * x) * dp * dp))
+        })
+        .collect()
+}
+
+/// A plan for one mode shape, kernel and sign: the upsampled grid and the
+/// kernel's transform per axis, computed once and reused for any points.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Modes per axis, x y z.
+    pub modes: [usize; 3],
+    /// The upsampled grid per axis (even, at least 2 modes and the kernel's width).
+    pub fine: [usize; 3],
+    pub kernel: Kernel,
+    /// +1 or -1: the sign of the exponent.
+    pub sign: i32,
+    /// `1 / K^(k / fine)` per axis, for modes `-M/2 .. M/2`.
+    correction: [Vec<f64>; 3],
+}
+
+impl Plan {
+    /// A plan for `modes` (each at least 1) at tolerance `tol`.
+    pub fn new(modes: [usize; 3], tol: f64, sign: i32) -> Result<Plan, String> {
+        if modes.contains(&0) {
+            return Err(format!("every axis needs at least one mode, got {modes:?}"));
+        }
+        if sign != 1 && sign != -1 {
+            return Err(format!("the sign must be +1 or -1, got {sign}"));
+        }
+        let kernel = Kernel::for_tolerance(tol)?;
+        let fine = modes.map(|m| (2 * m).max(2 * kernel.width).next_multiple_of(2));
+        let correction = [0, 1, 2].map(|d| {
+            let (m, n) = (modes[d] as i64, fine[d] as f64);
+            (-m / 2..m - m / 2)
+                .map(|k| 1.0 / kernel.transform(k as f64 / n))
+                .collect()
+        });
+        Ok(Plan {
+            modes,
+            fine,
+            kernel,
+            sign,
+            correction,
+        })
+    }
+
+    fn modes_len(&self) -> usize {
+        self.modes.iter().product()
+    }
+
+    /// The kernel's grid footprint of point `x` along an axis of `n` cells:
+    /// the first cell and the weights of `width + 1` cells from it.
+    fn footprint(&self, x: f64, n: usize) -> (i64, Vec<f64>) {
+        let w = self.kernel.width;
+        // grid coordinate in cells, in [0, n)
+        let u = (x / (2.0 * std::f64::consts::PI)).rem_euclid(1.0) * n as f64;
+        let first = (u - w as f64 / 2.0).ceil() as i64;
+        let weights = (0..=w)
+            .map(|j| self.kernel.at((first + j as i64) as f64 - u))
+            .collect();
+        (first, weights)
+    }
+
+    /// Calls `f(fine-grid index, weight)` over point `x`'s footprint.
+    fn each_cell(&self, x: &[f64; 3], mut f: impl FnMut(usize, f64)) {
+        let fp = [0, 1, 2].map(|d| self.footprint(x[d], self.fine[d]));
+        let n = self.fine.map(|v| v as i64);
+        for (a, wz) in fp[2].1.iter().enumerate() {
+            let z = (fp[2].0 + a as i64).rem_euclid(n[2]);
+            for (b, wy) in fp[1].1.iter().enumerate() {
+                let y = (fp[1].0 + b as i64).rem_euclid(n[1]);
+                let row = ((z * n[1] + y) * n[0]) as usize;
+                let wzy = wz * wy;
+                for (c, wx) in fp[0].1.iter().enumerate() {
+                    let xi = (fp[0].0 + c as i64).rem_euclid(n[0]) as usize;
+                    f(row + xi, wzy * wx);
+                }
+            }
+        }
+    }
+
+    /// The un-normalised DFT of the fine grid with this plan's sign.
+    fn fft(&self, grid: &mut Vec<Complex<f64>>) {
+        let cpu = CpuBackend::<f64>::new();
+        if self.sign > 0 {
+            // The backend's inverse carries 1 / len.
+            cpu.fft3(grid, self.fine, Direction::Inverse)
+                .expect("fine-grid shape");
+            let len = grid.len() as f64;
+            grid.iter_mut().for_each(|v| *v *= len);
+        } else {
+            cpu.fft3(grid, self.fine, Direction::Forward)
+                .expect("fine-grid shape");
+        }
+    }
+
+    /// Fine-grid index of mode `k` (as `-M/2 ..`) along each axis, with its
+    /// correction.
+    fn each_mode(&self, mut f: impl FnMut(usize, usize, f64)) {
+        let m = self.modes;
+        let n = self.fine;
+        let mut i = 0;
+        for kz in 0..m[2] {
+            let gz = (kz as i64 - (m[2] / 2) as i64).rem_euclid(n[2] as i64) as usize;
+            for ky in 0..m[1] {
+                let gy = (ky as i64 - (m[1] / 2) as i64).rem_euclid(n[1] as i64) as usize;
+                let cyz = self.correction[2][kz] * self.correction[1][ky];
+                for kx in 0..m[0] {
+                    let gx = (kx as i64 - (m[0] / 2) as i64).rem_euclid(n[0] as i64) as usize;
+                    f(
+                        i,
+                        (gz * n[1] + gy) * n[0] + gx,
+                        cyz * self.correction[0][kx],
+                    );
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// Type 1: `out[k] = sum_m c[m] exp(s i k . x[m])`.
+    pub fn type1(
+        &self,
+        out: &mut [Complex<f64>],
+        x: &[[f64; 3]],
+        c: &[Complex<f64>],
+    ) -> Result<(), String> {
+        check(out.len(), self.modes_len(), "modes")?;
+        check(c.len(), x.len(), "strengths (one per point)")?;
+        let mut grid = vec![Complex::default(); self.fine.iter().product()];
+        for (p, v) in x.iter().zip(c) {
+            self.each_cell(p, |i, w| grid[i] += v * w);
+        }
+        self.fft(&mut grid);
+        self.each_mode(|k, g, corr| out[k] = grid[g] * corr);
+        Ok(())
+    }
+
+    /// Type 2: `out[m] = sum_k f[k] exp(s i k . x[m])`.
+    pub fn type2(
+        &self,
+        out: &mut [Complex<f64>],
+        x: &[[f64; 3]],
+        f: &[Complex<f64>],
+    ) -> Result<(), String> {
+        check(f.len(), self.modes_len(), "modes")?;
+        check(out.len(), x.len(), "outputs (one per point)")?;
+        let mut grid = vec![Complex::default(); self.fine.iter().product()];
+        self.each_mode(|k, g, corr| grid[g] = f[k] * corr);
+        self.fft(&mut grid);
+        for (p, o) in x.iter().zip(out.iter_mut()) {
+            let mut acc = Complex::default();
+            self.each_cell(p, |i, w| acc += grid[i] * w);
+            *o = acc;
+        }
+        Ok(())
+    }
+}
+
+fn check(got: usize, want: usize, what: &str) -> Result<(), String> {
+    if got != want {
+        return Err(format!("{what}: expected {want} values, got {got}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixed pseudo-random stream (SplitMix64).
+    struct Rng(u64);
+    impl Rng {
+        fn f(&mut self) -> f64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        }
+        fn sym(&mut self) -> f64 {
+            2.0 * self.f() - 1.0
+        }
+    }
+
+    /// The modes `-M/2 .. M/2` per axis, x fastest, as the plans store them.
+    fn modes_of(m: [usize; 3]) -> Vec<[f64; 3]> {
+        let centred = |i: usize, d: usize| i as f64 - (m[d] / 2) as f64;
+        let mut v = Vec::new();
+        for z in 0..m[2] {
+            for y in 0..m[1] {
+                for x in 0..m[0] {
+                    v.push([centred(x, 0), centred(y, 1), centred(z, 2)]);
+                }
+            }
+        }
+        v
+    }
+
+    fn rel_l2(a: &[Complex<f64>], b: &[Complex<f64>]) -> f64 {
+        let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y).norm_sqr()).sum();
+        let den: f64 = b.iter().map(|y| y.norm_sqr()).sum();
+        (num / den).sqrt()
+    }
+
+    fn direct(ks: &[[f64; 3]], x: &[[f64; 3]], c: &[Complex<f64>], sign: f64) -> Vec<Complex<f64>> {
+        ks.iter()
+            .map(|k| {
+                x.iter()
+                    .zip(c)
+                    .map(|(p, v)| {
+                        let ph = sign * (k[0] * p[0] + k[1] * p[1] + k[2] * p[2]);
+                        v * Complex::new(ph.cos(), ph.sin())
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn type1_and_type2_meet_the_tolerance_against_direct_sums() {
+        let mut rng = Rng(3);
+        // Non-cubic, with an odd axis.
+        let m = [10, 7, 12];
+        let x: Vec<[f64; 3]> = (0..300)
+            .map(|_| [0, 1, 2].map(|_| std::f64::consts::PI * rng.sym()))
+            .collect();
+        let c: Vec<Complex<f64>> = (0..300)
+            .map(|_| Complex::new(rng.sym(), rng.sym()))
+            .collect();
+        let ks = modes_of(m);
+        let f: Vec<Complex<f64>> = (0..ks.len())
+            .map(|_| Complex::new(rng.sym(), rng.sym()))
+            .collect();
+        for sign in [1, -1] {
+            let want1 = direct(&ks, &x, &c, sign as f64);
+            let want2 = direct(&x, &ks, &f, sign as f64);
+            for tol in [1e-2, 1e-3, 1e-6, 1e-9, 1e-12] {
+                let plan = Plan::new(m, tol, sign).unwrap();
+                let mut got1 = vec![Complex::default(); ks.len()];
+                plan.type1(&mut got1, &x, &c).unwrap();
+                let mut got2 = vec![Complex::default(); x.len()];
+                plan.type2(&mut got2, &x, &f).unwrap();
+                let (e1, e2) = (rel_l2(&got1, &want1), rel_l2(&got2, &want2));
+                // The kernel's width is chosen for the tolerance: the
+                // relative L2 error stays below it (measured: 0.1 to 0.4 of
+X
+                assert!(e1 < tol, "type 1, sign {sign}, tol {tol:e}: {e1:e}");
+                assert!(e2 < tol, "type 2, sign {sign}, tol {tol:e}: {e2:e}");
+            }
+        }
+    }
+
+    #[test]
+    fn type2_is_the_adjoint_of_type1_with_the_opposite_sign() {
+        let mut rng = Rng(8);
+        let m = [8, 6, 4];
+        let x: Vec<[f64; 3]> = (0..50)
+            .map(|_| [0, 1, 2].map(|_| 3.0 * rng.sym()))
+            .collect();
+        let c: Vec<Complex<f64>> = (0..50)
+            .map(|_| Complex::new(rng.sym(), rng.sym()))
+            .collect();
+        let f: Vec<Complex<f64>> = (0..192)
+            .map(|_| Complex::new(rng.sym(), rng.sym()))
+            .collect();
+        let p1 = Plan::new(m, 1e-6, 1).unwrap();
+        let p2 = Plan::new(m, 1e-6, -1).unwrap();
+        let mut a = vec![Complex::default(); 192];
+        p1.type1(&mut a, &x, &c).unwrap();
+        let mut b = vec![Complex::default(); 50];
+        p2.type2(&mut b, &x, &f).unwrap();
+        // <A c, f> = <c, A^H f>: the same spread, FFT and correction in
+        // reverse, so equal to rounding (1e-12), whatever the tolerance.
+        let lhs: Complex<f64> = a.iter().zip(&f).map(|(u, v)| u.conj() * v).sum();
+        let rhs: Complex<f64> = c.iter().zip(&b).map(|(u, v)| u.conj() * v).sum();
+        assert!((lhs - rhs).norm() <= 1e-12 * lhs.norm(), "{lhs} vs {rhs}");
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        assert!(Plan::new([4, 4, 4], 0.5, 1).is_err());
+        assert!(Plan::new([4, 4, 4], 1e-15, 1).is_err());
+        assert!(Plan::new([4, 4, 4], f64::NAN, 1).is_err());
+        assert!(Plan::new([0, 4, 4], 1e-6, 1).is_err());
+        assert!(Plan::new([4, 4, 4], 1e-6, 0).is_err());
+        let p = Plan::new([4, 4, 4], 1e-6, 1).unwrap();
+        let mut out = vec![Complex::default(); 63];
+        assert!(p
+            .type1(&mut out, &[[0.0; 3]], &[Complex::new(1.0, 0.0)])
+            .is_err());
+    }
+
+    #[test]
+    fn gauss_legendre_integrates_polynomials_exactly() {
+        // n points integrate degree 2n - 1 exactly: int x^6 on [-1, 1] = 2/7.
+        let q = gauss_legendre(4);
+        let s: f64 = q.iter().map(|(x, w)| w * x.powi(6)).sum();
+        assert!((s - 2.0 / 7.0).abs() < 1e-14, "{s}");
+        let s: f64 = q.iter().map(|(_, w)| w).sum();
+        assert!((s - 2.0).abs() < 1e-14);
+    }
+}
