@@ -349,8 +349,8 @@ mod tests {
                 plan.type2(&mut got2, &x, &f).unwrap();
                 let (e1, e2) = (rel_l2(&got1, &want1), rel_l2(&got2, &want2));
                 // The kernel's width is chosen for the tolerance: the
-                // relative L2 error stays below it (measured: 0.1 to 0.4 of
-X
+                // relative L2 error stays below it (measured: 0.08 to 0.28 of
+                // it; FINUFFT's one-cell-narrower kernel gave 1 to 3 times).
                 assert!(e1 < tol, "type 1, sign {sign}, tol {tol:e}: {e1:e}");
                 assert!(e2 < tol, "type 2, sign {sign}, tol {tol:e}: {e2:e}");
             }
