@@ -14,9 +14,9 @@
 //! `s = +1` on the image grid, Q is type 1 on the doubled grid, and the
 //! forward model is type 2 with `s = -1`.
 //!
-//! This first engine is single-threaded and float64: the reference the
-//! parallel and GPU spreaders will be tested against, itself tested here
-//! against direct summation.
+//! This first engine is float64, parallel over rayon: type 2 over points,
+//! type 1 over z-slabs of the fine grid, each spreading into a buffer of
+//! its own (no write races). It is tested here against direct summation.
 
 use recon_core::{Backend, Complex, CpuBackend, Direction};
 
@@ -167,12 +167,20 @@ impl Plan {
         (first, weights)
     }
 
-    /// Calls `f(fine-grid index, weight)` over point `x`'s footprint.
-    fn each_cell(&self, x: &[f64; 3], mut f: impl FnMut(usize, f64)) {
+    /// Calls `f(index, weight)` over point `x`'s footprint, where the
+    /// index is into planes of the fine grid's x-y size and `plane(first,
+    /// a)` gives the plane of the footprint's `a`-th z cell (`first` is the
+    /// footprint's first z cell, unwrapped).
+    fn each_cell(
+        &self,
+        x: &[f64; 3],
+        plane: impl Fn(i64, usize) -> usize,
+        mut f: impl FnMut(usize, f64),
+    ) {
         let fp = [0, 1, 2].map(|d| self.footprint(x[d], self.fine[d]));
         let n = self.fine.map(|v| v as i64);
         for (a, wz) in fp[2].1.iter().enumerate() {
-            let z = (fp[2].0 + a as i64).rem_euclid(n[2]);
+            let z = plane(fp[2].0, a) as i64;
             for (b, wy) in fp[1].1.iter().enumerate() {
                 let y = (fp[1].0 + b as i64).rem_euclid(n[1]);
                 let row = ((z * n[1] + y) * n[0]) as usize;
@@ -183,6 +191,56 @@ impl Plan {
                 }
             }
         }
+    }
+
+    /// The plane of a footprint's `a`-th z cell on the whole periodic grid.
+    fn global_plane(&self) -> impl Fn(i64, usize) -> usize {
+        let nz = self.fine[2] as i64;
+        move |first, a| (first + a as i64).rem_euclid(nz) as usize
+    }
+
+    /// Spreads `c` at `x` onto the fine grid, in parallel without write
+    /// races: points are sorted by the z-slab where their footprint starts;
+    /// each slab spreads into its own buffer of its planes plus the kernel's
+    /// overhang, and the buffers are added into the grid in turn.
+    fn spread(&self, x: &[[f64; 3]], c: &[Complex<f64>]) -> Vec<Complex<f64>> {
+        use rayon::prelude::*;
+        let [nx, ny, nz] = self.fine;
+        let plane = nx * ny;
+        let w = self.kernel.width;
+        // Several slabs a thread, so uneven point densities still balance.
+        let slabs = (4 * rayon::current_num_threads()).clamp(1, nz);
+        let size = nz.div_ceil(slabs);
+        let first_plane = |p: &[f64; 3]| self.footprint(p[2], nz).0.rem_euclid(nz as i64) as usize;
+        let mut by_slab: Vec<Vec<usize>> = vec![Vec::new(); nz.div_ceil(size)];
+        for (m, p) in x.iter().enumerate() {
+            by_slab[first_plane(p) / size].push(m);
+        }
+        let buffers: Vec<(usize, Vec<Complex<f64>>)> = by_slab
+            .par_iter()
+            .enumerate()
+            .filter(|(_, pts)| !pts.is_empty())
+            .map(|(s, pts)| {
+                let start = s * size;
+                let mut buf = vec![Complex::default(); (size + w + 1) * plane];
+                let local = |first: i64, a: usize| first.rem_euclid(nz as i64) as usize - start + a;
+                for &m in pts {
+                    self.each_cell(&x[m], local, |i, wt| buf[i] += c[m] * wt);
+                }
+                (start, buf)
+            })
+            .collect();
+        let mut grid = vec![Complex::default(); nx * ny * nz];
+        for (start, buf) in buffers {
+            for (p, chunk) in buf.chunks_exact(plane).enumerate() {
+                let z = (start + p) % nz;
+                grid[z * plane..(z + 1) * plane]
+                    .iter_mut()
+                    .zip(chunk)
+                    .for_each(|(g, v)| *g += v);
+            }
+        }
+        grid
     }
 
     /// The un-normalised DFT of the fine grid with this plan's sign.
@@ -233,10 +291,7 @@ impl Plan {
     ) -> Result<(), String> {
         check(out.len(), self.modes_len(), "modes")?;
         check(c.len(), x.len(), "strengths (one per point)")?;
-        let mut grid = vec![Complex::default(); self.fine.iter().product()];
-        for (p, v) in x.iter().zip(c) {
-            self.each_cell(p, |i, w| grid[i] += v * w);
-        }
+        let mut grid = self.spread(x, c);
         self.fft(&mut grid);
         self.each_mode(|k, g, corr| out[k] = grid[g] * corr);
         Ok(())
@@ -254,11 +309,14 @@ impl Plan {
         let mut grid = vec![Complex::default(); self.fine.iter().product()];
         self.each_mode(|k, g, corr| grid[g] = f[k] * corr);
         self.fft(&mut grid);
-        for (p, o) in x.iter().zip(out.iter_mut()) {
+        // Interpolation reads the grid only: parallel over points.
+        use rayon::prelude::*;
+        let global = self.global_plane();
+        out.par_iter_mut().zip(x.par_iter()).for_each(|(o, p)| {
             let mut acc = Complex::default();
-            self.each_cell(p, |i, w| acc += grid[i] * w);
+            self.each_cell(p, &global, |i, w| acc += grid[i] * w);
             *o = acc;
-        }
+        });
         Ok(())
     }
 }
