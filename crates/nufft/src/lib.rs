@@ -20,6 +20,8 @@
 
 use recon_core::{Backend, Complex, CpuBackend, Direction};
 
+pub mod mri;
+
 /// Kernel width limits, in grid cells: 3 serves tolerance 1e-1, 16 1e-14.
 const MIN_WIDTH: usize = 2;
 const MAX_WIDTH: usize = 16;
