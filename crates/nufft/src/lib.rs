@@ -14,11 +14,11 @@
 //! `s = +1` on the image grid, Q is type 1 on the doubled grid, and the
 //! forward model is type 2 with `s = -1`.
 //!
-//! This first engine is float64, parallel over rayon: type 2 over points,
+//! This first engine runs in float32 or float64, parallel over rayon: type 2 over points,
 //! type 1 over z-slabs of the fine grid, each spreading into a buffer of
 //! its own (no write races). It is tested here against direct summation.
 
-use recon_core::{Backend, Complex, CpuBackend, Direction};
+use recon_core::{Backend, Complex, CpuBackend, Direction, Real};
 
 pub mod mri;
 
@@ -111,10 +111,13 @@ fn gauss_legendre(n: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// A plan for one mode shape, kernel and sign: the upsampled grid and the
-/// kernel's transform per axis, computed once and reused for any points.
+/// A plan for one mode shape, kernel, sign and precision `T` (f32 or f64):
+/// the upsampled grid and the kernel's transform per axis, computed once
+/// and reused for any points. Points are float64 (radians); strengths,
+/// modes and the fine grid are `T`, kernel weights are computed in float64
+/// and rounded to `T`.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct Plan<T: Real = f64> {
     /// Modes per axis, x y z.
     pub modes: [usize; 3],
     /// The upsampled grid per axis (even, at least 2 modes and the kernel's width).
@@ -123,24 +126,30 @@ pub struct Plan {
     /// +1 or -1: the sign of the exponent.
     pub sign: i32,
     /// `1 / K^(k / fine)` per axis, for modes `-M/2 .. M/2`.
-    correction: [Vec<f64>; 3],
+    correction: [Vec<T>; 3],
 }
 
-impl Plan {
-    /// A plan for `modes` (each at least 1) at tolerance `tol`.
-    pub fn new(modes: [usize; 3], tol: f64, sign: i32) -> Result<Plan, String> {
+impl<T: Real> Plan<T> {
+    /// A plan for `modes` (each at least 1) at tolerance `tol` (at least
+    /// 1e-6 in float32, which cannot reach below).
+    pub fn new(modes: [usize; 3], tol: f64, sign: i32) -> Result<Plan<T>, String> {
         if modes.contains(&0) {
             return Err(format!("every axis needs at least one mode, got {modes:?}"));
         }
         if sign != 1 && sign != -1 {
             return Err(format!("the sign must be +1 or -1, got {sign}"));
         }
+        if std::mem::size_of::<T>() == 4 && tol < 1e-6 {
+            return Err(format!(
+                "tolerance {tol:e} is below what float32 reaches (1e-6)"
+            ));
+        }
         let kernel = Kernel::for_tolerance(tol)?;
         let fine = modes.map(|m| (2 * m).max(2 * kernel.width).next_multiple_of(2));
         let correction = [0, 1, 2].map(|d| {
             let (m, n) = (modes[d] as i64, fine[d] as f64);
             (-m / 2..m - m / 2)
-                .map(|k| 1.0 / kernel.transform(k as f64 / n))
+                .map(|k| T::of(1.0 / kernel.transform(k as f64 / n)))
                 .collect()
         });
         Ok(Plan {
@@ -158,13 +167,13 @@ impl Plan {
 
     /// The kernel's grid footprint of point `x` along an axis of `n` cells:
     /// the first cell and the weights of `width + 1` cells from it.
-    fn footprint(&self, x: f64, n: usize) -> (i64, Vec<f64>) {
+    fn footprint(&self, x: f64, n: usize) -> (i64, Vec<T>) {
         let w = self.kernel.width;
         // grid coordinate in cells, in [0, n)
         let u = (x / (2.0 * std::f64::consts::PI)).rem_euclid(1.0) * n as f64;
         let first = (u - w as f64 / 2.0).ceil() as i64;
         let weights = (0..=w)
-            .map(|j| self.kernel.at((first + j as i64) as f64 - u))
+            .map(|j| T::of(self.kernel.at((first + j as i64) as f64 - u)))
             .collect();
         (first, weights)
     }
@@ -177,7 +186,7 @@ impl Plan {
         &self,
         x: &[f64; 3],
         plane: impl Fn(i64, usize) -> usize,
-        mut f: impl FnMut(usize, f64),
+        mut f: impl FnMut(usize, T),
     ) {
         let fp = [0, 1, 2].map(|d| self.footprint(x[d], self.fine[d]));
         let n = self.fine.map(|v| v as i64);
@@ -186,10 +195,10 @@ impl Plan {
             for (b, wy) in fp[1].1.iter().enumerate() {
                 let y = (fp[1].0 + b as i64).rem_euclid(n[1]);
                 let row = ((z * n[1] + y) * n[0]) as usize;
-                let wzy = wz * wy;
+                let wzy = *wz * *wy;
                 for (c, wx) in fp[0].1.iter().enumerate() {
                     let xi = (fp[0].0 + c as i64).rem_euclid(n[0]) as usize;
-                    f(row + xi, wzy * wx);
+                    f(row + xi, wzy * *wx);
                 }
             }
         }
@@ -205,7 +214,7 @@ impl Plan {
     /// races: points are sorted by the z-slab where their footprint starts;
     /// each slab spreads into its own buffer of its planes plus the kernel's
     /// overhang, and the buffers are added into the grid in turn.
-    fn spread(&self, x: &[[f64; 3]], c: &[Complex<f64>]) -> Vec<Complex<f64>> {
+    fn spread(&self, x: &[[f64; 3]], c: &[Complex<T>]) -> Vec<Complex<T>> {
         use rayon::prelude::*;
         let [nx, ny, nz] = self.fine;
         let plane = nx * ny;
@@ -218,7 +227,7 @@ impl Plan {
         for (m, p) in x.iter().enumerate() {
             by_slab[first_plane(p) / size].push(m);
         }
-        let buffers: Vec<(usize, Vec<Complex<f64>>)> = by_slab
+        let buffers: Vec<(usize, Vec<Complex<T>>)> = by_slab
             .par_iter()
             .enumerate()
             .filter(|(_, pts)| !pts.is_empty())
@@ -227,7 +236,7 @@ impl Plan {
                 let mut buf = vec![Complex::default(); (size + w + 1) * plane];
                 let local = |first: i64, a: usize| first.rem_euclid(nz as i64) as usize - start + a;
                 for &m in pts {
-                    self.each_cell(&x[m], local, |i, wt| buf[i] += c[m] * wt);
+                    self.each_cell(&x[m], local, |i, wt| buf[i] = buf[i] + c[m] * wt);
                 }
                 (start, buf)
             })
@@ -239,21 +248,21 @@ impl Plan {
                 grid[z * plane..(z + 1) * plane]
                     .iter_mut()
                     .zip(chunk)
-                    .for_each(|(g, v)| *g += v);
+                    .for_each(|(g, v)| *g = *g + *v);
             }
         }
         grid
     }
 
     /// The un-normalised DFT of the fine grid with this plan's sign.
-    fn fft(&self, grid: &mut Vec<Complex<f64>>) {
-        let cpu = CpuBackend::<f64>::new();
+    fn fft(&self, grid: &mut Vec<Complex<T>>) {
+        let cpu = CpuBackend::<T>::new();
         if self.sign > 0 {
             // The backend's inverse carries 1 / len.
             cpu.fft3(grid, self.fine, Direction::Inverse)
                 .expect("fine-grid shape");
-            let len = grid.len() as f64;
-            grid.iter_mut().for_each(|v| *v *= len);
+            let len = T::of(grid.len() as f64);
+            grid.iter_mut().for_each(|v| *v = *v * len);
         } else {
             cpu.fft3(grid, self.fine, Direction::Forward)
                 .expect("fine-grid shape");
@@ -262,7 +271,7 @@ impl Plan {
 
     /// Fine-grid index of mode `k` (as `-M/2 ..`) along each axis, with its
     /// correction.
-    fn each_mode(&self, mut f: impl FnMut(usize, usize, f64)) {
+    fn each_mode(&self, mut f: impl FnMut(usize, usize, T)) {
         let m = self.modes;
         let n = self.fine;
         let mut i = 0;
@@ -287,9 +296,9 @@ impl Plan {
     /// Type 1: `out[k] = sum_m c[m] exp(s i k . x[m])`.
     pub fn type1(
         &self,
-        out: &mut [Complex<f64>],
+        out: &mut [Complex<T>],
         x: &[[f64; 3]],
-        c: &[Complex<f64>],
+        c: &[Complex<T>],
     ) -> Result<(), String> {
         check(out.len(), self.modes_len(), "modes")?;
         check(c.len(), x.len(), "strengths (one per point)")?;
@@ -302,9 +311,9 @@ impl Plan {
     /// Type 2: `out[m] = sum_k f[k] exp(s i k . x[m])`.
     pub fn type2(
         &self,
-        out: &mut [Complex<f64>],
+        out: &mut [Complex<T>],
         x: &[[f64; 3]],
-        f: &[Complex<f64>],
+        f: &[Complex<T>],
     ) -> Result<(), String> {
         check(f.len(), self.modes_len(), "modes")?;
         check(out.len(), x.len(), "outputs (one per point)")?;
@@ -316,7 +325,7 @@ impl Plan {
         let global = self.global_plane();
         out.par_iter_mut().zip(x.par_iter()).for_each(|(o, p)| {
             let mut acc = Complex::default();
-            self.each_cell(p, &global, |i, w| acc += grid[i] * w);
+            self.each_cell(p, &global, |i, w| acc = acc + grid[i] * w);
             *o = acc;
         });
         Ok(())
@@ -418,6 +427,48 @@ mod tests {
     }
 
     #[test]
+    fn float32_meets_tolerances_down_to_1e_6() {
+        let mut rng = Rng(5);
+        let m = [12, 9, 10];
+        let x: Vec<[f64; 3]> = (0..400)
+            .map(|_| [0, 1, 2].map(|_| std::f64::consts::PI * rng.sym()))
+            .collect();
+        let c: Vec<Complex<f64>> = (0..400)
+            .map(|_| Complex::new(rng.sym(), rng.sym()))
+            .collect();
+        let ks = modes_of(m);
+        let f: Vec<Complex<f64>> = (0..ks.len())
+            .map(|_| Complex::new(rng.sym(), rng.sym()))
+            .collect();
+        let to32 = |v: &[Complex<f64>]| -> Vec<Complex<f32>> {
+            v.iter()
+                .map(|z| Complex::new(z.re as f32, z.im as f32))
+                .collect()
+        };
+        let to64 = |v: &[Complex<f32>]| -> Vec<Complex<f64>> {
+            v.iter()
+                .map(|z| Complex::new(z.re as f64, z.im as f64))
+                .collect()
+        };
+        let want1 = direct(&ks, &x, &c, 1.0);
+        let want2 = direct(&x, &ks, &f, 1.0);
+        for tol in [1e-2, 1e-4, 1e-6] {
+            let plan = Plan::<f32>::new(m, tol, 1).unwrap();
+            let mut got1 = vec![Complex::default(); ks.len()];
+            plan.type1(&mut got1, &x, &to32(&c)).unwrap();
+            let mut got2 = vec![Complex::default(); x.len()];
+            plan.type2(&mut got2, &x, &to32(&f)).unwrap();
+            let (e1, e2) = (rel_l2(&to64(&got1), &want1), rel_l2(&to64(&got2), &want2));
+            // Against float64 direct sums: the kernel's error plus float32
+            // rounding, still below the tolerance.
+            assert!(e1 < tol, "float32 type 1 at {tol:e}: {e1:e}");
+            assert!(e2 < tol, "float32 type 2 at {tol:e}: {e2:e}");
+        }
+        // Below 1e-6 float32 cannot deliver: refused.
+        assert!(Plan::<f32>::new(m, 1e-7, 1).is_err());
+    }
+
+    #[test]
     fn type2_is_the_adjoint_of_type1_with_the_opposite_sign() {
         let mut rng = Rng(8);
         let m = [8, 6, 4];
@@ -445,12 +496,12 @@ mod tests {
 
     #[test]
     fn bad_settings_are_refused() {
-        assert!(Plan::new([4, 4, 4], 0.5, 1).is_err());
-        assert!(Plan::new([4, 4, 4], 1e-15, 1).is_err());
-        assert!(Plan::new([4, 4, 4], f64::NAN, 1).is_err());
-        assert!(Plan::new([0, 4, 4], 1e-6, 1).is_err());
-        assert!(Plan::new([4, 4, 4], 1e-6, 0).is_err());
-        let p = Plan::new([4, 4, 4], 1e-6, 1).unwrap();
+        assert!(Plan::<f64>::new([4, 4, 4], 0.5, 1).is_err());
+        assert!(Plan::<f64>::new([4, 4, 4], 1e-15, 1).is_err());
+        assert!(Plan::<f64>::new([4, 4, 4], f64::NAN, 1).is_err());
+        assert!(Plan::<f64>::new([0, 4, 4], 1e-6, 1).is_err());
+        assert!(Plan::<f64>::new([4, 4, 4], 1e-6, 0).is_err());
+        let p = Plan::<f64>::new([4, 4, 4], 1e-6, 1).unwrap();
         let mut out = vec![Complex::default(); 63];
         assert!(p
             .type1(&mut out, &[[0.0; 3]], &[Complex::new(1.0, 0.0)])
