@@ -69,18 +69,23 @@ impl Kernel {
     }
 
     /// Its Fourier transform `int K(t) cos(2 pi t xi) dt` (t in cells, xi
-    /// in cycles per cell), by Gauss-Legendre quadrature in z: the kernel is
-    /// smooth inside its support and negligible (e^-beta) at its ends.
-    pub fn transform(&self, xi: f64) -> f64 {
+    /// in cycles per cell) at each of `xis`, by Gauss-Legendre quadrature in
+    /// z (nodes computed once): the kernel is smooth inside its support and
+    /// negligible (e^-beta) at its ends.
+    pub fn transform(&self, xis: &[f64]) -> Vec<f64> {
         let half = self.width as f64 / 2.0;
-        gauss_legendre(4 * self.width + 8)
-            .iter()
-            .map(|(z, w)| {
-                let t = half * z;
-                w * self.at(t) * (2.0 * std::f64::consts::PI * t * xi).cos()
+        let nodes: Vec<(f64, f64)> = gauss_legendre(4 * self.width + 8)
+            .into_iter()
+            .map(|(z, w)| (half * z, w * half * self.at(half * z)))
+            .collect();
+        xis.iter()
+            .map(|xi| {
+                nodes
+                    .iter()
+                    .map(|(t, wk)| wk * (2.0 * std::f64::consts::PI * t * xi).cos())
+                    .sum()
             })
-            .sum::<f64>()
-            * half
+            .collect()
     }
 }
 
@@ -109,6 +114,20 @@ fn gauss_legendre(n: usize) -> Vec<(f64, f64)> {
             (x, 2.0 / ((1.0 - x * x) * dp * dp))
         })
         .collect()
+}
+
+/// A footprint's kernel weights along one axis, on the stack (this runs
+/// once per point and axis).
+#[derive(Clone, Copy)]
+struct Weights<T> {
+    w: [T; MAX_WIDTH + 1],
+    len: usize,
+}
+
+impl<T> Weights<T> {
+    fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.w[..self.len].iter()
+    }
 }
 
 /// A plan for one mode shape, kernel, sign and precision `T` (f32 or f64):
@@ -148,8 +167,11 @@ impl<T: Real> Plan<T> {
         let fine = modes.map(|m| (2 * m).max(2 * kernel.width).next_multiple_of(2));
         let correction = [0, 1, 2].map(|d| {
             let (m, n) = (modes[d] as i64, fine[d] as f64);
-            (-m / 2..m - m / 2)
-                .map(|k| T::of(1.0 / kernel.transform(k as f64 / n)))
+            let xis: Vec<f64> = (-m / 2..m - m / 2).map(|k| k as f64 / n).collect();
+            kernel
+                .transform(&xis)
+                .into_iter()
+                .map(|v| T::of(1.0 / v))
                 .collect()
         });
         Ok(Plan {
@@ -167,14 +189,18 @@ impl<T: Real> Plan<T> {
 
     /// The kernel's grid footprint of point `x` along an axis of `n` cells:
     /// the first cell and the weights of `width + 1` cells from it.
-    fn footprint(&self, x: f64, n: usize) -> (i64, Vec<T>) {
+    fn footprint(&self, x: f64, n: usize) -> (i64, Weights<T>) {
         let w = self.kernel.width;
         // grid coordinate in cells, in [0, n)
         let u = (x / (2.0 * std::f64::consts::PI)).rem_euclid(1.0) * n as f64;
         let first = (u - w as f64 / 2.0).ceil() as i64;
-        let weights = (0..=w)
-            .map(|j| T::of(self.kernel.at((first + j as i64) as f64 - u)))
-            .collect();
+        let mut weights = Weights {
+            w: [T::zero(); MAX_WIDTH + 1],
+            len: w + 1,
+        };
+        for (j, v) in weights.w[..=w].iter_mut().enumerate() {
+            *v = T::of(self.kernel.at((first + j as i64) as f64 - u));
+        }
         (first, weights)
     }
 
@@ -392,21 +418,36 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn type1_and_type2_meet_the_tolerance_against_direct_sums() {
-        let mut rng = Rng(3);
-        // Non-cubic, with an odd axis.
-        let m = [10, 7, 12];
-        let x: Vec<[f64; 3]> = (0..300)
+    /// `n` random points in [-pi, pi)^3 with random strengths, and the
+    /// modes of `m` with random coefficients.
+    #[allow(clippy::type_complexity)]
+    fn problem(
+        seed: u64,
+        m: [usize; 3],
+        n: usize,
+    ) -> (
+        Vec<[f64; 3]>,
+        Vec<Complex<f64>>,
+        Vec<[f64; 3]>,
+        Vec<Complex<f64>>,
+    ) {
+        let mut rng = Rng(seed);
+        let x = (0..n)
             .map(|_| [0, 1, 2].map(|_| std::f64::consts::PI * rng.sym()))
             .collect();
-        let c: Vec<Complex<f64>> = (0..300)
-            .map(|_| Complex::new(rng.sym(), rng.sym()))
-            .collect();
+        let c = (0..n).map(|_| Complex::new(rng.sym(), rng.sym())).collect();
         let ks = modes_of(m);
-        let f: Vec<Complex<f64>> = (0..ks.len())
+        let f = (0..ks.len())
             .map(|_| Complex::new(rng.sym(), rng.sym()))
             .collect();
+        (x, c, ks, f)
+    }
+
+    #[test]
+    fn type1_and_type2_meet_the_tolerance_against_direct_sums() {
+        // Non-cubic, with an odd axis.
+        let m = [10, 7, 12];
+        let (x, c, ks, f) = problem(3, m, 300);
         for sign in [1, -1] {
             let want1 = direct(&ks, &x, &c, sign as f64);
             let want2 = direct(&x, &ks, &f, sign as f64);
@@ -428,18 +469,8 @@ mod tests {
 
     #[test]
     fn float32_meets_tolerances_down_to_1e_6() {
-        let mut rng = Rng(5);
         let m = [12, 9, 10];
-        let x: Vec<[f64; 3]> = (0..400)
-            .map(|_| [0, 1, 2].map(|_| std::f64::consts::PI * rng.sym()))
-            .collect();
-        let c: Vec<Complex<f64>> = (0..400)
-            .map(|_| Complex::new(rng.sym(), rng.sym()))
-            .collect();
-        let ks = modes_of(m);
-        let f: Vec<Complex<f64>> = (0..ks.len())
-            .map(|_| Complex::new(rng.sym(), rng.sym()))
-            .collect();
+        let (x, c, ks, f) = problem(5, m, 400);
         let to32 = |v: &[Complex<f64>]| -> Vec<Complex<f32>> {
             v.iter()
                 .map(|z| Complex::new(z.re as f32, z.im as f32))
