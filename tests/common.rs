@@ -53,6 +53,10 @@ impl Rng {
     pub fn sym(&mut self) -> f64 {
         2.0 * self.next_f64() - 1.0
     }
+    /// Uniform in 0 .. n.
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_f64() * n as f64) as usize).min(n.saturating_sub(1))
+    }
     pub fn complex(&mut self, n: usize) -> Vec<Complex<f64>> {
         (0..n)
             .map(|_| Complex::new(self.sym(), self.sym()))
@@ -227,4 +231,90 @@ pub fn assert_no_partials(dir: &Path) {
         !names.iter().any(|n| n.starts_with(".partial-")),
         "{names:?}"
     );
+}
+
+/// A config reconstructing scan `file` (5 CG iterations), with output
+/// folder `dir/out`.
+pub fn scan_run_config(dir: &Path, file: &Path, extra: &str) -> PathBuf {
+    let path = dir.join("scan.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[scan]\nfile = \"{}\"\n{extra}\n[solver]\niterations = 5\n[output]\ndir = \"out\"\n",
+            file.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A process's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Fails with exit status 1 (an error, not a panic or a signal), saying
+/// each of `expect`.
+pub fn fails_with(o: &Output, expect: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{:?}: {err}", o.status);
+    assert!(!err.contains("panicked"), "{err}");
+    for e in expect {
+        assert!(err.contains(e), "error should mention {e:?}:\n{err}");
+    }
+}
+
+/// A byte-level mutation of `base`: flips, truncation, a zeroed or random
+/// range, or a duplicated range, chosen by `rng`.
+pub fn mutate_bytes(
+    base: &[u8],
+    rng: &mut Rng,
+    focus: Option<std::ops::Range<usize>>,
+) -> (Vec<u8>, String) {
+    let mut b = base.to_vec();
+    let len = b.len();
+    let pick = |rng: &mut Rng| match &focus {
+        Some(r) if rng.next_f64() < 0.7 => r.start + rng.below(r.len()),
+        _ => rng.below(len),
+    };
+    match rng.below(5) {
+        0 => {
+            let n = 1 + rng.below(8);
+            let mut at = Vec::new();
+            for _ in 0..n {
+                let i = pick(rng);
+                b[i] ^= 1 << rng.below(8);
+                at.push(i);
+            }
+            (b, format!("bit flips at {at:?}"))
+        }
+        1 => {
+            let cut = rng.below(len);
+            b.truncate(cut);
+            (b, format!("truncated to {cut} bytes"))
+        }
+        2 => {
+            let i = pick(rng);
+            let n = (1 + rng.below(512)).min(len - i);
+            b[i..i + n].fill(0);
+            (b, format!("bytes {i}..{} zeroed", i + n))
+        }
+        3 => {
+            let i = pick(rng);
+            let n = (1 + rng.below(64)).min(len - i);
+            for v in &mut b[i..i + n] {
+                *v = rng.below(256) as u8;
+            }
+            (b, format!("bytes {i}..{} random", i + n))
+        }
+        _ => {
+            let i = pick(rng);
+            let n = (1 + rng.below(256)).min(len - i);
+            let chunk = b[i..i + n].to_vec();
+            let j = pick(rng);
+            let m = n.min(len - j);
+            b[j..j + m].copy_from_slice(&chunk[..m]);
+            (b, format!("bytes {i}..{} copied to {j}", i + n))
+        }
+    }
 }

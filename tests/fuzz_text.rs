@@ -1,0 +1,249 @@
+//! A seeded mutation fuzzer for the formats recon parses in-process:
+//! Parboil mri-q inputs, configs and phantom TOML, 1500 mutants each
+//! (byte-level mutations, and line-aware TOML mutations: odd values,
+//! deleted and repeated lines, misspelt keys, flipped characters),
+//! asserting no panic and that accepted inputs give finite results.
+//! fuzz_hdf5.rs covers the HDF5 formats.
+
+mod common;
+
+use common::{mutate_bytes, repo, Rng};
+use recon_core::{Complex, Grid};
+
+/// Mutants per format.
+const TEXT_CASES: usize = 1500;
+
+/// Counts the in-process cases accepted and refused; a panic fails the
+/// test, naming the case.
+#[derive(Default)]
+struct Tally {
+    accepted: usize,
+    refused: usize,
+}
+
+impl Tally {
+    /// Runs one case: `f` returns the parser's result, and `check` what an
+    /// accepted input must satisfy.
+    fn case<T, E: std::fmt::Display>(
+        &mut self,
+        what: impl Fn() -> String,
+        f: impl FnOnce() -> Result<T, E>,
+        check: impl FnOnce(T),
+    ) {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match f() {
+            Ok(v) => {
+                check(v);
+                true
+            }
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                false
+            }
+        }));
+        match r {
+            Ok(true) => self.accepted += 1,
+            Ok(false) => self.refused += 1,
+            Err(_) => panic!("{} panicked", what()),
+        }
+    }
+
+    fn report(&self, name: &str) {
+        println!(
+            "{name}: {} accepted, {} refused",
+            self.accepted, self.refused
+        );
+        assert!(
+            self.accepted > 0 && self.refused > 0,
+            "{name}: the mutations should give both"
+        );
+    }
+}
+
+/// A small valid Parboil mri-q input.
+fn parboil_input(rng: &mut Rng, num_k: usize, num_x: usize) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&(num_k as i32).to_le_bytes());
+    b.extend_from_slice(&(num_x as i32).to_le_bytes());
+    for _ in 0..(5 * num_k + 3 * num_x) {
+        b.extend_from_slice(&(rng.sym() as f32).to_le_bytes());
+    }
+    b
+}
+
+#[test]
+fn fuzz_parboil_inputs() {
+    let mut rng = Rng::new(7);
+    let base = parboil_input(&mut rng, 40, 16);
+    recon_parboil::parse_input(&base, "base", None).unwrap();
+    let cpu = recon_core::CpuBackend::<f64>::new();
+    let mut tally = Tally::default();
+    for i in 0..TEXT_CASES {
+        let (mut b, what) = mutate_bytes(&base, &mut rng, Some(0..8));
+        if i % 5 == 0 && b.len() >= 8 {
+            // Counts and values chosen to overflow, mislead or be NaN.
+            let v = [
+                i32::MAX,
+                i32::MIN,
+                -1,
+                0,
+                1,
+                41,
+                1 << 28,
+                f32::NAN.to_bits() as i32,
+                f32::INFINITY.to_bits() as i32,
+            ][rng.below(9)];
+            let at = 4 * rng.below(b.len() / 4);
+            b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        let samples = [None, Some(0), Some(1), Some(usize::MAX)][rng.below(4)];
+        tally.case(
+            || format!("Parboil case {i} ({what}, samples {samples:?})"),
+            || recon_parboil::parse_input(&b, "fuzz", samples),
+            |input| {
+                let q = recon_parboil::compute_q(&cpu, &input, &mut |_, _| {}).unwrap();
+                // The parser's checks keep Q finite.
+                assert!(q
+                    .iter()
+                    .all(|c: &Complex<f64>| c.re.is_finite() && c.im.is_finite()));
+                let out = recon_parboil::output_bytes(&q);
+                recon_parboil::parse_output(&out, "out").unwrap();
+            },
+        );
+        // Output files too.
+        let _ = recon_parboil::parse_output(&b, "fuzz output");
+    }
+    tally.report("Parboil inputs");
+}
+
+/// Line-aware mutations of a TOML text: values replaced by odd tokens,
+/// lines deleted or repeated, keys misspelt, characters flipped, cut short.
+fn mutate_toml(base: &str, rng: &mut Rng) -> String {
+    const TOKENS: [&str; 22] = [
+        "0",
+        "-1",
+        "1",
+        "3",
+        "1e308",
+        "-1e308",
+        "1e-320",
+        "nan",
+        "inf",
+        "-inf",
+        "18446744073709551615",
+        "9223372036854775807",
+        "4194304",
+        "\"x\"",
+        "[]",
+        "[1, 2]",
+        "[0, 0, 0]",
+        "[1e300, 1e300, 1e300]",
+        "true",
+        "{}",
+        "\"\"",
+        "[[1]]",
+    ];
+    let mut lines: Vec<String> = base.lines().map(str::to_string).collect();
+    for _ in 0..1 + rng.below(3) {
+        if lines.is_empty() {
+            break;
+        }
+        let i = rng.below(lines.len());
+        match rng.below(6) {
+            0 | 1 => {
+                if let Some(eq) = lines[i].find('=') {
+                    let t = TOKENS[rng.below(TOKENS.len())];
+                    lines[i] = format!("{}= {t}", &lines[i][..eq]);
+                }
+            }
+            2 => {
+                lines.remove(i);
+            }
+            3 => {
+                let l = lines[i].clone();
+                lines.insert(i, l);
+            }
+            4 => {
+                if let Some(eq) = lines[i].find('=') {
+                    let mut key: Vec<char> = lines[i][..eq].chars().collect();
+                    if !key.is_empty() {
+                        let j = rng.below(key.len());
+                        key[j] = (b'a' + rng.below(26) as u8) as char;
+                    }
+                    lines[i] =
+                        format!("{}{}", key.into_iter().collect::<String>(), &lines[i][eq..]);
+                }
+            }
+            _ => {
+                let mut b = lines[i].clone().into_bytes();
+                if !b.is_empty() {
+                    let j = rng.below(b.len());
+                    b[j] = b" =[]\"#.,-{}\n"[rng.below(12)];
+                }
+                lines[i] = String::from_utf8_lossy(&b).into_owned();
+            }
+        }
+    }
+    let mut text = lines.join("\n");
+    if rng.below(10) == 0 {
+        let cut = rng.below(text.len() + 1);
+        text = String::from_utf8_lossy(&text.as_bytes()[..cut]).into_owned();
+    }
+    text
+}
+
+#[test]
+fn fuzz_configs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(99);
+    let mut tally = Tally::default();
+    for name in ["test-small", "sodium", "shepp-logan"] {
+        let base = std::fs::read_to_string(repo().join(format!("configs/{name}.toml")))
+            .unwrap()
+            .replace(
+                "../phantoms/",
+                &format!("{}/", repo().join("phantoms").display()),
+            );
+        for i in 0..TEXT_CASES / 3 {
+            let text = mutate_toml(&base, &mut rng);
+            let path = tmp.path().join(format!("{name}-{i}.toml"));
+            std::fs::write(&path, &text).unwrap();
+            tally.case(
+                || format!("config {name} case {i}:\n{text}"),
+                || {
+                    recon::config::Config::parse(&text)?.validate()?;
+                    // load: also the phantoms the config names.
+                    recon::config::load(&path, None)
+                },
+                |_| {},
+            );
+        }
+    }
+    tally.report("configs");
+}
+
+#[test]
+fn fuzz_phantoms() {
+    let mut rng = Rng::new(5);
+    let grid = Grid::new([4, 4, 4], [240.0; 3]).unwrap();
+    let mut tally = Tally::default();
+    for name in ["shepp-logan", "sodium-brain", "sodium-brain-pd"] {
+        let base = std::fs::read_to_string(repo().join(format!("phantoms/{name}.toml"))).unwrap();
+        for i in 0..TEXT_CASES / 3 {
+            let text = mutate_toml(&base, &mut rng);
+            tally.case(
+                || format!("phantom {name} case {i}:\n{text}"),
+                || recon_synth::Phantom::parse(&text, "fuzz"),
+                |p| {
+                    // Accepted phantoms give finite data and truth.
+                    let d = p.kspace(&grid, &[[0.0; 3], [1.5, -2.0, 0.5], [2.0, 2.0, -2.0]]);
+                    assert!(
+                        d.iter().all(|c| c.re.is_finite() && c.im.is_finite()),
+                        "{d:?}"
+                    );
+                    assert!(p.rasterise(&grid, 1).iter().all(|v| v.is_finite()));
+                },
+            );
+        }
+    }
+    tally.report("phantoms");
+}
