@@ -7,14 +7,14 @@
 use crate::config::{Loaded, NoiseCfg, Source};
 use crate::pipeline::{self, Inputs, Outputs, Regulariser, Ui};
 use anyhow::{Context, Result};
-use recon_cg::Params;
-use recon_core::{metrics, Backend, Complex, CpuBackend, Real};
-use recon_q::Stored;
+use recon_core::{metrics, Complex, CpuBackend};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 mod report;
+mod sweep;
 use report::{markdown, write};
+use sweep::{sweep, Swept, EXTEND};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ValidateArgs {
@@ -147,20 +147,6 @@ pub struct PriorRow {
     pub percent_error: f64,
 }
 
-/// Points a sweep may add at either end of its range to bring the best
-/// lambda inside it.
-const EXTEND: i64 = 4;
-
-/// One W's sweep: PSNR per lambda and the image at the best.
-struct Swept {
-    name: String,
-    points: Vec<SweepPoint>,
-    best: usize,
-    /// The best is still the first or last point after extending the range.
-    at_range_edge: bool,
-    best_image: Vec<Complex<f64>>,
-}
-
 #[derive(Debug, Serialize)]
 pub struct Check {
     pub what: String,
@@ -230,117 +216,6 @@ fn run_engine(
             format!("{} -> CPU float32 (no GPU)", e.name()),
         ),
     })
-}
-
-/// PSNR over a log range of lambda for each W on one backend: Q and F^H D
-/// once, a CG solve per W and lambda.
-fn sweep<B>(
-    b: &B,
-    l: &Loaded,
-    inputs: &Inputs,
-    args: &ValidateArgs,
-    regularisers: &[(String, Regulariser)],
-    ui: &impl Ui,
-) -> Result<Vec<Swept>>
-where
-    B: Backend,
-    B::Real: Stored + Real,
-{
-    let cache = l
-        .cfg
-        .q
-        .cache
-        .then(|| recon_q::Cache::new(crate::config::cache_dir(&l.cfg)));
-    let (q, _) = ui.stage("Q", |p| {
-        recon_q::load_or_compute(b, cache.as_ref(), &l.grid, &inputs.traj, p)
-    })?;
-    let fhd = ui.stage("F^H D", |p| {
-        recon_fhd::fhd(b, &l.grid, &inputs.traj, &inputs.data, p)
-    })?;
-    let truth = inputs.truth.as_deref().expect("checked");
-    let params = Params {
-        iterations: l.cfg.solver.iterations,
-        tolerance: l.cfg.solver.tolerance,
-    };
-    let n = args.sweep_points as i64;
-    let (lo, hi) = (args.lambda_min.log10(), args.lambda_max.log10());
-    let step = (hi - lo) / (n - 1) as f64;
-    let mut out = Vec::new();
-    for (name, w) in regularisers {
-        // Point i is at lambda = 10^(lo + i step); i may leave 0..n when
-        // the range is extended.
-        let solve_at = |i: i64| -> Result<(SweepPoint, Vec<Complex<f64>>)> {
-            let lambda = 10f64.powf(lo + step * i as f64);
-            let solved = pipeline::solve(b, &l.grid, &q, &fhd, w, lambda, &params, &mut |_, _| {})?;
-            let img: Vec<Complex<f64>> = solved
-                .x
-                .iter()
-                .map(|c| Complex::new(c.re.f64(), c.im.f64()))
-                .collect();
-            let q = pipeline::quality(&img, Some(truth)).expect("truth given");
-            ui.log(&format!(
-                "{name}: lambda {lambda:.3e}: PSNR {:.2} dB",
-                q.psnr_db
-            ));
-            let p = SweepPoint {
-                lambda,
-                psnr_db: q.psnr_db,
-                percent_error: q.percent_error,
-            };
-            Ok((p, img))
-        };
-        let mut points: Vec<(i64, SweepPoint)> = Vec::new();
-        let mut best: Option<(i64, f64, Vec<Complex<f64>>)> = None;
-        let mut consider =
-            |i: i64,
-             p: SweepPoint,
-             img: Vec<Complex<f64>>,
-             best: &mut Option<(i64, f64, Vec<Complex<f64>>)>| {
-                if best.as_ref().is_none_or(|(_, b, _)| p.psnr_db > *b) {
-                    *best = Some((i, p.psnr_db, img));
-                }
-                points.push((i, p));
-            };
-        for i in 0..n {
-            let (p, img) = solve_at(i)?;
-            consider(i, p, img, &mut best);
-        }
-        // The best at an end of the range: extend it that way, a point at a
-        // time, until the best is inside (at most EXTEND points a side).
-        let (mut first, mut last) = (0, n - 1);
-        let mut extended = 0;
-        loop {
-            let b_i = best.as_ref().expect("points").0;
-            let next = if b_i == first && extended < 2 * EXTEND {
-                first -= 1;
-                first
-            } else if b_i == last && extended < 2 * EXTEND {
-                last += 1;
-                last
-            } else {
-                break;
-            };
-            extended += 1;
-            ui.log(&format!(
-                "{name}: the best lambda is at the end of the range; extending it"
-            ));
-            let (p, img) = solve_at(next)?;
-            consider(next, p, img, &mut best);
-        }
-        points.sort_by_key(|(i, _)| *i);
-        let (b_i, _, best_image) = best.expect("points");
-        out.push(Swept {
-            name: name.clone(),
-            best: points
-                .iter()
-                .position(|(i, _)| *i == b_i)
-                .expect("evaluated"),
-            at_range_edge: b_i == first || b_i == last,
-            points: points.into_iter().map(|(_, p)| p).collect(),
-            best_image,
-        });
-    }
-    Ok(out)
 }
 
 impl ValidateArgs {

@@ -1,0 +1,295 @@
+//! Parsing, checking and loading a config: every value is checked, and
+//! every file it names read, before anything is computed or written.
+
+use super::*;
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+
+fn fail<T>(key: &str, msg: impl fmt::Display) -> Result<T> {
+    bail!("config key `{key}`: {msg}")
+}
+
+impl Config {
+    /// Parses TOML; errors name the offending key.
+    pub fn parse(text: &str) -> Result<Self> {
+        let de = toml::Deserializer::new(text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            let msg = inner.message().trim_end().to_string();
+            let line = inner
+                .span()
+                .map(|s| format!(" (line {})", text[..s.start].lines().count().max(1)))
+                .unwrap_or_default();
+            if key == "." {
+                anyhow::anyhow!("config{line}: {msg}")
+            } else {
+                anyhow::anyhow!("config key `{key}`{line}: {msg}")
+            }
+        })
+    }
+
+    /// Checks every value; see the README for the allowed ranges.
+    pub fn validate(&self) -> Result<()> {
+        match (&self.scan, &self.phantom, &self.trajectory) {
+            (Some(_), None, None) => {
+                if self.noise.is_some() {
+                    return fail(
+                        "noise",
+                        "noise is added to synthetic data only: remove [noise] with [scan]",
+                    );
+                }
+                // [grid], if given, is checked against the file.
+            }
+            (None, Some(_), Some(_)) if self.grid.is_some() => {}
+            (Some(_), _, _) => return fail(
+                "scan",
+                "give either [scan] or synthetic data ([grid], [phantom], [trajectory]), not both",
+            ),
+            _ => {
+                let missing: Vec<&str> = [
+                    ("grid", self.grid.is_none()),
+                    ("phantom", self.phantom.is_none()),
+                    ("trajectory", self.trajectory.is_none()),
+                ]
+                .iter()
+                .filter(|(_, m)| *m)
+                .map(|(k, _)| *k)
+                .collect();
+                return fail(
+                    missing[0],
+                    format!("missing: synthetic data need [grid], [phantom] and [trajectory] (missing: {}), or give [scan] file = ...", missing.join(", ")),
+                );
+            }
+        }
+        let (Some(grid), Some(phantom)) = (&self.grid, &self.phantom) else {
+            return self.validate_common();
+        };
+        for n in grid.matrix.0 {
+            if n < 4 || n % 2 != 0 || n > 1024 {
+                return fail(
+                    "grid.matrix",
+                    format!("each size must be even, from 4 to 1024; got {n}"),
+                );
+            }
+        }
+        for f in grid.fov_mm.0 {
+            if !(f.is_finite() && f > 0.0) {
+                return fail("grid.fov_mm", format!("must be positive, got {f}"));
+            }
+        }
+        if let Some(m) = &phantom.anatomy_matrix {
+            if phantom.anatomy.is_none() {
+                return fail(
+                    "phantom.anatomy_matrix",
+                    "is the matrix of phantom.anatomy: give phantom.anatomy too",
+                );
+            }
+            for n in m.0 {
+                if n < 2 || n % 2 != 0 || n > 1024 {
+                    return fail(
+                        "phantom.anatomy_matrix",
+                        format!("each size must be even, from 2 to 1024; got {n}"),
+                    );
+                }
+            }
+        }
+        if self.regulariser.kind == RegulariserKind::Anatomical && phantom.anatomy.is_none() {
+            return fail(
+                "regulariser.kind",
+                "\"anatomical\" needs a reference image: set phantom.anatomy (a proton-density twin of the phantom)",
+            );
+        }
+        if !(1..=16).contains(&phantom.supersample) {
+            return fail(
+                "phantom.supersample",
+                format!("must be 1 to 16, got {}", phantom.supersample),
+            );
+        }
+        if let Some(t) = &self.trajectory {
+            t.check().map_err(|e| anyhow::anyhow!("config key {e}"))?;
+        }
+        self.validate_common()
+    }
+
+    /// Checks shared by both data sources.
+    fn validate_common(&self) -> Result<()> {
+        if let Some(n) = &self.noise {
+            if !(n.snr.is_finite() && n.snr > 0.0) {
+                return fail(
+                    "noise.snr",
+                    format!(
+                        "must be positive (omit [noise] for noiseless data), got {}",
+                        n.snr
+                    ),
+                );
+            }
+        }
+        if self.solver.iterations == 0 {
+            return fail("solver.iterations", "must be at least 1");
+        }
+        if !(self.solver.tolerance.is_finite() && (0.0..1.0).contains(&self.solver.tolerance)) {
+            return fail(
+                "solver.tolerance",
+                format!("must lie in [0, 1), got {}", self.solver.tolerance),
+            );
+        }
+        if !(self.solver.lambda.is_finite() && self.solver.lambda >= 0.0) {
+            return fail(
+                "solver.lambda",
+                format!("must be zero or positive, got {}", self.solver.lambda),
+            );
+        }
+        if let Err(recon_core::Error::Invalid { what, reason }) = self.regulariser.params().check()
+        {
+            return fail(&format!("regulariser.{what}"), reason);
+        }
+        if !(self.gridding.oversampling.is_finite()
+            && (1.0..=4.0).contains(&self.gridding.oversampling))
+        {
+            return fail(
+                "gridding.oversampling",
+                format!("must lie in [1, 4], got {}", self.gridding.oversampling),
+            );
+        }
+        if self.gridding.dcf_iterations > 1000 {
+            return fail(
+                "gridding.dcf_iterations",
+                format!("must be at most 1000, got {}", self.gridding.dcf_iterations),
+            );
+        }
+        if !(1..=6).contains(&self.engine.variant) {
+            return fail(
+                "engine.variant",
+                format!("must be 1 to 6, got {}", self.engine.variant),
+            );
+        }
+        if ![1, 2, 4, 8].contains(&self.engine.per_thread) {
+            return fail(
+                "engine.per_thread",
+                format!("must be 1, 2, 4 or 8, got {}", self.engine.per_thread),
+            );
+        }
+        if !(32..=1024).contains(&self.engine.block) || self.engine.block % 32 != 0 {
+            return fail(
+                "engine.block",
+                format!(
+                    "must be a multiple of 32 from 32 to 1024, got {}",
+                    self.engine.block
+                ),
+            );
+        }
+        if self.engine.device == DeviceChoice::Cuda && self.engine.precision == Precision::F64 {
+            return fail(
+                "engine.precision",
+                "the GPU computes in f32: use precision = \"f32\" with device = \"cuda\"",
+            );
+        }
+        if self.engine.threads > 4096 {
+            return fail(
+                "engine.threads",
+                format!("must be 0 (all cores) to 4096, got {}", self.engine.threads),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Resolves a path from the config against the config's folder.
+pub fn resolve(config_path: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        config_path.parent().unwrap_or(Path::new(".")).join(p)
+    }
+}
+
+/// Reads, parses and validates a config, and loads its phantom.
+pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config {}", path.display()))?;
+    let mut cfg = Config::parse(&text).with_context(|| format!("in {}", path.display()))?;
+    cfg.validate()
+        .with_context(|| format!("in {}", path.display()))?;
+    cfg.output.dir = match out_override {
+        Some(o) => o.to_path_buf(),
+        None => resolve(path, &cfg.output.dir),
+    };
+    if let Some(d) = &cfg.q.dir {
+        cfg.q.dir = Some(resolve(path, d));
+    }
+    let at = |key: &str| format!("config key `{key}` in {}", path.display());
+    let (grid, source) = if let Some(scan) = &mut cfg.scan {
+        scan.file = resolve(path, &scan.file);
+        // Read in a child process: a damaged HDF5 file may crash or hang
+        // the HDF5 library (see inspect.rs).
+        let units = match scan.trajectory_units {
+            TrajectoryUnits::Normalized => crate::inspect::UnitsArg::Normalized,
+            TrajectoryUnits::CyclesPerFov => crate::inspect::UnitsArg::CyclesPerFov,
+        };
+        let (kind, s) = crate::inspect::read_isolated(&scan.file, units, scan.allow_beyond_nyquist)
+            .with_context(|| at("scan.file"))?;
+        if let Some(w) = crate::inspect::units_warning(kind, units, &s) {
+            eprintln!("warning: {}: {w}", scan.file.display());
+        }
+        if cfg.regulariser.kind == RegulariserKind::Anatomical && s.anatomy.is_none() {
+            anyhow::bail!(
+                "config key `regulariser.kind` in {}: \"anatomical\" needs a reference image, but {} has no /reference/anatomy",
+                path.display(),
+                scan.file.display()
+            );
+        }
+        if let Some(g) = &cfg.grid {
+            if g.matrix.0 != s.grid.n || g.fov_mm.0 != s.grid.fov_mm {
+                anyhow::bail!(
+                    "config key `grid` in {}: matrix {:?} and FOV {:?} mm disagree with the scan file's {:?} and {:?} mm (omit [grid] to use the file's)",
+                    path.display(), g.matrix.0, g.fov_mm.0, s.grid.n, s.grid.fov_mm
+                );
+            }
+        }
+        (s.grid, Source::Scan(s))
+    } else {
+        let pc = cfg.phantom.as_mut().expect("validated");
+        pc.file = resolve(path, &pc.file);
+        let phantom = Phantom::load(&pc.file).with_context(|| at("phantom.file"))?;
+        let anatomy = match &mut pc.anatomy {
+            Some(a) => {
+                *a = resolve(path, a);
+                Some(Phantom::load(a).with_context(|| at("phantom.anatomy"))?)
+            }
+            None => None,
+        };
+        let g = cfg.grid.as_ref().expect("validated");
+        let grid = recon_core::Grid::new(g.matrix.0, g.fov_mm.0)?;
+        let trajectory = cfg.trajectory.clone().expect("validated");
+        (
+            grid,
+            Source::Synthetic {
+                phantom,
+                anatomy,
+                trajectory,
+            },
+        )
+    };
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        cfg,
+        grid,
+        source,
+    })
+}
+
+/// The Q cache folder of a config.
+pub fn cache_dir(cfg: &Config) -> PathBuf {
+    if let Some(d) = &cfg.q.dir {
+        return d.clone();
+    }
+    if let Some(d) = std::env::var_os("RECON_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".cache"));
+    base.join("recon").join("q")
+}
