@@ -12,156 +12,68 @@
 //! stored x fastest with mode `-M_d/2` first. recon's sums map onto these
 //! with `x_m = 2 pi k_m / N_d` (k in cycles/FOV): F^H D is type 1 with
 //! `s = +1` on the image grid, Q is type 1 on the doubled grid, and the
-//! forward model is type 2 with `s = -1`.
+//! forward model is type 2 with `s = -1` ([`mri`]).
 //!
-//! This first engine runs in float32 or float64, parallel over rayon: type 2 over points,
-//! type 1 over z-slabs of the fine grid, each spreading into a buffer of
-//! its own (no write races). It is tested here against direct summation.
+//! As in FINUFFT, a [`Plan`] is made once for a mode shape and tolerance
+//! (kernel, corrections, FFT plans), its points are set once (sorted into
+//! slabs and bins, [`Plan::set_points`]) and it then executes any number
+//! of times. Everything runs in float32 or float64 over rayon: spreading
+//! over slabs of the fine grid that never write the same plane at once,
+//! interpolation over points, the FFT over lines, pruned to the lines
+//! the modes need ([`fft`]).
 
-use recon_core::{Backend, Complex, CpuBackend, Direction, Real};
+use recon_core::{Complex, Error, Real, Result};
 
+mod fft;
+mod kernel;
 pub mod mri;
+mod spread;
 
-/// Kernel width limits, in grid cells: 3 serves tolerance 1e-1, 16 1e-14.
-const MIN_WIDTH: usize = 2;
-const MAX_WIDTH: usize = 16;
+pub use kernel::Kernel;
+use kernel::Horner;
+use spread::Points;
 
-/// The exponential-of-semicircle kernel `exp(beta (sqrt(1 - z^2) - 1))`,
-/// `z = 2 t / w` for an offset of `t` grid cells, zero beyond `|z| = 1`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Kernel {
-    /// Width in grid cells.
-    pub width: usize,
-    pub beta: f64,
-}
-
-impl Kernel {
-    /// For upsampling 2: `w = ceil(log10(1 / tol)) + 2`, `beta = 2.30 w`
-    /// (less for the narrowest, as FINUFFT tunes them). FINUFFT takes one
-    /// cell less, and its relative L2 error is then 1 to 3 times the
-    /// tolerance (measured here, 3-D, tolerances 1e-2 to 1e-12); one more
-    /// cell keeps the error below the tolerance, as recon promises.
-    pub fn for_tolerance(tol: f64) -> Result<Kernel, String> {
-        if !(tol.is_finite() && (1e-14..=1e-1).contains(&tol)) {
-            return Err(format!("tolerance must lie in [1e-14, 1e-1], got {tol}"));
-        }
-        let width = ((1.0 / tol).log10().ceil() as usize + 2).clamp(MIN_WIDTH, MAX_WIDTH);
-        // beta / w as FINUFFT tunes it for the narrowest kernels.
-        let per_cell = match width {
-            2 => 2.20,
-            3 => 2.26,
-            4 => 2.38,
-            _ => 2.30,
-        };
-        Ok(Kernel {
-            width,
-            beta: per_cell * width as f64,
-        })
-    }
-
-    /// The kernel at an offset of `t` cells.
-    pub fn at(&self, t: f64) -> f64 {
-        let z = 2.0 * t / self.width as f64;
-        if z.abs() >= 1.0 {
-            return 0.0;
-        }
-        (self.beta * ((1.0 - z * z).sqrt() - 1.0)).exp()
-    }
-
-    /// Its Fourier transform `int K(t) cos(2 pi t xi) dt` (t in cells, xi
-    /// in cycles per cell) at each of `xis`, by Gauss-Legendre quadrature in
-    /// z (nodes computed once): the kernel is smooth inside its support and
-    /// negligible (e^-beta) at its ends.
-    pub fn transform(&self, xis: &[f64]) -> Vec<f64> {
-        let half = self.width as f64 / 2.0;
-        let nodes: Vec<(f64, f64)> = gauss_legendre(4 * self.width + 8)
-            .into_iter()
-            .map(|(z, w)| (half * z, w * half * self.at(half * z)))
-            .collect();
-        xis.iter()
-            .map(|xi| {
-                nodes
-                    .iter()
-                    .map(|(t, wk)| wk * (2.0 * std::f64::consts::PI * t * xi).cos())
-                    .sum()
-            })
-            .collect()
-    }
-}
-
-/// Nodes and weights of `n`-point Gauss-Legendre quadrature on [-1, 1],
-/// by Newton's iteration on the Legendre recurrence.
-fn gauss_legendre(n: usize) -> Vec<(f64, f64)> {
-    (0..n)
-        .map(|i| {
-            let mut x = (std::f64::consts::PI * (i as f64 + 0.75) / (n as f64 + 0.5)).cos();
-            let mut dp = 1.0;
-            for _ in 0..100 {
-                let (mut p0, mut p1) = (1.0, x);
-                for k in 2..=n {
-                    let p2 = ((2 * k - 1) as f64 * x * p1 - (k - 1) as f64 * p0) / k as f64;
-                    p0 = p1;
-                    p1 = p2;
-                }
-                // P_n(x) = p1, P_{n-1}(x) = p0
-                dp = n as f64 * (x * p1 - p0) / (x * x - 1.0);
-                let dx = p1 / dp;
-                x -= dx;
-                if dx.abs() < 1e-16 {
-                    break;
-                }
-            }
-            (x, 2.0 / ((1.0 - x * x) * dp * dp))
-        })
-        .collect()
-}
-
-/// A footprint's kernel weights along one axis, on the stack (this runs
-/// once per point and axis).
-#[derive(Clone, Copy)]
-struct Weights<T> {
-    w: [T; MAX_WIDTH + 1],
-    len: usize,
-}
-
-impl<T> Weights<T> {
-    fn iter(&self) -> std::slice::Iter<'_, T> {
-        self.w[..self.len].iter()
-    }
-}
-
-/// A plan for one mode shape, kernel, sign and precision `T` (f32 or f64):
-/// the upsampled grid and the kernel's transform per axis, computed once
-/// and reused for any points. Points are float64 (radians); strengths,
-/// modes and the fine grid are `T`, kernel weights are computed in float64
-/// and rounded to `T`.
-#[derive(Debug, Clone)]
+/// A plan for one mode shape, kernel, sign and precision `T` (f32 or f64).
+/// Points are float64 (radians); strengths, modes and the fine grid are
+/// `T`; kernel values are computed in float64 and rounded to `T`.
 pub struct Plan<T: Real = f64> {
     /// Modes per axis, x y z.
     pub modes: [usize; 3],
-    /// The upsampled grid per axis (even, at least 2 modes and the kernel's width).
+    /// The upsampled grid per axis (even, at least 2 modes and twice the kernel's width).
     pub fine: [usize; 3],
     pub kernel: Kernel,
     /// +1 or -1: the sign of the exponent.
     pub sign: i32,
+    horner: Horner,
     /// `1 / K^(k / fine)` per axis, for modes `-M/2 .. M/2`.
     correction: [Vec<T>; 3],
+    /// The pruned FFTs with this plan's sign and the opposite one.
+    fft: fft::Pruned<T>,
+    fft_opposite: fft::Pruned<T>,
+    points: Option<Points>,
 }
 
 impl<T: Real> Plan<T> {
     /// A plan for `modes` (each at least 1) at tolerance `tol` (at least
     /// 1e-6 in float32, which cannot reach below).
-    pub fn new(modes: [usize; 3], tol: f64, sign: i32) -> Result<Plan<T>, String> {
+    pub fn new(modes: [usize; 3], tol: f64, sign: i32) -> Result<Plan<T>> {
         if modes.contains(&0) {
-            return Err(format!("every axis needs at least one mode, got {modes:?}"));
+            return Err(Error::Invalid {
+                what: "NUFFT modes",
+                reason: format!("every axis needs at least one mode, got {modes:?}"),
+            });
         }
         if sign != 1 && sign != -1 {
-            return Err(format!("the sign must be +1 or -1, got {sign}"));
+            return Err(Error::Invalid {
+                what: "NUFFT sign",
+                reason: format!("must be +1 or -1, got {sign}"),
+            });
         }
         if std::mem::size_of::<T>() == 4 && tol < 1e-6 {
-            return Err(format!(
-                "tolerance {tol:e} is below what float32 reaches (1e-6)"
-            ));
+            return Err(Error::Invalid {
+                what: "NUFFT tolerance",
+                reason: format!("{tol:e} is below what float32 reaches (1e-6)"),
+            });
         }
         let kernel = Kernel::for_tolerance(tol)?;
         let fine = modes.map(|m| (2 * m).max(2 * kernel.width).next_multiple_of(2));
@@ -179,140 +91,67 @@ impl<T: Real> Plan<T> {
             fine,
             kernel,
             sign,
+            horner: Horner::new(&kernel),
             correction,
+            fft: fft::Pruned::new(fine, modes, sign),
+            fft_opposite: fft::Pruned::new(fine, modes, -sign),
+            points: None,
         })
+    }
+
+    /// Sets the points (radians, finite; at most 2^32 of them), sorted
+    /// once for every later execution.
+    pub fn set_points(&mut self, x: &[[f64; 3]]) -> Result<()> {
+        if x.len() > u32::MAX as usize {
+            return Err(Error::Invalid {
+                what: "NUFFT points",
+                reason: format!("at most 2^32, got {}", x.len()),
+            });
+        }
+        if let Some(m) = x.iter().position(|p| p.iter().any(|v| !v.is_finite())) {
+            return Err(Error::Invalid {
+                what: "NUFFT points",
+                reason: format!("point {m} is {:?}", x[m]),
+            });
+        }
+        self.points = Some(Points::new(x, self.fine, &self.horner));
+        Ok(())
+    }
+
+    /// The number of points set.
+    pub fn len(&self) -> usize {
+        self.points.as_ref().map_or(0, |p| p.u.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn modes_len(&self) -> usize {
         self.modes.iter().product()
     }
 
-    /// The kernel's grid footprint of point `x` along an axis of `n` cells:
-    /// the first cell and the weights of `width + 1` cells from it.
-    fn footprint(&self, x: f64, n: usize) -> (i64, Weights<T>) {
-        let w = self.kernel.width;
-        // grid coordinate in cells, in [0, n)
-        let u = (x / (2.0 * std::f64::consts::PI)).rem_euclid(1.0) * n as f64;
-        let first = (u - w as f64 / 2.0).ceil() as i64;
-        let mut weights = Weights {
-            w: [T::zero(); MAX_WIDTH + 1],
-            len: w + 1,
-        };
-        for (j, v) in weights.w[..=w].iter_mut().enumerate() {
-            *v = T::of(self.kernel.at((first + j as i64) as f64 - u));
-        }
-        (first, weights)
+    fn points(&self) -> Result<&Points> {
+        self.points.as_ref().ok_or(Error::Invalid {
+            what: "NUFFT plan",
+            reason: "no points set (call set_points first)".into(),
+        })
     }
 
-    /// Calls `f(index, weight)` over point `x`'s footprint, where the
-    /// index is into planes of the fine grid's x-y size and `plane(first,
-    /// a)` gives the plane of the footprint's `a`-th z cell (`first` is the
-    /// footprint's first z cell, unwrapped).
-    fn each_cell(
-        &self,
-        x: &[f64; 3],
-        plane: impl Fn(i64, usize) -> usize,
-        mut f: impl FnMut(usize, T),
-    ) {
-        let fp = [0, 1, 2].map(|d| self.footprint(x[d], self.fine[d]));
-        let n = self.fine.map(|v| v as i64);
-        for (a, wz) in fp[2].1.iter().enumerate() {
-            let z = plane(fp[2].0, a) as i64;
-            for (b, wy) in fp[1].1.iter().enumerate() {
-                let y = (fp[1].0 + b as i64).rem_euclid(n[1]);
-                let row = ((z * n[1] + y) * n[0]) as usize;
-                let wzy = *wz * *wy;
-                for (c, wx) in fp[0].1.iter().enumerate() {
-                    let xi = (fp[0].0 + c as i64).rem_euclid(n[0]) as usize;
-                    f(row + xi, wzy * *wx);
-                }
-            }
-        }
-    }
-
-    /// The plane of a footprint's `a`-th z cell on the whole periodic grid.
-    fn global_plane(&self) -> impl Fn(i64, usize) -> usize {
-        let nz = self.fine[2] as i64;
-        move |first, a| (first + a as i64).rem_euclid(nz) as usize
-    }
-
-    /// Spreads `c` at `x` onto the fine grid, in parallel without write
-    /// races: points are sorted by the z-slab where their footprint starts;
-    /// each slab spreads into its own buffer of its planes plus the kernel's
-    /// overhang, and the buffers are added into the grid in turn.
-    fn spread(&self, x: &[[f64; 3]], c: &[Complex<T>]) -> Vec<Complex<T>> {
-        use rayon::prelude::*;
-        let [nx, ny, nz] = self.fine;
-        let plane = nx * ny;
-        let w = self.kernel.width;
-        // Several slabs a thread, so uneven point densities still balance.
-        let slabs = (4 * rayon::current_num_threads()).clamp(1, nz);
-        let size = nz.div_ceil(slabs);
-        let first_plane = |p: &[f64; 3]| self.footprint(p[2], nz).0.rem_euclid(nz as i64) as usize;
-        let mut by_slab: Vec<Vec<usize>> = vec![Vec::new(); nz.div_ceil(size)];
-        for (m, p) in x.iter().enumerate() {
-            by_slab[first_plane(p) / size].push(m);
-        }
-        let buffers: Vec<(usize, Vec<Complex<T>>)> = by_slab
-            .par_iter()
-            .enumerate()
-            .filter(|(_, pts)| !pts.is_empty())
-            .map(|(s, pts)| {
-                let start = s * size;
-                let mut buf = vec![Complex::default(); (size + w + 1) * plane];
-                let local = |first: i64, a: usize| first.rem_euclid(nz as i64) as usize - start + a;
-                for &m in pts {
-                    self.each_cell(&x[m], local, |i, wt| buf[i] = buf[i] + c[m] * wt);
-                }
-                (start, buf)
-            })
-            .collect();
-        let mut grid = vec![Complex::default(); nx * ny * nz];
-        for (start, buf) in buffers {
-            for (p, chunk) in buf.chunks_exact(plane).enumerate() {
-                let z = (start + p) % nz;
-                grid[z * plane..(z + 1) * plane]
-                    .iter_mut()
-                    .zip(chunk)
-                    .for_each(|(g, v)| *g = *g + *v);
-            }
-        }
-        grid
-    }
-
-    /// The un-normalised DFT of the fine grid with this plan's sign.
-    fn fft(&self, grid: &mut Vec<Complex<T>>) {
-        let cpu = CpuBackend::<T>::new();
-        if self.sign > 0 {
-            // The backend's inverse carries 1 / len.
-            cpu.fft3(grid, self.fine, Direction::Inverse)
-                .expect("fine-grid shape");
-            let len = T::of(grid.len() as f64);
-            grid.iter_mut().for_each(|v| *v = *v * len);
-        } else {
-            cpu.fft3(grid, self.fine, Direction::Forward)
-                .expect("fine-grid shape");
-        }
-    }
-
-    /// Fine-grid index of mode `k` (as `-M/2 ..`) along each axis, with its
-    /// correction.
+    /// Calls `f(mode index, fine-grid index, correction)` for every mode.
     fn each_mode(&self, mut f: impl FnMut(usize, usize, T)) {
         let m = self.modes;
         let n = self.fine;
+        let at = |k: usize, d: usize| (k as i64 - (m[d] / 2) as i64).rem_euclid(n[d] as i64) as usize;
         let mut i = 0;
         for kz in 0..m[2] {
-            let gz = (kz as i64 - (m[2] / 2) as i64).rem_euclid(n[2] as i64) as usize;
+            let gz = at(kz, 2);
             for ky in 0..m[1] {
-                let gy = (ky as i64 - (m[1] / 2) as i64).rem_euclid(n[1] as i64) as usize;
+                let gy = at(ky, 1);
                 let cyz = self.correction[2][kz] * self.correction[1][ky];
+                let row = (gz * n[1] + gy) * n[0];
                 for kx in 0..m[0] {
-                    let gx = (kx as i64 - (m[0] / 2) as i64).rem_euclid(n[0] as i64) as usize;
-                    f(
-                        i,
-                        (gz * n[1] + gy) * n[0] + gx,
-                        cyz * self.correction[0][kx],
-                    );
+                    f(i, row + at(kx, 0), cyz * self.correction[0][kx]);
                     i += 1;
                 }
             }
@@ -320,49 +159,43 @@ impl<T: Real> Plan<T> {
     }
 
     /// Type 1: `out[k] = sum_m c[m] exp(s i k . x[m])`.
-    pub fn type1(
-        &self,
-        out: &mut [Complex<T>],
-        x: &[[f64; 3]],
-        c: &[Complex<T>],
-    ) -> Result<(), String> {
-        check(out.len(), self.modes_len(), "modes")?;
-        check(c.len(), x.len(), "strengths (one per point)")?;
-        let mut grid = self.spread(x, c);
-        self.fft(&mut grid);
+    pub fn type1(&self, out: &mut [Complex<T>], c: &[Complex<T>]) -> Result<()> {
+        let pts = self.points()?;
+        Error::check_len("NUFFT modes", self.modes_len(), out.len())?;
+        Error::check_len("NUFFT strengths (one per point)", pts.u.len(), c.len())?;
+        let mut grid = vec![Complex::default(); self.fine.iter().product()];
+        spread::spread(&mut grid, self.fine, &self.horner, pts, c);
+        self.fft.forward_pruned(&mut grid);
         self.each_mode(|k, g, corr| out[k] = grid[g] * corr);
         Ok(())
     }
 
     /// Type 2: `out[m] = sum_k f[k] exp(s i k . x[m])`.
-    pub fn type2(
+    pub fn type2(&self, out: &mut [Complex<T>], f: &[Complex<T>]) -> Result<()> {
+        self.type2_with(out, f, &self.fft)
+    }
+
+    /// Type 2 with the opposite sign, `out[m] = sum_k f[k] exp(-s i k . x[m])`:
+    /// the adjoint of [`Plan::type1`].
+    pub fn type1_adjoint(&self, out: &mut [Complex<T>], f: &[Complex<T>]) -> Result<()> {
+        self.type2_with(out, f, &self.fft_opposite)
+    }
+
+    fn type2_with(
         &self,
         out: &mut [Complex<T>],
-        x: &[[f64; 3]],
         f: &[Complex<T>],
-    ) -> Result<(), String> {
-        check(f.len(), self.modes_len(), "modes")?;
-        check(out.len(), x.len(), "outputs (one per point)")?;
+        fft: &fft::Pruned<T>,
+    ) -> Result<()> {
+        let pts = self.points()?;
+        Error::check_len("NUFFT modes", self.modes_len(), f.len())?;
+        Error::check_len("NUFFT outputs (one per point)", pts.u.len(), out.len())?;
         let mut grid = vec![Complex::default(); self.fine.iter().product()];
         self.each_mode(|k, g, corr| grid[g] = f[k] * corr);
-        self.fft(&mut grid);
-        // Interpolation reads the grid only: parallel over points.
-        use rayon::prelude::*;
-        let global = self.global_plane();
-        out.par_iter_mut().zip(x.par_iter()).for_each(|(o, p)| {
-            let mut acc = Complex::default();
-            self.each_cell(p, &global, |i, w| acc = acc + grid[i] * w);
-            *o = acc;
-        });
+        fft.backward_pruned(&mut grid);
+        spread::interpolate(out, &grid, self.fine, &self.horner, pts);
         Ok(())
     }
-}
-
-fn check(got: usize, want: usize, what: &str) -> Result<(), String> {
-    if got != want {
-        return Err(format!("{what}: expected {want} values, got {got}"));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -452,11 +285,12 @@ mod tests {
             let want1 = direct(&ks, &x, &c, sign as f64);
             let want2 = direct(&x, &ks, &f, sign as f64);
             for tol in [1e-2, 1e-3, 1e-6, 1e-9, 1e-12] {
-                let plan = Plan::new(m, tol, sign).unwrap();
+                let mut plan = Plan::new(m, tol, sign).unwrap();
+                plan.set_points(&x).unwrap();
                 let mut got1 = vec![Complex::default(); ks.len()];
-                plan.type1(&mut got1, &x, &c).unwrap();
+                plan.type1(&mut got1, &c).unwrap();
                 let mut got2 = vec![Complex::default(); x.len()];
-                plan.type2(&mut got2, &x, &f).unwrap();
+                plan.type2(&mut got2, &f).unwrap();
                 let (e1, e2) = (rel_l2(&got1, &want1), rel_l2(&got2, &want2));
                 // The kernel's width is chosen for the tolerance: the
                 // relative L2 error stays below it (measured: 0.08 to 0.28 of
@@ -484,11 +318,12 @@ mod tests {
         let want1 = direct(&ks, &x, &c, 1.0);
         let want2 = direct(&x, &ks, &f, 1.0);
         for tol in [1e-2, 1e-4, 1e-6] {
-            let plan = Plan::<f32>::new(m, tol, 1).unwrap();
+            let mut plan = Plan::<f32>::new(m, tol, 1).unwrap();
+            plan.set_points(&x).unwrap();
             let mut got1 = vec![Complex::default(); ks.len()];
-            plan.type1(&mut got1, &x, &to32(&c)).unwrap();
+            plan.type1(&mut got1, &to32(&c)).unwrap();
             let mut got2 = vec![Complex::default(); x.len()];
-            plan.type2(&mut got2, &x, &to32(&f)).unwrap();
+            plan.type2(&mut got2, &to32(&f)).unwrap();
             let (e1, e2) = (rel_l2(&to64(&got1), &want1), rel_l2(&to64(&got2), &want2));
             // Against float64 direct sums: the kernel's error plus float32
             // rounding, still below the tolerance.
@@ -512,12 +347,12 @@ mod tests {
         let f: Vec<Complex<f64>> = (0..192)
             .map(|_| Complex::new(rng.sym(), rng.sym()))
             .collect();
-        let p1 = Plan::new(m, 1e-6, 1).unwrap();
-        let p2 = Plan::new(m, 1e-6, -1).unwrap();
+        let mut p = Plan::new(m, 1e-6, 1).unwrap();
+        p.set_points(&x).unwrap();
         let mut a = vec![Complex::default(); 192];
-        p1.type1(&mut a, &x, &c).unwrap();
+        p.type1(&mut a, &c).unwrap();
         let mut b = vec![Complex::default(); 50];
-        p2.type2(&mut b, &x, &f).unwrap();
+        p.type1_adjoint(&mut b, &f).unwrap();
         // <A c, f> = <c, A^H f>: the same spread, FFT and correction in
         // reverse, so equal to rounding (1e-12), whatever the tolerance.
         let lhs: Complex<f64> = a.iter().zip(&f).map(|(u, v)| u.conj() * v).sum();
@@ -532,20 +367,14 @@ mod tests {
         assert!(Plan::<f64>::new([4, 4, 4], f64::NAN, 1).is_err());
         assert!(Plan::<f64>::new([0, 4, 4], 1e-6, 1).is_err());
         assert!(Plan::<f64>::new([4, 4, 4], 1e-6, 0).is_err());
-        let p = Plan::<f64>::new([4, 4, 4], 1e-6, 1).unwrap();
-        let mut out = vec![Complex::default(); 63];
-        assert!(p
-            .type1(&mut out, &[[0.0; 3]], &[Complex::new(1.0, 0.0)])
-            .is_err());
-    }
-
-    #[test]
-    fn gauss_legendre_integrates_polynomials_exactly() {
-        // n points integrate degree 2n - 1 exactly: int x^6 on [-1, 1] = 2/7.
-        let q = gauss_legendre(4);
-        let s: f64 = q.iter().map(|(x, w)| w * x.powi(6)).sum();
-        assert!((s - 2.0 / 7.0).abs() < 1e-14, "{s}");
-        let s: f64 = q.iter().map(|(_, w)| w).sum();
-        assert!((s - 2.0).abs() < 1e-14);
+        let mut p = Plan::<f64>::new([4, 4, 4], 1e-6, 1).unwrap();
+        let one = [Complex::new(1.0, 0.0)];
+        let mut out = vec![Complex::default(); 64];
+        // No points set yet.
+        assert!(p.type1(&mut out, &one).is_err());
+        assert!(p.set_points(&[[f64::NAN, 0.0, 0.0]]).is_err());
+        p.set_points(&[[0.0; 3]]).unwrap();
+        assert!(p.type1(&mut out[..63], &one).is_err());
+        assert!(p.type1(&mut out, &[one[0]; 2]).is_err());
     }
 }

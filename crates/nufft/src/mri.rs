@@ -5,7 +5,7 @@
 //! displacements `j - N` are then exactly its centred modes.
 
 use crate::Plan;
-use recon_core::{Complex, Grid};
+use recon_core::{Complex, Error, Grid, Result};
 
 /// k in cycles/FOV to NUFFT points in radians for `grid`.
 fn points(grid: &Grid, traj: &[[f64; 3]]) -> Vec<[f64; 3]> {
@@ -18,14 +18,15 @@ fn points(grid: &Grid, traj: &[[f64; 3]]) -> Vec<[f64; 3]> {
 /// `Q[j] = sum_m |phi(k_m)|^2 exp(+i 2 pi k_m . y_j)` on the `(2N)^3`
 /// displacement grid (x fastest, displacement 0 at index N), as
 /// `recon_q::compute` defines it.
-pub fn q(grid: &Grid, traj: &[[f64; 3]], tol: f64) -> Result<Vec<Complex<f64>>, String> {
-    let plan = Plan::new(grid.doubled(), tol, 1)?;
+pub fn q(grid: &Grid, traj: &[[f64; 3]], tol: f64) -> Result<Vec<Complex<f64>>> {
+    let mut plan = Plan::new(grid.doubled(), tol, 1)?;
+    plan.set_points(&points(grid, traj))?;
     let c: Vec<Complex<f64>> = traj
         .iter()
         .map(|k| Complex::new(grid.phi(*k).powi(2), 0.0))
         .collect();
     let mut out = vec![Complex::default(); grid.doubled().iter().product()];
-    plan.type1(&mut out, &points(grid, traj), &c)?;
+    plan.type1(&mut out, &c)?;
     Ok(out)
 }
 
@@ -35,15 +36,10 @@ pub fn fhd(
     traj: &[[f64; 3]],
     data: &[Complex<f64>],
     tol: f64,
-) -> Result<Vec<Complex<f64>>, String> {
-    let plan = Plan::new(grid.n, tol, 1)?;
-    if data.len() != traj.len() {
-        return Err(format!(
-            "k-space data: expected {} values (one per sample), got {}",
-            traj.len(),
-            data.len()
-        ));
-    }
+) -> Result<Vec<Complex<f64>>> {
+    Error::check_len("k-space data (one per sample)", traj.len(), data.len())?;
+    let mut plan = Plan::new(grid.n, tol, 1)?;
+    plan.set_points(&points(grid, traj))?;
     // Mu_m = conj(phi(k_m)) D_m, phi real
     let mu: Vec<Complex<f64>> = traj
         .iter()
@@ -51,7 +47,7 @@ pub fn fhd(
         .map(|(k, d)| d * grid.phi(*k))
         .collect();
     let mut out = vec![Complex::default(); grid.len()];
-    plan.type1(&mut out, &points(grid, traj), &mu)?;
+    plan.type1(&mut out, &mu)?;
     Ok(out)
 }
 
@@ -61,10 +57,11 @@ pub fn forward(
     traj: &[[f64; 3]],
     rho: &[Complex<f64>],
     tol: f64,
-) -> Result<Vec<Complex<f64>>, String> {
-    let plan = Plan::new(grid.n, tol, -1)?;
+) -> Result<Vec<Complex<f64>>> {
+    let mut plan = Plan::new(grid.n, tol, -1)?;
+    plan.set_points(&points(grid, traj))?;
     let mut out = vec![Complex::default(); traj.len()];
-    plan.type2(&mut out, &points(grid, traj), rho)?;
+    plan.type2(&mut out, rho)?;
     for (d, k) in out.iter_mut().zip(traj) {
         *d *= grid.phi(*k);
     }

@@ -1,0 +1,267 @@
+//! Spreading (type 1) and interpolation (type 2) on the fine grid, with
+//! the points of a plan sorted once into slabs and bins.
+//!
+//! Spreading runs in parallel without write races and without a buffer
+//! per thread: the grid is cut into `L` (even) slabs of at least `w` z
+//! planes, a point belongs to the slab of its footprint's first plane, and
+//! its footprint then reaches at most into the next slab. Even slabs spread
+//! together, then odd ones, each straight into the grid. Within a slab
+//! points are ordered by 16 x 16 cell bins in y and x, so consecutive
+//! points touch the same cache lines.
+
+use crate::kernel::{Horner, MAX_WIDTH};
+use rayon::prelude::*;
+use recon_core::{Complex, Real};
+use std::ops::Range;
+
+/// Bin edge in cells along x and y for the sort.
+const BIN: usize = 16;
+
+/// A plan's points, in sorted order.
+#[derive(Debug, Clone)]
+pub(crate) struct Points {
+    /// Fine-grid coordinates in `[0, n_d)` per axis.
+    pub u: Vec<[f64; 3]>,
+    /// `u[i]` is the caller's point `order[i]`.
+    pub order: Vec<u32>,
+    /// The sorted points of each slab.
+    pub slabs: Vec<Range<usize>>,
+}
+
+/// Slabs of at least `w` planes, an even number of them (or one).
+fn slab_layout(nz: usize, w: usize) -> (usize, usize) {
+    let want = (8 * rayon::current_num_threads()).max(2);
+    let count = (nz / w).min(want) & !1;
+    if count < 2 {
+        return (1, nz);
+    }
+    // The last slab also takes the remainder.
+    (count, nz / count)
+}
+
+impl Points {
+    /// Sorts `x` (radians, any real value) for a fine grid `n`.
+    pub fn new(x: &[[f64; 3]], n: [usize; 3], h: &Horner) -> Points {
+        let w = h.width;
+        let (count, size) = slab_layout(n[2], w);
+        let u: Vec<[f64; 3]> = x
+            .iter()
+            .map(|p| {
+                [0, 1, 2].map(|d| {
+                    let v = (p[d] / std::f64::consts::TAU).rem_euclid(1.0) * n[d] as f64;
+                    // rem_euclid of a tiny negative rounds to 1.
+                    if v >= n[d] as f64 {
+                        0.0
+                    } else {
+                        v
+                    }
+                })
+            })
+            .collect();
+        let first = |v: f64, len: usize| -> usize {
+            ((v - w as f64 / 2.0).ceil() as i64).rem_euclid(len as i64) as usize
+        };
+        let bins = [n[0].div_ceil(BIN), n[1].div_ceil(BIN)];
+        let key = |p: &[f64; 3]| -> usize {
+            let slab = (first(p[2], n[2]) / size).min(count - 1);
+            (slab * bins[1] + first(p[1], n[1]) / BIN) * bins[0] + first(p[0], n[0]) / BIN
+        };
+        // Counting sort by key.
+        let keys: Vec<usize> = u.iter().map(key).collect();
+        let mut start = vec![0usize; count * bins[0] * bins[1] + 1];
+        for &k in &keys {
+            start[k + 1] += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let per_slab = bins[0] * bins[1];
+        let slabs = (0..count)
+            .map(|s| start[s * per_slab]..start[(s + 1) * per_slab])
+            .collect();
+        let mut order = vec![0u32; u.len()];
+        for (m, &k) in keys.iter().enumerate() {
+            order[start[k]] = m as u32;
+            start[k] += 1;
+        }
+        let u = order.iter().map(|&m| u[m as usize]).collect();
+        Points { u, order, slabs }
+    }
+}
+
+/// A point's footprint: first cell per axis and the kernel's `W` values.
+struct Footprint<T, const W: usize> {
+    first: [i64; 3],
+    w: [[T; W]; 3],
+}
+
+#[inline(always)]
+fn footprint<T: Real, const W: usize>(h: &Horner, u: &[f64; 3]) -> Footprint<T, W> {
+    let mut first = [0; 3];
+    let mut w = [[T::zero(); W]; 3];
+    for d in 0..3 {
+        let mut v = [0.0; W];
+        first[d] = h.footprint(u[d], &mut v);
+        for (o, x) in w[d].iter_mut().zip(&v) {
+            *o = T::of(*x);
+        }
+    }
+    Footprint { first, w }
+}
+
+/// Calls `$f::<T, W>($args)` with the kernel width as a constant, so that
+/// every loop over a footprint is unrolled for its width (FINUFFT
+/// instantiates its spreader per width the same way).
+macro_rules! with_width {
+    ($w:expr, $f:ident::<$t:ty>($($arg:expr),*)) => {
+        match $w {
+            2 => $f::<$t, 2>($($arg),*),
+            3 => $f::<$t, 3>($($arg),*),
+            4 => $f::<$t, 4>($($arg),*),
+            5 => $f::<$t, 5>($($arg),*),
+            6 => $f::<$t, 6>($($arg),*),
+            7 => $f::<$t, 7>($($arg),*),
+            8 => $f::<$t, 8>($($arg),*),
+            9 => $f::<$t, 9>($($arg),*),
+            10 => $f::<$t, 10>($($arg),*),
+            11 => $f::<$t, 11>($($arg),*),
+            12 => $f::<$t, 12>($($arg),*),
+            13 => $f::<$t, 13>($($arg),*),
+            14 => $f::<$t, 14>($($arg),*),
+            15 => $f::<$t, 15>($($arg),*),
+            16 => $f::<$t, 16>($($arg),*),
+            w => unreachable!("kernel width {w} outside 2 to {MAX_WIDTH}"),
+        }
+    };
+}
+
+/// The grid as the spreading tasks share it.
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut Complex<T>);
+// SAFETY: the tasks of one phase write disjoint planes (module docs).
+unsafe impl<T> Send for Shared<T> {}
+unsafe impl<T> Sync for Shared<T> {}
+
+/// `g[j] += sum_m c[m] K(j - u_m)` over the periodic fine grid `n`, with
+/// `c` in the caller's order.
+pub(crate) fn spread<T: Real>(
+    g: &mut [Complex<T>],
+    n: [usize; 3],
+    h: &Horner,
+    pts: &Points,
+    c: &[Complex<T>],
+) {
+    assert_eq!(g.len(), n.iter().product::<usize>(), "fine grid");
+    with_width!(h.width, spread_w::<T>(g, n, h, pts, c))
+}
+
+fn spread_w<T: Real, const W: usize>(
+    g: &mut [Complex<T>],
+    n: [usize; 3],
+    h: &Horner,
+    pts: &Points,
+    c: &[Complex<T>],
+) {
+    let grid = Shared(g.as_mut_ptr());
+    let spread_slab = |range: &Range<usize>| {
+        let grid = grid;
+        for i in range.clone() {
+            let f = footprint::<T, W>(h, &pts.u[i]);
+            let ci = c[pts.order[i] as usize];
+            let cx: [Complex<T>; W] = std::array::from_fn(|j| ci * f.w[0][j]);
+            let x0 = f.first[0].rem_euclid(n[0] as i64) as usize;
+            let contiguous = x0 + W <= n[0];
+            for a in 0..W {
+                let z = (f.first[2] + a as i64).rem_euclid(n[2] as i64) as usize;
+                for b in 0..W {
+                    let y = (f.first[1] + b as i64).rem_euclid(n[1] as i64) as usize;
+                    let wzy = f.w[2][a] * f.w[1][b];
+                    let row = (z * n[1] + y) * n[0];
+                    // SAFETY: row + x < nx ny nz for every x < nx, and no
+                    // task of this phase writes plane z (module docs).
+                    unsafe {
+                        if contiguous {
+                            let r = &mut *(grid.0.add(row + x0) as *mut [Complex<T>; W]);
+                            for (g, v) in r.iter_mut().zip(&cx) {
+                                *g = *g + *v * wzy;
+                            }
+                        } else {
+                            for (j, v) in cx.iter().enumerate() {
+                                let g = grid.0.add(row + (x0 + j) % n[0]);
+                                *g = *g + *v * wzy;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    if pts.slabs.len() == 1 {
+        spread_slab(&pts.slabs[0]);
+        return;
+    }
+    for phase in 0..2 {
+        pts.slabs
+            .par_iter()
+            .skip(phase)
+            .step_by(2)
+            .for_each(spread_slab);
+    }
+}
+
+/// `out[m] = sum_j g[j] K(j - u_m)`, in the caller's order.
+pub(crate) fn interpolate<T: Real>(
+    out: &mut [Complex<T>],
+    g: &[Complex<T>],
+    n: [usize; 3],
+    h: &Horner,
+    pts: &Points,
+) {
+    assert_eq!(g.len(), n.iter().product::<usize>(), "fine grid");
+    with_width!(h.width, interpolate_w::<T>(out, g, n, h, pts))
+}
+
+fn interpolate_w<T: Real, const W: usize>(
+    out: &mut [Complex<T>],
+    g: &[Complex<T>],
+    n: [usize; 3],
+    h: &Horner,
+    pts: &Points,
+) {
+    let sorted: Vec<Complex<T>> = pts
+        .u
+        .par_iter()
+        .with_min_len(1024)
+        .map(|u| {
+            let f = footprint::<T, W>(h, u);
+            let x0 = f.first[0].rem_euclid(n[0] as i64) as usize;
+            let contiguous = x0 + W <= n[0];
+            let mut acc = Complex::default();
+            for a in 0..W {
+                let z = (f.first[2] + a as i64).rem_euclid(n[2] as i64) as usize;
+                let mut acc_z = Complex::default();
+                for b in 0..W {
+                    let y = (f.first[1] + b as i64).rem_euclid(n[1] as i64) as usize;
+                    let row = &g[(z * n[1] + y) * n[0]..][..n[0]];
+                    let mut acc_y = Complex::default();
+                    if contiguous {
+                        let r: &[Complex<T>; W] = row[x0..x0 + W].try_into().expect("W cells");
+                        for (v, wx) in r.iter().zip(&f.w[0]) {
+                            acc_y = acc_y + *v * *wx;
+                        }
+                    } else {
+                        for (j, wx) in f.w[0].iter().enumerate() {
+                            acc_y = acc_y + row[(x0 + j) % n[0]] * *wx;
+                        }
+                    }
+                    acc_z = acc_z + acc_y * f.w[1][b];
+                }
+                acc = acc + acc_z * f.w[2][a];
+            }
+            acc
+        })
+        .collect();
+    for (v, &m) in sorted.iter().zip(&pts.order) {
+        out[m as usize] = *v;
+    }
+}
