@@ -2,8 +2,10 @@
 //!
 //! As in BART, an operator that CG needs only offers its normal map, and
 //! F^H F is never formed from F: it is the Toeplitz product
-//! `crop(IFFT(FFT(Q) . FFT(zero-pad(rho))))` on the `(2N)^3` grid, with
-//! FFT(Q) computed once per solve. W^H W is the backend's sparse stencil.
+//! `crop(IFFT(FFT(Q) . FFT(zero-pad(rho))))` on the `(2N)^3` grid. A
+//! [`Problem`] holds FFT(Q) and F^H D on the device, made once per run and
+//! solved for any W and lambda (passes, sweeps). W^H W is the backend's
+//! sparse stencil.
 //! Everything here is written once against [`Backend`]; only scalars reach
 //! the host per iteration. Residuals reach the caller through a callback:
 //! this crate never prints.
@@ -73,20 +75,20 @@ impl<B: Backend> Normal<B> for Toeplitz<B> {
     }
 }
 
-/// `F^H F + lambda W^H W`.
-pub struct Regularised<B: Backend> {
-    pub toeplitz: Toeplitz<B>,
+/// `F^H F + lambda W^H W`, around a Toeplitz operator it borrows.
+pub struct Regularised<'t, B: Backend> {
+    pub toeplitz: &'t mut Toeplitz<B>,
     weights: B::Weights,
     /// Absolute lambda (already scaled by Q's peak).
     lambda: f64,
 }
 
-impl<B: Backend> Regularised<B> {
+impl<'t, B: Backend> Regularised<'t, B> {
     /// `lambda_abs` multiplies W^H W as is; see [`lambda_abs`] for the
     /// relative convention of the configs.
     pub fn new(
         backend: &B,
-        toeplitz: Toeplitz<B>,
+        toeplitz: &'t mut Toeplitz<B>,
         weights: &Stencil,
         lambda_abs: f64,
     ) -> Result<Self> {
@@ -109,7 +111,7 @@ impl<B: Backend> Regularised<B> {
     }
 }
 
-impl<B: Backend> Normal<B> for Regularised<B> {
+impl<B: Backend> Normal<B> for Regularised<'_, B> {
     fn len(&self) -> usize {
         self.toeplitz.len()
     }
@@ -233,27 +235,52 @@ pub fn solve<B: Backend, A: Normal<B>>(
     Ok(info)
 }
 
-/// The whole solve from Q: `(F^H F + lambda W^H W) x = F^H D` with
-/// `lambda = lambda_rel * max|Q|`, by CG from 0 on the backend. Returns x on
-/// the host, and what CG did.
-#[allow(clippy::too_many_arguments)]
-pub fn solve_from_q<B: Backend>(
-    backend: &B,
-    grid: &Grid,
-    q: &[Complex<B::Real>],
-    fhd: &[Complex<B::Real>],
-    weights: &Stencil,
-    lambda_rel: f64,
-    params: &Params,
-    on_iteration: &mut dyn FnMut(usize, f64),
-) -> Result<(Vec<Complex<B::Real>>, Info)> {
-    Error::check_len("F^H D (one value per voxel)", grid.len(), fhd.len())?;
-    let toeplitz = Toeplitz::new(backend, grid, q)?;
-    let mut a = Regularised::new(backend, toeplitz, weights, lambda_abs(lambda_rel, grid, q)?)?;
-    let b = backend.upload(fhd)?;
-    let mut x = backend.zeros(grid.len())?;
-    let info = solve(backend, &mut a, &mut x, &b, params, on_iteration)?;
-    let mut out = vec![Complex::default(); grid.len()];
-    backend.download(&mut out, &x)?;
-    Ok((out, info))
+/// `(F^H F + lambda W^H W) x = F^H D` for one run: FFT(Q) and F^H D on
+/// the device, made once and solved for any W and lambda.
+pub struct Problem<B: Backend> {
+    grid: Grid,
+    toeplitz: Toeplitz<B>,
+    fhd: B::Vector,
+    q_peak: f64,
+}
+
+impl<B: Backend> Problem<B> {
+    /// Takes Q (as recon-encoding computes it) and F^H D on the host.
+    pub fn new(backend: &B, grid: &Grid, q: &[Complex<B::Real>], fhd: &[Complex<B::Real>]) -> Result<Self> {
+        Error::check_len("F^H D (one value per voxel)", grid.len(), fhd.len())?;
+        Ok(Problem {
+            grid: *grid,
+            q_peak: q_peak(grid, q)?,
+            toeplitz: Toeplitz::new(backend, grid, q)?,
+            fhd: backend.upload(fhd)?,
+        })
+    }
+
+    pub fn grid(&self) -> &Grid {
+        &self.grid
+    }
+
+    /// `lambda_rel * max|Q|`: see [`lambda_abs`].
+    pub fn lambda_abs(&self, lambda_rel: f64) -> f64 {
+        lambda_rel * self.q_peak
+    }
+
+    /// CG from 0 with W's stencil and `lambda = lambda_rel * max|Q|`.
+    /// Returns x on the host, and what CG did.
+    pub fn solve(
+        &mut self,
+        backend: &B,
+        weights: &Stencil,
+        lambda_rel: f64,
+        params: &Params,
+        on_iteration: &mut dyn FnMut(usize, f64),
+    ) -> Result<(Vec<Complex<B::Real>>, Info)> {
+        let lambda = self.lambda_abs(lambda_rel);
+        let mut a = Regularised::new(backend, &mut self.toeplitz, weights, lambda)?;
+        let mut x = backend.zeros(self.grid.len())?;
+        let info = solve(backend, &mut a, &mut x, &self.fhd, params, on_iteration)?;
+        let mut out = vec![Complex::default(); self.grid.len()];
+        backend.download(&mut out, &x)?;
+        Ok((out, info))
+    }
 }

@@ -12,7 +12,7 @@
 //! stored x fastest with mode `-M_d/2` first. recon's sums map onto these
 //! with `x_m = 2 pi k_m / N_d` (k in cycles/FOV): F^H D is type 1 with
 //! `s = +1` on the image grid, Q is type 1 on the doubled grid, and the
-//! forward model is type 2 with `s = -1` ([`mri`]).
+//! forward model is type 2 with `s = -1` (see recon-encoding).
 //!
 //! As in FINUFFT, a [`Plan`] is made once for a mode shape and tolerance
 //! (kernel, corrections, FFT plans), its points are set once (sorted into
@@ -26,10 +26,13 @@ use recon_core::{Complex, Error, Real, Result};
 
 mod fft;
 mod kernel;
-pub mod mri;
 mod spread;
 
 pub use kernel::Kernel;
+
+/// Version of the NUFFT's arithmetic, part of recon's Q cache key: bump it
+/// whenever a change could alter the values it computes.
+pub const VERSION: u32 = 2;
 use kernel::Horner;
 use spread::Points;
 

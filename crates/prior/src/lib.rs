@@ -18,14 +18,16 @@
 //! reference lacks (a lesion), would be smoothed away at the strong lambda
 //! the anatomical W favours; [`relax_data_edges`] guards against that: after
 //! a first solve, edges where the image itself changes by much more than its
-//! noise are relaxed too, and [`solve`] solves again (two passes in all).
+//! noise are relaxed too ([`Prior::relaxed`]), and the caller solves again
+//! (two passes in all). This crate builds W and never solves: the solve
+//! driver lives with the pipeline.
 //!
 //! The reference may come on a finer (or coarser) grid than the
 //! reconstruction; [`resample`] averages it onto the grid by box overlap,
 //! once, and everything else works on that image.
 
 use rayon::prelude::*;
-use recon_core::{index3, Backend, Complex, Error, Grid, Real, Result, Stencil, Volume};
+use recon_core::{index3, Error, Grid, Result, Stencil, Volume};
 use serde::Serialize;
 
 /// How W is derived from the reference.
@@ -140,50 +142,19 @@ impl Prior {
             1
         }
     }
-}
 
-/// What [`solve`] returns.
-pub struct Solution<T> {
-    /// The image.
-    pub x: Vec<Complex<T>>,
-    /// CG's account of the last pass.
-    pub info: recon_cg::Info,
-    /// W as the last pass used it (`info.data_edges` filled in).
-    pub used: Prior,
-}
-
-/// `(F^H F + lambda W^H W) x = F^H D` with the anatomical W, by CG from Q
-/// (`lambda` relative to Q's peak, as in [`recon_cg::solve_from_q`]). With
-/// data edges on, two passes: solve, relax the edges the image shows beyond
-/// its noise ([`relax_data_edges`]), solve again from zero. `on_iteration`
-/// counts iterations across passes.
-#[allow(clippy::too_many_arguments)]
-pub fn solve<B: Backend>(
-    backend: &B,
-    grid: &Grid,
-    q: &[Complex<B::Real>],
-    fhd: &[Complex<B::Real>],
-    prior: &Prior,
-    lambda: f64,
-    params: &recon_cg::Params,
-    on_iteration: &mut dyn FnMut(usize, f64),
-) -> Result<Solution<B::Real>> {
-    let mut pass = |w: &Stencil, offset: usize| {
-        recon_cg::solve_from_q(backend, grid, q, fhd, w, lambda, params, &mut |i, r| {
-            on_iteration(offset + i, r)
-        })
-    };
-    let (x, info) = pass(&prior.stencil, 0)?;
-    let Some(k) = prior.params.data_threshold else {
-        let used = prior.clone();
-        return Ok(Solution { x, info, used });
-    };
-    let mut used = prior.clone();
-    let mag: Vec<f64> = x.iter().map(|c| c.norm().f64()).collect();
-    let relaxed = relax_data_edges(&mut used.stencil, &mag, k, prior.params.edge_weight)?;
-    used.info.data_edges = Some(relaxed);
-    let (x, info) = pass(&used.stencil, params.iterations)?;
-    Ok(Solution { x, info, used })
+    /// W for the second pass, from the first pass's image magnitude: its
+    /// edges beyond the noise relaxed too ([`relax_data_edges`]), counted
+    /// in `info.data_edges`. `None` when data edges are off (one pass).
+    pub fn relaxed(&self, image: &[f64]) -> Result<Option<Prior>> {
+        let Some(k) = self.params.data_threshold else {
+            return Ok(None);
+        };
+        let mut used = self.clone();
+        let relaxed = relax_data_edges(&mut used.stencil, image, k, self.params.edge_weight)?;
+        used.info.data_edges = Some(relaxed);
+        Ok(Some(used))
+    }
 }
 
 /// The anatomical W on `grid` from the reference `a` already averaged onto

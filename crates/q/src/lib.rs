@@ -1,18 +1,19 @@
-//! Q: the kernel that makes F^H F a Toeplitz product.
+//! Q, the kernel that makes F^H F a Toeplitz product, through a cache.
 //!
-//! `Q[j] = sum_m |phi(k_m)|^2 exp(+i 2pi k_m . y_j)` on the `(2N)^3` grid of
-//! displacements `y_j = (j - N) FOV / N` (stored x fastest, `j = 0 .. 2N`
-//! per axis, so displacement 0 sits at index N). It depends only on the
-//! trajectory, the voxel basis and the grid, never on the scan data, so it
-//! is computed once per trajectory and cached.
+//! Q (defined and computed by recon-encoding's plan) depends only on the
+//! trajectory, the voxel basis, the grid and the engine, never on the scan
+//! data, so it is computed once per trajectory and cached.
 //!
 //! The cache is content-addressed: the key is a SHA-256 of everything Q
-//! depends on (trajectory, basis, grid, FOV, precision, engine version).
+//! depends on (trajectory, basis, grid, FOV, precision, and the engine with
+//! its version, tolerance and kernel: a Q computed by one engine is never
+//! served for another).
 //! Files are HDF5, written atomically, with a Fletcher-32 checksum on the
 //! data and the full key stored inside; a file that fails to open, to read,
 //! its checksum or its key is reported and recomputed, never used.
 
-use recon_core::{Backend, Complex, Grid, Progress, Real, Sign, Targets, ENGINE_VERSION};
+use recon_core::{Backend, Complex, Grid, Progress, Real};
+use recon_encoding::{Engine, Plan};
 use recon_io::hdf5::{self, H5Type};
 use recon_io::{Context, IoError};
 use sha2::{Digest, Sha256};
@@ -27,29 +28,22 @@ pub enum QError {
     Io(#[from] IoError),
 }
 
-/// Computes Q on the backend.
+/// Computes Q by the plan's engine.
 pub fn compute<B: Backend>(
-    backend: &B,
-    grid: &Grid,
-    traj: &[[f64; 3]],
+    plan: &Plan<'_, B>,
     progress: Progress<'_>,
 ) -> Result<Vec<Complex<B::Real>>, QError> {
-    // |phi(k_m)|^2: real, so Q is Hermitian-symmetric: Q(-y) = conj Q(y).
-    let coef: Vec<Complex<B::Real>> = traj
-        .iter()
-        .map(|k| Complex::new(B::Real::of(grid.phi(*k).powi(2)), B::Real::of(0.0)))
-        .collect();
-    let targets = Targets::Lattice(grid.displacements());
-    let mut q = vec![Complex::default(); targets.len()];
-    backend.sum_exp(&mut q, targets, traj, &coef, Sign::Plus, progress)?;
+    let mut q = vec![Complex::default(); plan.grid().doubled().iter().product()];
+    plan.q(&mut q, progress)?;
     Ok(q)
 }
 
 /// The cache key: SHA-256 over everything Q depends on, as hex.
-pub fn key(grid: &Grid, traj: &[[f64; 3]], precision: &str) -> String {
+pub fn key(grid: &Grid, traj: &[[f64; 3]], precision: &str, engine: &Engine) -> String {
     let mut h = Sha256::new();
-    h.update(b"recon Q v1; basis=box-sinc; engine=");
-    h.update(ENGINE_VERSION.to_le_bytes());
+    h.update(b"recon Q v2; basis=box-sinc; engine=");
+    h.update(engine.id().as_bytes());
+    h.update(b"; precision=");
     h.update(precision.as_bytes());
     for n in grid.n {
         h.update((n as u64).to_le_bytes());
@@ -171,10 +165,8 @@ fn shape_of(grid: &Grid) -> [usize; 3] {
 
 /// Loads Q from the cache or computes (and stores) it.
 pub fn load_or_compute<B>(
-    backend: &B,
+    plan: &Plan<'_, B>,
     cache: Option<&Cache>,
-    grid: &Grid,
-    traj: &[[f64; 3]],
     progress: Progress<'_>,
 ) -> Result<(Vec<Complex<B::Real>>, CacheStatus), QError>
 where
@@ -182,20 +174,18 @@ where
     B::Real: Stored,
 {
     let Some(cache) = cache else {
-        return Ok((
-            compute(backend, grid, traj, progress)?,
-            CacheStatus::Disabled,
-        ));
+        return Ok((compute(plan, progress)?, CacheStatus::Disabled));
     };
+    let grid = plan.grid();
     // Housekeeping: temporary files of runs that were killed while storing.
     recon_io::remove_stale_partials(&cache.dir);
-    let key = key(grid, traj, B::Real::NAME);
+    let key = key_of(plan);
     let status = match cache.load::<B::Real>(&key, grid) {
         Ok(Some(q)) => return Ok((q, CacheStatus::Hit)),
         Ok(None) => CacheStatus::Miss,
         Err(e) => CacheStatus::Invalid(e.to_string()),
     };
-    let q = compute(backend, grid, traj, progress)?;
+    let q = compute(plan, progress)?;
     let status = match cache.store(&key, grid, &q) {
         Ok(_) => status,
         Err(e) => CacheStatus::NotStored(e.to_string()),
@@ -203,7 +193,12 @@ where
     Ok((q, status))
 }
 
-/// The path a Q cache file for this problem would have.
-pub fn cache_file(cache: &Cache, grid: &Grid, traj: &[[f64; 3]], precision: &str) -> PathBuf {
-    cache.path(&key(grid, traj, precision))
+/// The cache key of the plan's Q.
+pub fn key_of<B: Backend>(plan: &Plan<'_, B>) -> String {
+    key(plan.grid(), plan.traj(), B::Real::NAME, &plan.engine())
+}
+
+/// The path the cache file of the plan's Q has.
+pub fn cache_file<B: Backend>(cache: &Cache, plan: &Plan<'_, B>) -> PathBuf {
+    cache.path(&key_of(plan))
 }

@@ -126,7 +126,7 @@ fn problem(args: &BenchArgs, size: Size, phantom: &Phantom) -> Result<Problem> {
     let cpu = CpuBackend::<f64>::new();
     let vox = grid.voxels();
     let pts: Vec<[f64; 3]> = check.iter().map(|&i| vox.point(i)).collect();
-    let mu = recon_fhd::mu::<f64>(&grid, &traj, &data);
+    let mu = recon_encoding::mu::<f64>(&grid, &traj, &data);
     let mut fhd_ref = vec![Complex::default(); pts.len()];
     cpu.sum_exp(
         &mut fhd_ref,
@@ -174,7 +174,7 @@ fn max_rel_error<T: Real>(out: &[Complex<T>], idx: &[usize], reference: &[Comple
 
 /// Times F^H D over the leading `voxels` voxels: best of a few runs.
 fn time_fhd<B: Backend>(b: &B, p: &Problem, voxels: usize) -> Result<(f64, Vec<Complex<B::Real>>)> {
-    let mu = recon_fhd::mu::<B::Real>(&p.grid, &p.traj, &p.data);
+    let mu = recon_encoding::mu::<B::Real>(&p.grid, &p.traj, &p.data);
     // A leading share of the voxels, in whole z-planes.
     let mut lat = p.grid.voxels();
     let plane = lat.n[0] * lat.n[1];
@@ -442,22 +442,23 @@ fn end_to_end<B: Backend>(
         p.grid.doubled(),
         b.describe()
     ));
+    // The exact engine: this benchmark times the summation ladder.
+    let plan = recon_encoding::Plan::new(b, recon_encoding::Engine::Exact, &p.grid, &p.traj)?;
     let t = Instant::now();
-    let q = ui.stage("Q", |pr| recon_q::compute(b, &p.grid, &p.traj, pr))?;
+    let q = ui.stage("Q", |pr| recon_q::compute(&plan, pr))?;
     let q_seconds = t.elapsed().as_secs_f64();
     let q_err = max_rel_error(&q, &p.q_check, &p.q_ref);
 
     // F^H D, then F^H D + CG end to end (the Toeplitz set-up, FFT of Q, included).
     let t = Instant::now();
-    let fhd = ui.stage("F^H D", |pr| {
-        recon_fhd::fhd(b, &p.grid, &p.traj, &p.data, pr)
-    })?;
+    let mut fhd = vec![Complex::default(); p.grid.len()];
+    ui.stage("F^H D", |pr| plan.adjoint(&mut fhd, &p.data, pr))?;
     let fhd_seconds = t.elapsed().as_secs_f64();
     let t_cg = Instant::now();
-    let toeplitz = Toeplitz::new(b, &p.grid, &q)?;
+    let mut toeplitz = Toeplitz::new(b, &p.grid, &q)?;
     let t_toeplitz = t_cg.elapsed().as_secs_f64();
     let lambda = recon_cg::lambda_abs(0.01, &p.grid, &q)?;
-    let mut a = Regularised::new(b, toeplitz, &Stencil::uniform(p.grid.n), lambda)?;
+    let mut a = Regularised::new(b, &mut toeplitz, &Stencil::uniform(p.grid.n), lambda)?;
     let rhs = b.upload(&fhd)?;
     let mut x = b.zeros(p.grid.len())?;
     let params = Params {

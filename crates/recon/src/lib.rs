@@ -317,10 +317,10 @@ pub(crate) enum Chosen {
 /// and otherwise says, in one line, why it runs on the CPU.
 pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
     let options = || recon_cuda::Options {
-        variant: recon_cuda::Variant::from_number(e.variant).expect("validated"),
+        variant: recon_cuda::Variant::from_number(e.variant()).expect("validated"),
         tuning: recon_cuda::Tuning {
-            per_thread: e.per_thread,
-            block: e.block,
+            per_thread: e.per_thread(),
+            block: e.block(),
         },
         devices: None,
     };
@@ -394,9 +394,11 @@ where
     pipeline::check_memory(backend, l, pipeline::Work::Q)?;
     let traj = pipeline::trajectory(l)?;
     let t = Instant::now();
-    let (status, file) = pipeline::q_only(backend, l, &traj, &Bars)?;
+    let plan = pipeline::plan(backend, l, &traj)?;
+    let (status, file) = pipeline::q_only(&plan, l, &Bars)?;
     println!(
-        "Q for {} samples on {:?}: {} in {:.2} s ({})",
+        "Q by {} for {} samples on {:?}: {} in {:.2} s ({})",
+        plan.engine().describe(),
         traj.len(),
         l.grid.doubled(),
         status.word(),

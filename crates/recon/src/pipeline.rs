@@ -3,8 +3,9 @@
 
 use crate::config::{self, Loaded, RegulariserKind, Source};
 use anyhow::{Context, Result};
-use recon_cg::Params;
+use recon_cg::{Params, Problem};
 use recon_core::{metrics, Backend, Complex, Real, Stencil, Volume};
+use recon_encoding::Plan;
 use recon_q::{Cache, CacheStatus, Stored};
 use recon_synth::{add_noise, Noise};
 use std::time::Instant;
@@ -270,26 +271,31 @@ fn q_cache(l: &Loaded) -> Option<Cache> {
     l.cfg.q.cache.then(|| Cache::new(config::cache_dir(&l.cfg)))
 }
 
+/// The encoding plan of a run: the config's engine, for its grid and
+/// trajectory (points sorted once).
+pub fn plan<'b, B: Backend>(backend: &'b B, l: &Loaded, traj: &[[f64; 3]]) -> Result<Plan<'b, B>> {
+    Plan::new(backend, l.cfg.engine.engine(), &l.grid, traj).context("planning the encoding operator")
+}
+
 /// Q only, through the cache: `recon q`.
 pub fn q_only<B>(
-    backend: &B,
+    plan: &Plan<'_, B>,
     l: &Loaded,
-    inputs_traj: &[[f64; 3]],
     ui: &impl Ui,
 ) -> Result<(CacheStatus, Option<std::path::PathBuf>)>
 where
     B: Backend,
     B::Real: Stored,
 {
-    let (_, status, file) = stage_q(backend, l, inputs_traj, ui)?;
+    let (_, status, file) = stage_q(plan, l, ui)?;
     Ok((status, file))
 }
 
+/// Q through the cache, saying where it came from.
 #[allow(clippy::type_complexity)]
-fn stage_q<B>(
-    backend: &B,
+pub fn stage_q<B>(
+    plan: &Plan<'_, B>,
     l: &Loaded,
-    traj: &[[f64; 3]],
     ui: &impl Ui,
 ) -> Result<(
     Vec<Complex<B::Real>>,
@@ -301,13 +307,9 @@ where
     B::Real: Stored,
 {
     let cache = q_cache(l);
-    let file = cache
-        .as_ref()
-        .map(|c| recon_q::cache_file(c, &l.grid, traj, B::Real::NAME));
+    let file = cache.as_ref().map(|c| recon_q::cache_file(c, plan));
     let (q, status) = ui
-        .stage("Q", |p| {
-            recon_q::load_or_compute(backend, cache.as_ref(), &l.grid, traj, p)
-        })
+        .stage("Q", |p| recon_q::load_or_compute(plan, cache.as_ref(), p))
         .context("computing Q")?;
     let file_name = file
         .as_ref()
@@ -325,6 +327,18 @@ where
         )),
     }
     Ok((q, status, file))
+}
+
+/// F^H D by the plan.
+pub fn stage_fhd<B: Backend>(
+    plan: &Plan<'_, B>,
+    data: &[Complex<f64>],
+    ui: &impl Ui,
+) -> Result<Vec<Complex<B::Real>>> {
+    let mut fhd = vec![Complex::default(); plan.grid().len()];
+    ui.stage("F^H D", |p| plan.adjoint(&mut fhd, data, p))
+        .context("computing F^H D")?;
+    Ok(fhd)
 }
 
 /// W as the solver starts from.
@@ -373,49 +387,52 @@ pub struct Solved<T> {
     pub prior: Option<recon_prior::Info>,
 }
 
-/// `(F^H F + lambda W^H W) x = F^H D` by CG from Q, `lambda` relative to
-/// Q's peak; an anatomical W solves as [`recon_prior::solve`] says.
-#[allow(clippy::too_many_arguments)]
+/// The one solve driver: `(F^H F + lambda W^H W) x = F^H D` by CG from 0,
+/// `lambda` relative to Q's peak. An anatomical W with data edges solves
+/// twice: solve, relax the edges the image shows beyond its noise
+/// ([`recon_prior::Prior::relaxed`]), solve again. `on_iteration` counts
+/// iterations across passes. The problem (FFT(Q), F^H D) is reused.
 pub fn solve<B: Backend>(
     backend: &B,
-    grid: &recon_core::Grid,
-    q: &[Complex<B::Real>],
-    fhd: &[Complex<B::Real>],
+    problem: &mut Problem<B>,
     w: &Regulariser,
     lambda: f64,
     params: &Params,
     on_iteration: &mut dyn FnMut(usize, f64),
 ) -> Result<Solved<B::Real>> {
-    Ok(match w {
+    match w {
         Regulariser::Uniform => {
-            let stencil = Stencil::uniform(grid.n);
-            let (x, info) = recon_cg::solve_from_q(
-                backend,
-                grid,
-                q,
-                fhd,
-                &stencil,
-                lambda,
-                params,
-                on_iteration,
-            )?;
-            Solved {
+            let stencil = Stencil::uniform(problem.grid().n);
+            let (x, info) = problem.solve(backend, &stencil, lambda, params, on_iteration)?;
+            Ok(Solved {
                 x,
                 info,
                 stencil,
                 prior: None,
-            }
+            })
         }
         Regulariser::Anatomical(p) => {
-            let s = recon_prior::solve(backend, grid, q, fhd, p, lambda, params, on_iteration)?;
-            Solved {
-                x: s.x,
-                info: s.info,
-                stencil: s.used.stencil,
-                prior: Some(s.used.info),
-            }
+            let (x, info) = problem.solve(backend, &p.stencil, lambda, params, on_iteration)?;
+            let mag: Vec<f64> = x.iter().map(|c| c.norm().f64()).collect();
+            let Some(used) = p.relaxed(&mag)? else {
+                return Ok(Solved {
+                    x,
+                    info,
+                    stencil: p.stencil.clone(),
+                    prior: Some(p.info.clone()),
+                });
+            };
+            let (x, info) = problem.solve(backend, &used.stencil, lambda, params, &mut |i, r| {
+                on_iteration(params.iterations + i, r)
+            })?;
+            Ok(Solved {
+                x,
+                info,
+                stencil: used.stencil,
+                prior: Some(used.info),
+            })
         }
-    })
+    }
 }
 
 /// The whole reconstruction on `backend`.
@@ -428,15 +445,15 @@ where
     let mut seconds = Vec::new();
 
     let t = Instant::now();
-    let (q, q_cache, q_file) = stage_q(backend, l, &inputs.traj, ui)?;
+    let plan = plan(backend, l, &inputs.traj)?;
+    seconds.push(("plan", t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let (q, q_cache, q_file) = stage_q(&plan, l, ui)?;
     seconds.push(("q", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
-    let fhd = ui
-        .stage("F^H D", |p| {
-            recon_fhd::fhd(backend, grid, &inputs.traj, &inputs.data, p)
-        })
-        .context("computing F^H D")?;
+    let fhd = stage_fhd(&plan, &inputs.data, ui)?;
     seconds.push(("fhd", t.elapsed().as_secs_f64()));
 
     // (F^H F + lambda W^H W) rho = F^H D
@@ -445,7 +462,8 @@ where
         iterations: l.cfg.solver.iterations,
         tolerance: l.cfg.solver.tolerance,
     };
-    let lambda_abs = recon_cg::lambda_abs(l.cfg.solver.lambda, grid, &q)?;
+    let mut problem = Problem::new(backend, grid, &q, &fhd)?;
+    let lambda_abs = problem.lambda_abs(l.cfg.solver.lambda);
     let w = regulariser(l, inputs)?;
     if let Regulariser::Anatomical(p) = &w {
         let i = &p.info;
@@ -465,9 +483,7 @@ where
         .solver(params.iterations * w.passes(), |cb| {
             solve(
                 backend,
-                grid,
-                &q,
-                &fhd,
+                &mut problem,
                 &w,
                 l.cfg.solver.lambda,
                 &params,

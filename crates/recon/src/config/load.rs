@@ -158,24 +158,69 @@ impl Config {
                 format!("must be at most 1000, got {}", self.gridding.dcf_iterations),
             );
         }
-        if !(1..=6).contains(&self.engine.variant) {
+        let e = &self.engine;
+        match e.kind {
+            EngineKind::Exact => {
+                if let Some(t) = e.tolerance {
+                    return fail(
+                        "engine.tolerance",
+                        format!(
+                            "{t:e} belongs to the nufft engine, but kind = \"exact\" sums exactly: \
+                             remove it, or set kind = \"nufft\""
+                        ),
+                    );
+                }
+            }
+            EngineKind::Nufft => {
+                for (key, set) in [
+                    ("engine.variant", e.variant.is_some()),
+                    ("engine.per_thread", e.per_thread.is_some()),
+                    ("engine.block", e.block.is_some()),
+                ] {
+                    if set {
+                        return fail(
+                            key,
+                            "belongs to the exact engine's GPU kernels, but kind = \"nufft\" \
+                             (the default) has none: remove it, or set kind = \"exact\"",
+                        );
+                    }
+                }
+                let t = e.tolerance.unwrap_or(recon_encoding::Engine::DEFAULT_TOLERANCE);
+                if !(t.is_finite() && (1e-14..=1e-1).contains(&t)) {
+                    return fail(
+                        "engine.tolerance",
+                        format!("must lie in [1e-14, 1e-1], got {t:e}"),
+                    );
+                }
+                if e.precision == Precision::F32 && t < 1e-6 {
+                    return fail(
+                        "engine.tolerance",
+                        format!(
+                            "{t:e} is below what float32 reaches (1e-6): use a tolerance of at \
+                             least 1e-6, or precision = \"f64\" (CPU)"
+                        ),
+                    );
+                }
+            }
+        }
+        if !(1..=6).contains(&e.variant()) {
             return fail(
                 "engine.variant",
-                format!("must be 1 to 6, got {}", self.engine.variant),
+                format!("must be 1 to 6, got {}", e.variant()),
             );
         }
-        if ![1, 2, 4, 8].contains(&self.engine.per_thread) {
+        if ![1, 2, 4, 8].contains(&e.per_thread()) {
             return fail(
                 "engine.per_thread",
-                format!("must be 1, 2, 4 or 8, got {}", self.engine.per_thread),
+                format!("must be 1, 2, 4 or 8, got {}", e.per_thread()),
             );
         }
-        if !(32..=1024).contains(&self.engine.block) || self.engine.block % 32 != 0 {
+        if !(32..=1024).contains(&e.block()) || e.block() % 32 != 0 {
             return fail(
                 "engine.block",
                 format!(
                     "must be a multiple of 32 from 32 to 1024, got {}",
-                    self.engine.block
+                    e.block()
                 ),
             );
         }

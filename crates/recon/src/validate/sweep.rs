@@ -23,8 +23,8 @@ pub(super) struct Swept {
     pub best_image: Vec<Complex<f64>>,
 }
 
-/// PSNR over a log range of lambda for each W on one backend: Q and F^H D
-/// once, a CG solve per W and lambda.
+/// PSNR over a log range of lambda for each W on one backend: the plan,
+/// Q, F^H D and FFT(Q) once, a CG solve per W and lambda.
 pub(super) fn sweep<B>(
     b: &B,
     l: &Loaded,
@@ -37,17 +37,11 @@ where
     B: Backend,
     B::Real: Stored + Real,
 {
-    let cache = l
-        .cfg
-        .q
-        .cache
-        .then(|| recon_q::Cache::new(crate::config::cache_dir(&l.cfg)));
-    let (q, _) = ui.stage("Q", |p| {
-        recon_q::load_or_compute(b, cache.as_ref(), &l.grid, &inputs.traj, p)
-    })?;
-    let fhd = ui.stage("F^H D", |p| {
-        recon_fhd::fhd(b, &l.grid, &inputs.traj, &inputs.data, p)
-    })?;
+    let plan = pipeline::plan(b, l, &inputs.traj)?;
+    let (q, _, _) = pipeline::stage_q(&plan, l, ui)?;
+    let fhd = pipeline::stage_fhd(&plan, &inputs.data, ui)?;
+    // FFT(Q) and F^H D on the device once, for every W and lambda.
+    let mut problem = recon_cg::Problem::new(b, &l.grid, &q, &fhd)?;
     let truth = inputs.truth.as_deref().expect("checked");
     let params = Params {
         iterations: l.cfg.solver.iterations,
@@ -60,9 +54,9 @@ where
     for (name, w) in regularisers {
         // Point i is at lambda = 10^(lo + i step); i may leave 0..n when
         // the range is extended.
-        let solve_at = |i: i64| -> Result<(SweepPoint, Vec<Complex<f64>>)> {
+        let mut solve_at = |i: i64| -> Result<(SweepPoint, Vec<Complex<f64>>)> {
             let lambda = 10f64.powf(lo + step * i as f64);
-            let solved = pipeline::solve(b, &l.grid, &q, &fhd, w, lambda, &params, &mut |_, _| {})?;
+            let solved = pipeline::solve(b, &mut problem, w, lambda, &params, &mut |_, _| {})?;
             let img: Vec<Complex<f64>> = solved
                 .x
                 .iter()

@@ -1,0 +1,47 @@
+//! The exact engine: each sum evaluated directly by the backend's
+//! summation kernel, as in the book. F^H D gathers over all samples for
+//! each voxel (the "Mu" loop first, O(M), then O(N^3 M)), so no two threads
+//! write the same output; the forward model swaps the roles of samples and
+//! voxels.
+
+use recon_core::{Backend, Complex, Grid, Progress, Result, Sign, Targets};
+
+/// `out = Q` from `coef = |phi(k_m)|^2`.
+pub(crate) fn q<B: Backend>(
+    backend: &B,
+    out: &mut [Complex<B::Real>],
+    grid: &Grid,
+    traj: &[[f64; 3]],
+    coef: &[Complex<B::Real>],
+    progress: Progress<'_>,
+) -> Result<()> {
+    let targets = Targets::Lattice(grid.displacements());
+    backend.sum_exp(out, targets, traj, coef, Sign::Plus, progress)
+}
+
+/// `out = F^H D` from `mu = phi(k_m) D_m`.
+pub(crate) fn adjoint<B: Backend>(
+    backend: &B,
+    out: &mut [Complex<B::Real>],
+    grid: &Grid,
+    traj: &[[f64; 3]],
+    mu: &[Complex<B::Real>],
+    progress: Progress<'_>,
+) -> Result<()> {
+    let targets = Targets::Lattice(grid.voxels());
+    backend.sum_exp(out, targets, traj, mu, Sign::Plus, progress)
+}
+
+/// `out[m] = sum_n rho[n] exp(-i 2pi k_m . x_n)` (the caller applies phi).
+pub(crate) fn forward<B: Backend>(
+    backend: &B,
+    out: &mut [Complex<B::Real>],
+    grid: &Grid,
+    traj: &[[f64; 3]],
+    rho: &[Complex<B::Real>],
+    progress: Progress<'_>,
+) -> Result<()> {
+    let vox = grid.voxels();
+    let positions: Vec<[f64; 3]> = (0..vox.len()).map(|i| vox.point(i)).collect();
+    backend.sum_exp(out, Targets::List(traj), &positions, rho, Sign::Minus, progress)
+}

@@ -1,0 +1,244 @@
+//! The encoding operator F of one trajectory on one grid, as a plan.
+//!
+//! `F[m, n] = phi(k_m) exp(-i 2pi k_m . x_n)` maps voxel coefficients to
+//! k-space samples (phi is the box voxel's transform, real). A [`Plan`] is
+//! made once per grid and trajectory, as FINUFFT makes a plan and sets its
+//! points once, and then computes, as often as asked:
+//! - `Q[j] = sum_m |phi(k_m)|^2 exp(+i 2pi k_m . y_j)` on the `(2N)^3`
+//!   displacement grid (`y_j = (j - N) FOV / N`, x fastest, displacement 0
+//!   at index N per axis), which makes F^H F a Toeplitz product;
+//! - the adjoint on the data, `F^H D[n] = sum_m phi(k_m) D_m exp(+i 2pi k_m . x_n)`;
+//! - the forward model `D = F rho`.
+//!
+//! Two engines sit behind it ([`Engine`]). The NUFFT engine (the default)
+//! computes the sums by type 1 and type 2 non-uniform FFTs to a requested
+//! tolerance, in O(N^3 log N + M w^3). The exact engine sums directly, in
+//! O(N^3 M), through the backend's summation kernels (the book's ladder on
+//! the GPU): it is the reference every fast path is tested against. Until
+//! the GPU has a NUFFT of its own, the NUFFT engine runs on the host CPU
+//! whatever the backend, in the backend's precision.
+
+use recon_core::{Backend, Complex, Error, Grid, Progress, Real, Result};
+
+mod exact;
+
+/// How the sums are computed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Engine {
+    /// Non-uniform FFTs with relative L2 error below `tolerance`.
+    Nufft { tolerance: f64 },
+    /// Direct summation.
+    Exact,
+}
+
+impl Engine {
+    /// The NUFFT engine's tolerance when none is given.
+    pub const DEFAULT_TOLERANCE: f64 = 1e-6;
+
+    /// A one-line description, e.g. "nufft (tolerance 1e-6, kernel width 8)".
+    pub fn describe(&self) -> String {
+        match self {
+            Engine::Exact => "exact summation".into(),
+            Engine::Nufft { tolerance } => match recon_nufft::Kernel::for_tolerance(*tolerance) {
+                Ok(k) => format!(
+                    "nufft (tolerance {tolerance:e}, ES kernel width {}, beta {:.2}, upsampling 2)",
+                    k.width, k.beta
+                ),
+                Err(_) => format!("nufft (tolerance {tolerance:e})"),
+            },
+        }
+    }
+
+    /// Everything that decides the engine's values, for cache keys: a Q
+    /// computed by one engine (or tolerance, or kernel) is never served
+    /// for another.
+    pub fn id(&self) -> String {
+        match self {
+            Engine::Exact => format!("exact v{}", recon_core::ENGINE_VERSION),
+            Engine::Nufft { tolerance } => {
+                let k = recon_nufft::Kernel::for_tolerance(*tolerance);
+                let (w, beta) = k.map_or((0, 0.0), |k| (k.width, k.beta));
+                format!(
+                    "nufft v{} tol {tolerance:e} es w {w} beta {beta:e} sigma 2",
+                    recon_nufft::VERSION
+                )
+            }
+        }
+    }
+
+    /// Checks the engine's settings for a precision of `real_bytes` bytes.
+    pub fn check(&self, real_bytes: usize) -> Result<()> {
+        if let Engine::Nufft { tolerance } = *self {
+            recon_nufft::Kernel::for_tolerance(tolerance)?;
+            if real_bytes == 4 && tolerance < 1e-6 {
+                return Err(Error::Invalid {
+                    what: "NUFFT tolerance",
+                    reason: format!("{tolerance:e} is below what float32 reaches (1e-6)"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `Mu_m = conj(phi(k_m)) D_m = phi(k_m) D_m` (phi is real), in `T`: the
+/// strengths of F^H D's sum.
+pub fn mu<T: Real>(grid: &Grid, traj: &[[f64; 3]], data: &[Complex<f64>]) -> Vec<Complex<T>> {
+    traj.iter()
+        .zip(data)
+        .map(|(k, d)| {
+            let m = d * grid.phi(*k);
+            Complex::new(T::of(m.re), T::of(m.im))
+        })
+        .collect()
+}
+
+/// F for one grid and trajectory on one backend.
+pub struct Plan<'b, B: Backend> {
+    backend: &'b B,
+    engine: Engine,
+    grid: Grid,
+    traj: Vec<[f64; 3]>,
+    /// phi(k_m), real.
+    phi: Vec<f64>,
+    /// The NUFFT on the image grid, sign +, its points set.
+    nufft: Option<recon_nufft::Plan<B::Real>>,
+}
+
+/// k in cycles/FOV to NUFFT points in radians for modes `n`: the voxel
+/// offsets `n - N/2` and the displacements `j - N` are then exactly the
+/// NUFFT's centred modes.
+fn radians(grid: &Grid, traj: &[[f64; 3]]) -> Vec<[f64; 3]> {
+    let s = grid.n.map(|n| std::f64::consts::TAU / n as f64);
+    traj.iter()
+        .map(|k| [k[0] * s[0], k[1] * s[1], k[2] * s[2]])
+        .collect()
+}
+
+impl<'b, B: Backend> Plan<'b, B> {
+    /// Makes the plan: for the NUFFT engine, its kernel and FFT plans, and
+    /// the points sorted once.
+    pub fn new(backend: &'b B, engine: Engine, grid: &Grid, traj: &[[f64; 3]]) -> Result<Self> {
+        engine.check(std::mem::size_of::<B::Real>())?;
+        if let Some(m) = traj.iter().position(|k| k.iter().any(|v| !v.is_finite())) {
+            return Err(Error::Invalid {
+                what: "trajectory",
+                reason: format!("sample {m} is {:?}", traj[m]),
+            });
+        }
+        let nufft = match engine {
+            Engine::Nufft { tolerance } => {
+                let mut p = recon_nufft::Plan::new(grid.n, tolerance, 1)?;
+                p.set_points(&radians(grid, traj))?;
+                Some(p)
+            }
+            Engine::Exact => None,
+        };
+        Ok(Plan {
+            backend,
+            engine,
+            grid: *grid,
+            traj: traj.to_vec(),
+            phi: traj.iter().map(|k| grid.phi(*k)).collect(),
+            nufft,
+        })
+    }
+
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    pub fn grid(&self) -> &Grid {
+        &self.grid
+    }
+
+    pub fn traj(&self) -> &[[f64; 3]] {
+        &self.traj
+    }
+
+    pub fn backend(&self) -> &'b B {
+        self.backend
+    }
+
+    /// `out = Q` on the `(2N)^3` grid.
+    pub fn q(&self, out: &mut [Complex<B::Real>], progress: Progress<'_>) -> Result<()> {
+        let d = self.grid.doubled();
+        Error::check_len("Q (2N)^3", d.iter().product(), out.len())?;
+        // |phi(k_m)|^2: real, so Q is Hermitian-symmetric: Q(-y) = conj Q(y).
+        let coef: Vec<Complex<B::Real>> = self
+            .phi
+            .iter()
+            .map(|p| Complex::new(B::Real::of(p * p), B::Real::of(0.0)))
+            .collect();
+        match self.engine {
+            Engine::Exact => exact::q(self.backend, out, &self.grid, &self.traj, &coef, progress),
+            Engine::Nufft { tolerance } => {
+                // On the doubled grid, with the same points: k / N = 2k / 2N.
+                progress(0, 1);
+                let mut p = recon_nufft::Plan::new(d, tolerance, 1)?;
+                let scale = self.grid.n.map(|n| std::f64::consts::TAU / n as f64);
+                let x: Vec<[f64; 3]> = self
+                    .traj
+                    .iter()
+                    .map(|k| [0, 1, 2].map(|i| k[i] * scale[i]))
+                    .collect();
+                p.set_points(&x)?;
+                p.type1(out, &coef)?;
+                progress(1, 1);
+                Ok(())
+            }
+        }
+    }
+
+    fn mu(&self, data: &[Complex<f64>]) -> Result<Vec<Complex<B::Real>>> {
+        Error::check_len(
+            "k-space data (one value per trajectory point)",
+            self.traj.len(),
+            data.len(),
+        )?;
+        Ok(mu(&self.grid, &self.traj, data))
+    }
+
+    /// `out = F^H D` on the image grid.
+    pub fn adjoint(
+        &self,
+        out: &mut [Complex<B::Real>],
+        data: &[Complex<f64>],
+        progress: Progress<'_>,
+    ) -> Result<()> {
+        Error::check_len("F^H D (one value per voxel)", self.grid.len(), out.len())?;
+        let mu = self.mu(data)?;
+        match &self.nufft {
+            None => exact::adjoint(self.backend, out, &self.grid, &self.traj, &mu, progress),
+            Some(p) => {
+                progress(0, 1);
+                p.type1(out, &mu)?;
+                progress(1, 1);
+                Ok(())
+            }
+        }
+    }
+
+    /// `out = F rho`, one value per sample.
+    pub fn forward(
+        &self,
+        out: &mut [Complex<B::Real>],
+        rho: &[Complex<B::Real>],
+        progress: Progress<'_>,
+    ) -> Result<()> {
+        Error::check_len("image (one value per voxel)", self.grid.len(), rho.len())?;
+        Error::check_len("k-space (one value per sample)", self.traj.len(), out.len())?;
+        match &self.nufft {
+            None => exact::forward(self.backend, out, &self.grid, &self.traj, rho, progress)?,
+            Some(p) => {
+                progress(0, 1);
+                p.type1_adjoint(out, rho)?;
+                progress(1, 1);
+            }
+        }
+        for (d, p) in out.iter_mut().zip(&self.phi) {
+            *d = *d * B::Real::of(*p);
+        }
+        Ok(())
+    }
+}
