@@ -318,3 +318,63 @@ pub fn mutate_bytes(
         }
     }
 }
+
+/// The exact engine's plan: the reference every fast path is tested against.
+pub fn exact<'b, B: recon_core::Backend>(
+    b: &'b B,
+    grid: &Grid,
+    traj: &[[f64; 3]],
+) -> recon_encoding::Plan<'b, B> {
+    recon_encoding::Plan::new(b, recon_encoding::Engine::Exact, grid, traj).unwrap()
+}
+
+/// Q by exact summation on `b`.
+pub fn q<B: recon_core::Backend>(b: &B, grid: &Grid, traj: &[[f64; 3]]) -> Vec<Complex<B::Real>> {
+    recon_q::compute(&exact(b, grid, traj), &mut no_progress()).unwrap()
+}
+
+/// F^H D by exact summation on `b`.
+pub fn fhd<B: recon_core::Backend>(
+    b: &B,
+    grid: &Grid,
+    traj: &[[f64; 3]],
+    data: &[Complex<f64>],
+) -> Vec<Complex<B::Real>> {
+    let mut out = vec![Complex::default(); grid.len()];
+    exact(b, grid, traj)
+        .adjoint(&mut out, data, &mut no_progress())
+        .unwrap();
+    out
+}
+
+/// F rho by exact summation on `b`.
+pub fn forward<B: recon_core::Backend>(
+    b: &B,
+    grid: &Grid,
+    traj: &[[f64; 3]],
+    rho: &[Complex<B::Real>],
+) -> Vec<Complex<B::Real>> {
+    let mut out = vec![Complex::default(); traj.len()];
+    exact(b, grid, traj)
+        .forward(&mut out, rho, &mut no_progress())
+        .unwrap();
+    out
+}
+
+/// `(F^H F + lambda W^H W) x = F^H D` by CG from Q and F^H D, lambda
+/// relative to Q's peak.
+#[allow(clippy::type_complexity)]
+pub fn cg<B: recon_core::Backend>(
+    b: &B,
+    grid: &Grid,
+    q: &[Complex<B::Real>],
+    fhd: &[Complex<B::Real>],
+    w: &recon_core::Stencil,
+    lambda: f64,
+    params: &recon_cg::Params,
+) -> (Vec<Complex<B::Real>>, recon_cg::Info) {
+    recon_cg::Problem::new(b, grid, q, fhd)
+        .unwrap()
+        .solve(b, w, lambda, params, &mut |_, _| {})
+        .unwrap()
+}

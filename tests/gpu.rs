@@ -80,13 +80,13 @@ fn every_variant_computes_fhd_and_q_like_cpu_f64() {
         let traj = random_traj(&grid, 7000, &mut rng);
         let data = rng.complex(traj.len());
         let cpu = CpuBackend::<f64>::new();
-        let fhd_ref = recon_fhd::fhd(&cpu, &grid, &traj, &data, &mut no_progress()).unwrap();
-        let q_ref = recon_q::compute(&cpu, &grid, &traj, &mut no_progress()).unwrap();
+        let fhd_ref = common::fhd(&cpu, &grid, &traj, &data);
+        let q_ref = common::q(&cpu, &grid, &traj);
         for (variant, tuning) in all_shapes() {
             b.options.variant = variant;
             b.options.tuning = tuning;
-            let fhd = recon_fhd::fhd(&b, &grid, &traj, &data, &mut no_progress()).unwrap();
-            let q = recon_q::compute(&b, &grid, &traj, &mut no_progress()).unwrap();
+            let fhd = common::fhd(&b, &grid, &traj, &data);
+            let q = common::q(&b, &grid, &traj);
             // float32 phases of up to ~25 turns and 7000-term float32 sums: ~1e-6.
             let (e1, e2) = (nrmse(&up(&fhd), &fhd_ref), nrmse(&up(&q), &q_ref));
             println!("{n:?} {variant:?} {tuning:?}: F^H D error {e1:.2e}, Q error {e2:.2e}");
@@ -108,15 +108,8 @@ fn forward_model_on_listed_targets_matches_cpu() {
     let mut rng = Rng::new(32);
     let traj = random_traj(&grid, 999, &mut rng);
     let x = rng.complex(grid.len());
-    let want = recon_fhd::forward(
-        &CpuBackend::<f64>::new(),
-        &grid,
-        &traj,
-        &x,
-        &mut no_progress(),
-    )
-    .unwrap();
-    let got = recon_fhd::forward(&b, &grid, &traj, &down(&x), &mut no_progress()).unwrap();
+    let want = common::forward(&CpuBackend::<f64>::new(), &grid, &traj, &x);
+    let got = common::forward(&b, &grid, &traj, &down(&x));
     // float32 over 512-term sums.
     assert!(nrmse(&up(&got), &want) < 2e-5);
 }
@@ -215,15 +208,12 @@ fn cg_solve_matches_cpu_f64() {
     // The same solve on both backends.
     let w = Stencil::uniform(grid.n);
     let cpu = CpuBackend::<f64>::new();
-    let q64 = recon_q::compute(&cpu, &grid, &traj, &mut no_progress()).unwrap();
-    let fhd64 = recon_fhd::fhd(&cpu, &grid, &traj, &data, &mut no_progress()).unwrap();
-    let (x64, _) =
-        recon_cg::solve_from_q(&cpu, &grid, &q64, &fhd64, &w, 0.02, &params, &mut |_, _| {})
-            .unwrap();
-    let q = recon_q::compute(&b, &grid, &traj, &mut no_progress()).unwrap();
-    let fhd = recon_fhd::fhd(&b, &grid, &traj, &data, &mut no_progress()).unwrap();
-    let (xh, info) =
-        recon_cg::solve_from_q(&b, &grid, &q, &fhd, &w, 0.02, &params, &mut |_, _| {}).unwrap();
+    let q64 = common::q(&cpu, &grid, &traj);
+    let fhd64 = common::fhd(&cpu, &grid, &traj, &data);
+    let (x64, _) = common::cg(&cpu, &grid, &q64, &fhd64, &w, 0.02, &params);
+    let q = common::q(&b, &grid, &traj);
+    let fhd = common::fhd(&b, &grid, &traj, &data);
+    let (xh, info) = common::cg(&b, &grid, &q, &fhd, &w, 0.02, &params);
     assert_eq!(info.iterations, 15);
     let err = nrmse(&up(&xh), &x64);
     println!("CG (15 iterations) GPU f32 vs CPU f64: {err:.2e}");
@@ -277,28 +267,18 @@ fn anatomical_two_pass_solve_matches_cpu_f64() {
         tolerance: 0.0,
     };
     let cpu = CpuBackend::<f64>::new();
-    let q64 = recon_q::compute(&cpu, &grid, &traj, &mut no_progress()).unwrap();
-    let fhd64 = recon_fhd::fhd(&cpu, &grid, &traj, &data, &mut no_progress()).unwrap();
-    let s64 = recon_prior::solve(
-        &cpu,
-        &grid,
-        &q64,
-        &fhd64,
-        &prior,
-        3.0,
-        &params,
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let (x64, used64) = (s64.x, s64.used);
-    let q = recon_q::compute(&b, &grid, &traj, &mut no_progress()).unwrap();
-    let fhd = recon_fhd::fhd(&b, &grid, &traj, &data, &mut no_progress()).unwrap();
-    let s = recon_prior::solve(&b, &grid, &q, &fhd, &prior, 3.0, &params, &mut |_, _| {}).unwrap();
-    let (xh, used) = (s.x, s.used);
-    let (n64, n32) = (
-        used64.info.data_edges.unwrap(),
-        used.info.data_edges.unwrap(),
-    );
+    let q64 = common::q(&cpu, &grid, &traj);
+    let fhd64 = common::fhd(&cpu, &grid, &traj, &data);
+    let w = recon::pipeline::Regulariser::Anatomical(Box::new(prior));
+    let mut p64 = recon_cg::Problem::new(&cpu, &grid, &q64, &fhd64).unwrap();
+    let s64 = recon::pipeline::solve(&cpu, &mut p64, &w, 3.0, &params, &mut |_, _| {}).unwrap();
+    let (x64, used64) = (s64.x, s64.prior.unwrap());
+    let q = common::q(&b, &grid, &traj);
+    let fhd = common::fhd(&b, &grid, &traj, &data);
+    let mut p32 = recon_cg::Problem::new(&b, &grid, &q, &fhd).unwrap();
+    let s = recon::pipeline::solve(&b, &mut p32, &w, 3.0, &params, &mut |_, _| {}).unwrap();
+    let (xh, used) = (s.x, s.prior.unwrap());
+    let (n64, n32) = (used64.data_edges.unwrap(), used.data_edges.unwrap());
     let err = nrmse(&up(&xh), &x64);
     println!(
         "anatomical W, 2 x 60 iterations, GPU f32 vs CPU f64: {err:.2e}; data edges {n32} vs {n64}"
@@ -331,8 +311,8 @@ fn several_gpus_give_the_same_q_as_one() {
     let grid = Grid::new([16, 16, 16], [200.0; 3]).unwrap();
     let mut rng = Rng::new(35);
     let traj = random_traj(&grid, 5000, &mut rng);
-    let qa = recon_q::compute(&all, &grid, &traj, &mut no_progress()).unwrap();
-    let q1 = recon_q::compute(&one, &grid, &traj, &mut no_progress()).unwrap();
+    let qa = common::q(&all, &grid, &traj);
+    let q1 = common::q(&one, &grid, &traj);
     assert_eq!(qa, q1, "each voxel is computed by the same code on any GPU");
 }
 

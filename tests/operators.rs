@@ -20,8 +20,8 @@ fn forward_and_fhd_are_adjoint() {
     let x = rng.complex(grid.len());
     let y = rng.complex(traj.len());
     let be = CpuBackend::<f64>::new();
-    let fx = recon_fhd::forward(&be, &grid, &traj, &x, &mut no_progress()).unwrap();
-    let fhy = recon_fhd::fhd(&be, &grid, &traj, &y, &mut no_progress()).unwrap();
+    let fx = common::forward(&be, &grid, &traj, &x);
+    let fhy = common::fhd(&be, &grid, &traj, &y);
     let lhs = inner(&fx, &y);
     let rhs = inner(&x, &fhy);
     // f64 sums of ~3e4 terms of size ~V^2: relative agreement to ~1e-13.
@@ -39,7 +39,7 @@ fn forward_matches_the_explicit_matrix() {
         .map(|m| (0..grid.len()).map(|n| f[m * grid.len() + n] * x[n]).sum())
         .collect();
     let be = CpuBackend::<f64>::new();
-    let got = recon_fhd::forward(&be, &grid, &traj, &x, &mut no_progress()).unwrap();
+    let got = common::forward(&be, &grid, &traj, &x);
     // Polynomial sin/cos vs std's: both f64-exact to ~1e-15 per term.
     assert!(nrmse(&got, &want) < 1e-12);
 }
@@ -61,7 +61,7 @@ fn toeplitz_matches_explicit_normal_product() {
         .collect();
 
     let be = CpuBackend::<f64>::new();
-    let q = recon_q::compute(&be, &grid, &traj, &mut no_progress()).unwrap();
+    let q = common::q(&be, &grid, &traj);
     let mut t = Toeplitz::new(&be, &grid, &q).unwrap();
     let xv = be.upload(&x).unwrap();
     let mut out = be.zeros(n).unwrap();
@@ -139,8 +139,8 @@ fn f32_engine_agrees_with_f64_on_q_and_fhd() {
     let d = rng.complex(traj.len());
     let b64 = CpuBackend::<f64>::new();
     let b32 = CpuBackend::<f32>::new();
-    let q64 = recon_q::compute(&b64, &grid, &traj, &mut no_progress()).unwrap();
-    let q32 = recon_q::compute(&b32, &grid, &traj, &mut no_progress()).unwrap();
+    let q64 = common::q(&b64, &grid, &traj);
+    let q32 = common::q(&b32, &grid, &traj);
     let up = |v: Vec<Complex<f32>>| -> Vec<Complex<f64>> {
         v.iter()
             .map(|c| Complex::new(c.re as f64, c.im as f64))
@@ -148,8 +148,8 @@ fn f32_engine_agrees_with_f64_on_q_and_fhd() {
     };
     // f32 phases of up to ~8 turns and 500-term sums: ~1e-6 relative.
     assert!(nrmse(&up(q32), &q64) < 1e-5);
-    let f64_ = recon_fhd::fhd(&b64, &grid, &traj, &d, &mut no_progress()).unwrap();
-    let f32_ = recon_fhd::fhd(&b32, &grid, &traj, &d, &mut no_progress()).unwrap();
+    let f64_ = common::fhd(&b64, &grid, &traj, &d);
+    let f32_ = common::fhd(&b32, &grid, &traj, &d);
     assert!(nrmse(&up(f32_), &f64_) < 1e-5);
 }
 

@@ -28,8 +28,8 @@ struct Problem {
 fn problem() -> Problem {
     let f = prior_fixture(32, [16, 800, 60], 3);
     let b = CpuBackend::<f32>::new();
-    let q = recon_q::compute(&b, &f.grid, &f.traj, &mut |_, _| {}).unwrap();
-    let fhd = recon_fhd::fhd(&b, &f.grid, &f.traj, &f.data, &mut |_, _| {}).unwrap();
+    let q = common::q(&b, &f.grid, &f.traj);
+    let fhd = common::fhd(&b, &f.grid, &f.traj, &f.data);
     Problem {
         grid: f.grid,
         truth: f.truth,
@@ -56,17 +56,9 @@ fn solve(p: &Problem, reference: &[f64], lambda: f64, data_edges: bool) -> Vec<f
         tolerance: 0.0,
     };
     let b = CpuBackend::<f32>::new();
-    let s = recon_prior::solve(
-        &b,
-        &p.grid,
-        &p.q,
-        &p.fhd,
-        &prior,
-        lambda,
-        &cg,
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let mut problem = recon_cg::Problem::new(&b, &p.grid, &p.q, &p.fhd).unwrap();
+    let w = recon::pipeline::Regulariser::Anatomical(Box::new(prior));
+    let s = recon::pipeline::solve(&b, &mut problem, &w, lambda, &cg, &mut |_, _| {}).unwrap();
     s.x.iter().map(|c| c.norm() as f64).collect()
 }
 
@@ -78,8 +70,7 @@ fn solve_uniform(p: &Problem, lambda: f64) -> Vec<f64> {
     };
     let b = CpuBackend::<f32>::new();
     let w = Stencil::uniform(p.grid.n);
-    let (x, _) =
-        recon_cg::solve_from_q(&b, &p.grid, &p.q, &p.fhd, &w, lambda, &cg, &mut |_, _| {}).unwrap();
+    let (x, _) = common::cg(&b, &p.grid, &p.q, &p.fhd, &w, lambda, &cg);
     x.iter().map(|c| c.norm() as f64).collect()
 }
 

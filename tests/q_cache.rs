@@ -3,8 +3,9 @@
 mod common;
 
 use common::*;
-use recon_core::{CpuBackend, Grid};
-use recon_q::{load_or_compute, Cache, CacheStatus};
+use recon_core::{Backend, Complex, CpuBackend, Grid};
+use recon_encoding::{Engine, Plan};
+use recon_q::{Cache, CacheStatus};
 use std::io::{Seek, SeekFrom, Write};
 
 fn problem(seed: u64) -> (Grid, Vec<[f64; 3]>) {
@@ -12,6 +13,40 @@ fn problem(seed: u64) -> (Grid, Vec<[f64; 3]>) {
     let mut rng = Rng::new(seed);
     let traj = random_traj(&grid, 300, &mut rng);
     (grid, traj)
+}
+
+/// Q by `engine` through the cache.
+fn load_with<B: Backend>(
+    be: &B,
+    cache: &Cache,
+    grid: &Grid,
+    traj: &[[f64; 3]],
+    engine: Engine,
+) -> (Vec<Complex<B::Real>>, CacheStatus)
+where
+    B::Real: recon_q::Stored,
+{
+    let plan = Plan::new(be, engine, grid, traj).unwrap();
+    recon_q::load_or_compute(&plan, Some(cache), &mut no_progress()).unwrap()
+}
+
+/// Q by the exact engine through the cache.
+fn load_or_compute<B: Backend>(
+    be: &B,
+    cache: Option<&Cache>,
+    grid: &Grid,
+    traj: &[[f64; 3]],
+) -> (Vec<Complex<B::Real>>, CacheStatus)
+where
+    B::Real: recon_q::Stored,
+{
+    load_with(be, cache.unwrap(), grid, traj, Engine::Exact)
+}
+
+/// The cache file of the exact engine's Q.
+fn cache_file(cache: &Cache, grid: &Grid, traj: &[[f64; 3]]) -> std::path::PathBuf {
+    let be = CpuBackend::<f64>::new();
+    recon_q::cache_file(cache, &Plan::new(&be, Engine::Exact, grid, traj).unwrap())
 }
 
 /// Every file in the cache folder, so leftovers of a failed write show up.
@@ -30,26 +65,23 @@ fn second_run_hits_and_another_trajectory_misses() {
     let cache = Cache::new(tmp.path());
     let be = CpuBackend::<f32>::new();
     let (grid, traj) = problem(21);
-    let (q1, s1) = load_or_compute(&be, Some(&cache), &grid, &traj, &mut no_progress()).unwrap();
+    let (q1, s1) = load_or_compute(&be, Some(&cache), &grid, &traj);
     assert_eq!(s1, CacheStatus::Miss);
-    let (q2, s2) = load_or_compute(&be, Some(&cache), &grid, &traj, &mut no_progress()).unwrap();
+    let (q2, s2) = load_or_compute(&be, Some(&cache), &grid, &traj);
     assert_eq!(s2, CacheStatus::Hit);
     assert_eq!(q1, q2, "a hit returns exactly what was stored");
 
     // One sample moved: a different key, a miss.
     let mut other = traj.clone();
     other[7][0] += 1e-3;
-    let (_, s3) = load_or_compute(&be, Some(&cache), &grid, &other, &mut no_progress()).unwrap();
+    let (_, s3) = load_or_compute(&be, Some(&cache), &grid, &other);
     assert_eq!(s3, CacheStatus::Miss);
     // The same trajectory in f64 is another entry too.
     let (_, s4) = load_or_compute(
         &CpuBackend::<f64>::new(),
         Some(&cache),
         &grid,
-        &traj,
-        &mut no_progress(),
-    )
-    .unwrap();
+        &traj);
     assert_eq!(s4, CacheStatus::Miss);
     assert_eq!(files(tmp.path()).len(), 3, "{:?}", files(tmp.path()));
     assert!(files(tmp.path())
@@ -62,14 +94,14 @@ fn corrupt_and_check(damage: impl Fn(&std::path::Path)) {
     let cache = Cache::new(tmp.path());
     let be = CpuBackend::<f64>::new();
     let (grid, traj) = problem(22);
-    let (good, _) = load_or_compute(&be, Some(&cache), &grid, &traj, &mut no_progress()).unwrap();
-    let path = recon_q::cache_file(&cache, &grid, &traj, "f64");
+    let (good, _) = load_or_compute(&be, Some(&cache), &grid, &traj);
+    let path = cache_file(&cache, &grid, &traj);
     damage(&path);
-    let (q, status) = load_or_compute(&be, Some(&cache), &grid, &traj, &mut no_progress()).unwrap();
+    let (q, status) = load_or_compute(&be, Some(&cache), &grid, &traj);
     assert!(matches!(status, CacheStatus::Invalid(_)), "{status:?}");
     assert_eq!(q, good, "the recomputed Q is the right one");
     // The bad file was replaced: the next load hits.
-    let (_, again) = load_or_compute(&be, Some(&cache), &grid, &traj, &mut no_progress()).unwrap();
+    let (_, again) = load_or_compute(&be, Some(&cache), &grid, &traj);
     assert_eq!(again, CacheStatus::Hit);
     assert_eq!(files(tmp.path()).len(), 1);
 }
@@ -112,16 +144,37 @@ fn file_of_another_key_is_not_used() {
     let be = CpuBackend::<f64>::new();
     let (grid, traj_a) = problem(23);
     let (_, traj_b) = problem(24);
-    load_or_compute(&be, Some(&cache), &grid, &traj_a, &mut no_progress()).unwrap();
+    load_or_compute(&be, Some(&cache), &grid, &traj_a);
     std::fs::rename(
-        recon_q::cache_file(&cache, &grid, &traj_a, "f64"),
-        recon_q::cache_file(&cache, &grid, &traj_b, "f64"),
+        cache_file(&cache, &grid, &traj_a),
+        cache_file(&cache, &grid, &traj_b),
     )
     .unwrap();
     let (_, status) =
-        load_or_compute(&be, Some(&cache), &grid, &traj_b, &mut no_progress()).unwrap();
+        load_or_compute(&be, Some(&cache), &grid, &traj_b);
     match status {
         CacheStatus::Invalid(why) => assert!(why.contains("belongs to key"), "{why}"),
         s => panic!("expected Invalid, got {s:?}"),
     }
+}
+
+#[test]
+fn engines_and_tolerances_never_share_a_q() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = Cache::new(tmp.path());
+    let be = CpuBackend::<f64>::new();
+    let (grid, traj) = problem(25);
+    let nufft = |tolerance| Engine::Nufft { tolerance };
+    let (exact, s) = load_with(&be, &cache, &grid, &traj, Engine::Exact);
+    assert_eq!(s, CacheStatus::Miss);
+    let (fast, s) = load_with(&be, &cache, &grid, &traj, nufft(1e-6));
+    assert_eq!(s, CacheStatus::Miss, "the exact engine's Q is not served to the NUFFT");
+    assert_eq!(load_with(&be, &cache, &grid, &traj, nufft(1e-3)).1, CacheStatus::Miss);
+    for (engine, want) in [(Engine::Exact, &exact), (nufft(1e-6), &fast)] {
+        let (q, s) = load_with(&be, &cache, &grid, &traj, engine);
+        assert_eq!(s, CacheStatus::Hit, "{engine:?}");
+        assert_eq!(&q, want, "{engine:?}: its own Q back");
+    }
+    assert_ne!(exact, fast);
+    assert_eq!(files(tmp.path()).len(), 3, "{:?}", files(tmp.path()));
 }

@@ -19,7 +19,7 @@ fn compare(lambda_rel: f64, seed: u64) {
 
     // Dense: A = F^H F + lambda W^H W, b = F^H y.
     let f = explicit_f(&grid, &traj);
-    let q = recon_q::compute(&be, &grid, &traj, &mut no_progress()).unwrap();
+    let q = common::q(&be, &grid, &traj);
     let lambda = recon_cg::lambda_abs(lambda_rel, &grid, &q).unwrap();
     let w = Stencil::uniform(grid.n);
     let wd = be.upload_weights(&w).unwrap();
@@ -43,9 +43,9 @@ fn compare(lambda_rel: f64, seed: u64) {
     let dense = a.solve(&b).unwrap();
 
     // CG with the Toeplitz operator.
-    let fhd = recon_fhd::fhd(&be, &grid, &traj, &y, &mut no_progress()).unwrap();
-    let t = Toeplitz::new(&be, &grid, &q).unwrap();
-    let mut op = Regularised::new(&be, t, &w, lambda).unwrap();
+    let fhd = common::fhd(&be, &grid, &traj, &y);
+    let mut t = Toeplitz::new(&be, &grid, &q).unwrap();
+    let mut op = Regularised::new(&be, &mut t, &w, lambda).unwrap();
     let mut x = be.zeros(n).unwrap();
     let params = Params {
         iterations: 400,
@@ -80,7 +80,7 @@ fn cg_of_zero_rhs_is_zero() {
     let be = CpuBackend::<f64>::new();
     let mut rng = Rng::new(13);
     let traj = random_traj(&grid, 50, &mut rng);
-    let q = recon_q::compute(&be, &grid, &traj, &mut no_progress()).unwrap();
+    let q = common::q(&be, &grid, &traj);
     let mut t = Toeplitz::new(&be, &grid, &q).unwrap();
     let b = be.zeros(64).unwrap();
     let mut x = rng.complex(64);

@@ -7,12 +7,13 @@
 //! tests and fuzz targets can drive the config parser in-process.
 
 mod bench;
+mod bench_nufft;
 pub mod config;
 mod inspect;
 mod output;
 mod parboil;
 mod pictures;
-mod pipeline;
+pub mod pipeline;
 mod validate;
 
 use anyhow::{Context, Result};
@@ -101,6 +102,9 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Time the book's reference problem: each GPU variant, Q, F^H D and CG.
     Bench(bench::BenchArgs),
+    /// Time the CPU NUFFT engine on a scan file's trajectory (plan, F^H D,
+    /// F and Q), as scripts/nufft-vs-finufft.py compares it with FINUFFT.
+    BenchNufft(bench_nufft::BenchNufftArgs),
     /// Q for a Parboil mri-q input file, in Parboil's output format.
     ParboilQ(parboil::ParboilArgs),
     /// Read a scan or ISMRMRD file, check it, and print what it holds.
@@ -239,6 +243,7 @@ fn run(cli: Cli) -> Result<()> {
     let command = cli.command.unwrap_or(Command::Run(cli.run));
     match command {
         Command::Bench(args) => bench::run(&args, &Bars),
+        Command::BenchNufft(args) => bench_nufft::run(&args),
         Command::ParboilQ(args) => parboil::run(&args, &Bars),
         Command::Inspect(args) => inspect::run(&args),
         Command::Check(args) => check(&args),

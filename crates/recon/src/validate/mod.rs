@@ -1,13 +1,13 @@
 //! `recon validate`: one problem through a matrix of engines and noise
-//! levels, with the gridding baseline, answering two questions: does fast GPU
-//! arithmetic cost image quality, and how much better than gridding is the
-//! iterative reconstruction? Optionally sweeps lambda, and compares the
+//! levels, with the gridding baseline, answering three questions: does fast
+//! GPU arithmetic cost image quality, does the NUFFT engine, and how much
+//! better than gridding is the iterative reconstruction? Optionally sweeps lambda, and compares the
 //! uniform W with the anatomical one (each at its own best lambda).
 
-use crate::config::{Loaded, NoiseCfg, Source};
+use crate::config::{DeviceChoice, EngineCfg, EngineKind, Loaded, NoiseCfg, Precision, Source};
 use crate::pipeline::{self, Inputs, Outputs, Regulariser, Ui};
 use anyhow::{Context, Result};
-use recon_core::{metrics, Complex, CpuBackend};
+use recon_core::{metrics, Complex};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -55,29 +55,63 @@ pub struct ValidateArgs {
     pub sweeps_only: bool,
 }
 
+/// A row of the matrix: the exact engine on each device and precision,
+/// and the NUFFT engine at two tolerances, all on the same data.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Engine {
+enum Method {
     CpuF64,
     CpuF32,
     GpuAccurate,
     GpuFast,
+    /// The NUFFT engine in float64 on the CPU at this tolerance.
+    Nufft(f64),
 }
 
-impl Engine {
-    const ALL: [Engine; 4] = [
-        Engine::CpuF64,
-        Engine::CpuF32,
-        Engine::GpuAccurate,
-        Engine::GpuFast,
+impl Method {
+    const ALL: [Method; 6] = [
+        Method::CpuF64,
+        Method::CpuF32,
+        Method::GpuAccurate,
+        Method::GpuFast,
+        Method::Nufft(1e-3),
+        Method::Nufft(1e-6),
     ];
 
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Engine::CpuF64 => "CPU float64",
-            Engine::CpuF32 => "CPU float32",
-            Engine::GpuAccurate => "GPU accurate sin/cos (variant 2)",
-            Engine::GpuFast => "GPU hardware sin/cos (variant 5)",
+            Method::CpuF64 => "exact, CPU float64".into(),
+            Method::CpuF32 => "exact, CPU float32".into(),
+            Method::GpuAccurate => "exact, GPU accurate sin/cos (variant 2)".into(),
+            Method::GpuFast => "exact, GPU hardware sin/cos (variant 5)".into(),
+            Method::Nufft(t) => format!("NUFFT {t:e}, CPU float64"),
         }
+    }
+
+    /// The engine settings of the row (the config's own thread count).
+    fn engine(self, gpu: bool, threads: usize) -> EngineCfg {
+        let mut e = EngineCfg {
+            kind: EngineKind::Exact,
+            device: DeviceChoice::Cpu,
+            precision: Precision::F64,
+            threads,
+            ..Default::default()
+        };
+        match self {
+            Method::CpuF64 => {}
+            Method::CpuF32 => e.precision = Precision::F32,
+            Method::GpuAccurate | Method::GpuFast => {
+                e.precision = Precision::F32;
+                if gpu {
+                    e.device = DeviceChoice::Cuda;
+                    e.variant = Some(if self == Method::GpuFast { 5 } else { 2 });
+                }
+            }
+            Method::Nufft(t) => {
+                e.kind = EngineKind::Nufft;
+                e.tolerance = Some(t);
+            }
+        }
+        e
     }
 }
 
@@ -183,39 +217,26 @@ fn row(
     }
 }
 
-/// Runs one engine: the GPU ones on the GPU when there is one, else on the CPU.
-fn run_engine(
-    e: Engine,
+/// Runs one row, through the backend factory every command uses: the GPU
+/// rows on the GPU when there is one, else on the CPU in float32.
+fn run_method(
+    m: Method,
     gpu: bool,
     l: &Loaded,
     inputs: &Inputs,
     ui: &impl Ui,
 ) -> Result<(Outputs, String)> {
-    let cuda = |variant| -> Result<Outputs> {
-        let b = recon_cuda::CudaBackend::new(recon_cuda::Options {
-            variant,
-            ..Default::default()
-        })?;
-        pipeline::reconstruct(&b, l, inputs, ui)
-    };
-    Ok(match (e, gpu) {
-        (Engine::CpuF64, _) => (
-            pipeline::reconstruct(&CpuBackend::<f64>::new(), l, inputs, ui)?,
-            e.name().to_string(),
-        ),
-        (Engine::CpuF32, _) => (
-            pipeline::reconstruct(&CpuBackend::<f32>::new(), l, inputs, ui)?,
-            e.name().to_string(),
-        ),
-        (Engine::GpuAccurate, true) => {
-            (cuda(recon_cuda::Variant::Registers)?, e.name().to_string())
+    let mut case = l.clone();
+    case.cfg.engine = m.engine(gpu, l.cfg.engine.threads);
+    let chosen = crate::choose_backend(&case.cfg.engine)?;
+    let out = crate::on_backend!(chosen, b => pipeline::reconstruct(b, &case, inputs, ui))?;
+    let name = match m {
+        Method::GpuAccurate | Method::GpuFast if !gpu => {
+            format!("{} -> CPU float32 (no GPU)", m.name())
         }
-        (Engine::GpuFast, true) => (cuda(recon_cuda::Variant::Tuned)?, e.name().to_string()),
-        (_, false) => (
-            pipeline::reconstruct(&CpuBackend::<f32>::new(), l, inputs, ui)?,
-            format!("{} -> CPU float32 (no GPU)", e.name()),
-        ),
-    })
+        _ => m.name(),
+    };
+    Ok((out, name))
 }
 
 impl ValidateArgs {
@@ -301,10 +322,10 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             .clone()
             .context("validate needs a true image: the scan file has none")?;
         let mut reference: Option<(Outputs, f64)> = None;
-        let engines: &[Engine] = if args.sweeps_only { &[] } else { &Engine::ALL };
-        for &e in engines {
+        let methods: &[Method] = if args.sweeps_only { &[] } else { &Method::ALL };
+        for &e in methods {
             ui.log(&format!("validate: {name}, {}", e.name()));
-            let (out, method) = run_engine(e, gpu, case, &inputs, ui)?;
+            let (out, method) = run_method(e, gpu, case, &inputs, ui)?;
             let r = row(
                 name,
                 method,
@@ -315,15 +336,16 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             );
             if let Some((_, f64_psnr)) = &reference {
                 let (bound, what) = match e {
-                    Engine::CpuF32 => (0.05, "float32 against float64"),
-                    Engine::GpuFast => (0.1, "hardware sin/cos against float64"),
+                    Method::CpuF32 => (0.05, "float32 against float64"),
+                    Method::GpuFast => (0.1, "hardware sin/cos against float64"),
+                    Method::Nufft(t) if t <= 1e-6 => (0.01, "NUFFT against exact, float64"),
                     _ => (f64::INFINITY, ""),
                 };
                 if bound.is_finite() {
                     let d = (r.psnr_db - f64_psnr).abs();
                     // Without a GPU the GPU rows ran on the CPU: their
                     // check would compare two CPU runs.
-                    let not_run = (e == Engine::GpuFast && !gpu)
+                    let not_run = (e == Method::GpuFast && !gpu)
                         .then(|| "no GPU: the row ran on the CPU in float32".to_string());
                     checks.push(Check {
                         what: format!("{name}: {what} ({})", r.method),
@@ -378,17 +400,16 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             Regulariser::Anatomical(Box::new(p)),
         ));
     }
-    let swept = match (stencils.is_empty(), gpu) {
-        (true, _) => Vec::new(),
-        (false, true) => sweep(
-            &recon_cuda::CudaBackend::new(recon_cuda::Options::default())?,
-            case,
-            inputs,
-            args,
-            &stencils,
-            ui,
-        )?,
-        (false, false) => sweep(&CpuBackend::<f32>::new(), case, inputs, args, &stencils, ui)?,
+    // The sweeps run with the config's engine, in float32 on the GPU when
+    // there is one, else on the CPU.
+    let swept = if stencils.is_empty() {
+        Vec::new()
+    } else {
+        let mut e = case.cfg.engine.clone();
+        e.precision = Precision::F32;
+        e.device = if gpu { DeviceChoice::Cuda } else { DeviceChoice::Cpu };
+        let chosen = crate::choose_backend(&e)?;
+        crate::on_backend!(chosen, b => sweep(b, case, inputs, args, &stencils, ui))?
     };
     let (sweep_points, best, best_at_edge) = match swept.first() {
         Some(s) if args.lambda_sweep => (
