@@ -468,3 +468,54 @@ fn a_lambda_sweep_extends_its_range_until_the_best_is_inside() {
         assert!(best > lambdas[0] && best < lambdas[lambdas.len() - 1]);
     }
 }
+
+#[test]
+fn engine_settings_outside_their_engine_or_range_are_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &[&str])] = &[
+        ("kind = \"fast\"", &["engine.kind", "nufft", "exact"]),
+        ("tolerance = 0.5", &["engine.tolerance", "[1e-14, 1e-1]"]),
+        ("tolerance = 1e-15", &["engine.tolerance", "[1e-14, 1e-1]"]),
+        ("tolerance = nan", &["engine.tolerance"]),
+        // Single precision cannot reach below 1e-6.
+        (
+            "precision = \"f32\"\ntolerance = 1e-8",
+            &["engine.tolerance", "float32", "1e-6"],
+        ),
+        // Settings of the other engine.
+        (
+            "kind = \"exact\"\ntolerance = 1e-3",
+            &["engine.tolerance", "nufft engine", "kind = \"exact\""],
+        ),
+        ("variant = 3", &["engine.variant", "exact engine", "kind = \"nufft\""]),
+        ("per_thread = 2", &["engine.per_thread", "exact engine"]),
+        ("block = 128", &["engine.block", "exact engine"]),
+    ];
+    for (setting, expect) in cases {
+        let cfg = config_with(tmp.path(), |t| {
+            // The test config's [engine] has precision = "f64" alone.
+            let t = t.replace("[engine]\nprecision = \"f64\"", "[engine]");
+            let extra = if setting.contains("precision") {
+                ""
+            } else {
+                "precision = \"f64\"\n"
+            };
+            t.replace("[engine]\n", &format!("[engine]\n{extra}{setting}\n"))
+        });
+        for args in [&["--config"][..], &["check", "--config"][..]] {
+            let mut a = args.to_vec();
+            a.push(cfg.to_str().unwrap());
+            let o = recon(&a, tmp.path());
+            fails_with(&o, expect);
+            assert!(!tmp.path().join("out").exists(), "{setting}: nothing written");
+        }
+    }
+    // And both engines run with their own settings.
+    for setting in ["kind = \"exact\"\nvariant = 3", "kind = \"nufft\"\ntolerance = 1e-9"] {
+        let cfg = config_with(tmp.path(), |t| {
+            t.replace("[engine]\n", &format!("[engine]\n{setting}\n"))
+        });
+        let o = recon(&["check", "--config", cfg.to_str().unwrap()], tmp.path());
+        assert!(o.status.success(), "{setting}: {}", stderr(&o));
+    }
+}

@@ -64,6 +64,10 @@ pub struct HostRun {
     pub gridding_oversampling: f64,
     /// Q is kept in float64 for the output file.
     pub output_q: bool,
+    /// The NUFFT engine computes Q and F^H D on the host: its fine grid,
+    /// the doubled grid upsampled by 2 (64 times the image grid) for Q,
+    /// and its sorted points.
+    pub nufft: bool,
 }
 
 /// Bytes of host memory a reconstruction needs at its peak, and the stage
@@ -89,8 +93,19 @@ pub fn host_bytes(n: [usize; 3], samples: usize, run: &HostRun) -> Option<(&'sta
     }
     // Q and F^H D in the backend's precision.
     let q = big.checked_mul(cplx)?;
+    // While Q is computed by the NUFFT: its fine grid, and per sample the
+    // plan's copy of k and phi (32 bytes) and two plans' sorted points
+    // (28 bytes each).
+    let nufft = if run.nufft {
+        big.checked_mul(8)?
+            .checked_mul(cplx)?
+            .checked_add(m.checked_mul(88)?)?
+    } else {
+        0
+    };
+    let q_stage = ("Q", inputs.checked_add(q)?.checked_add(nufft)?);
     if !run.solve {
-        return Some(("Q", inputs.checked_add(q)?));
+        return Some(q_stage);
     }
     let fhd = vox.checked_mul(cplx)?;
     let solver = if run.on_gpu {
@@ -124,11 +139,9 @@ pub fn host_bytes(n: [usize; 3], samples: usize, run: &HostRun) -> Option<(&'sta
         .checked_add(q)?
         .checked_add(results)?
         .checked_add(gridding)?;
-    Some(if cg >= after {
-        ("CG", cg)
-    } else {
-        ("gridding and output", after)
-    })
+    [q_stage, ("CG", cg), ("gridding and output", after)]
+        .into_iter()
+        .max_by_key(|(_, b)| *b)
 }
 
 /// Bytes of host memory this process can still allocate: the kernel's
@@ -199,6 +212,7 @@ mod tests {
             anatomy_voxels: 0,
             gridding_oversampling: 2.0,
             output_q: false,
+            nufft: true,
         };
         assert_eq!(host_bytes(huge, 10, &run), None);
     }
@@ -213,6 +227,7 @@ mod tests {
             anatomy_voxels: 0,
             gridding_oversampling: 0.0,
             output_q: false,
+            nufft: false,
         };
         let gpu = HostRun {
             on_gpu: true,
@@ -228,5 +243,10 @@ mod tests {
         // A 1024^3 run in f32 needs far more than any workstation has.
         let (_, big) = host_bytes([1024; 3], 1000, &cpu).unwrap();
         assert!(big > 200 * (1 << 30));
+        // The NUFFT's Q grid, 4N per axis, is its peak: on a GPU run too.
+        let nufft = HostRun { nufft: true, ..gpu };
+        let (stage, b) = host_bytes([128; 3], 1000, &nufft).unwrap();
+        assert_eq!(stage, "Q");
+        assert!(b >= 64 * 8 * 128u64.pow(3), "{b}");
     }
 }

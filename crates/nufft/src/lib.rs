@@ -377,6 +377,63 @@ mod tests {
     }
 
     #[test]
+    fn clustered_points_at_the_periodic_edge_meet_the_tolerance() {
+        // 3000 points in a small cluster straddling x = ±pi: every bin they
+        // fill holds far more than SUBPROBLEM_POINTS, so they spread through
+        // subproblem buffers that wrap around the grid's edge; a sparse
+        // uniform sprinkle keeps the direct path in the same run.
+        let m = [16, 12, 20];
+        let mut rng = Rng(11);
+        let mut x: Vec<[f64; 3]> = (0..3000)
+            .map(|_| {
+                [
+                    std::f64::consts::PI + 0.3 * rng.sym(),
+                    0.2 * rng.sym(),
+                    -std::f64::consts::PI + 0.25 * rng.sym(),
+                ]
+            })
+            .collect();
+        x.extend((0..100).map(|_| [0, 1, 2].map(|_| std::f64::consts::PI * rng.sym())));
+        let c: Vec<Complex<f64>> = (0..x.len())
+            .map(|_| Complex::new(rng.sym(), rng.sym()))
+            .collect();
+        let ks = modes_of(m);
+        let f: Vec<Complex<f64>> = (0..ks.len())
+            .map(|_| Complex::new(rng.sym(), rng.sym()))
+            .collect();
+        let want1 = direct(&ks, &x, &c, 1.0);
+        let want2 = direct(&x, &ks, &f, 1.0);
+        for tol in [1e-3, 1e-6, 1e-9] {
+            let mut plan = Plan::new(m, tol, 1).unwrap();
+            plan.set_points(&x).unwrap();
+            let pts = plan.points.as_ref().unwrap();
+            let largest = (0..pts.bin_start.len() - 1)
+                .map(|b| pts.bin_start[b + 1] - pts.bin_start[b])
+                .max()
+                .unwrap();
+            assert!(largest >= spread::SUBPROBLEM_POINTS, "{largest}");
+            let mut got1 = vec![Complex::default(); ks.len()];
+            plan.type1(&mut got1, &c).unwrap();
+            let mut got2 = vec![Complex::default(); x.len()];
+            plan.type2(&mut got2, &f).unwrap();
+            // As for spread-out points: below the tolerance.
+            let (e1, e2) = (rel_l2(&got1, &want1), rel_l2(&got2, &want2));
+            assert!(e1 < tol, "type 1 at {tol:e}: {e1:e}");
+            assert!(e2 < tol, "type 2 at {tol:e}: {e2:e}");
+            // The baseline (non-AVX) copies compute the same sums: equal
+            // to rounding (FMA rounds once where they round twice).
+            spread::PLAIN_ONLY.store(true, std::sync::atomic::Ordering::Relaxed);
+            let mut plain1 = vec![Complex::default(); ks.len()];
+            plan.type1(&mut plain1, &c).unwrap();
+            let mut plain2 = vec![Complex::default(); x.len()];
+            plan.type2(&mut plain2, &f).unwrap();
+            spread::PLAIN_ONLY.store(false, std::sync::atomic::Ordering::Relaxed);
+            assert!(rel_l2(&plain1, &got1) < 1e-13);
+            assert!(rel_l2(&plain2, &got2) < 1e-13);
+        }
+    }
+
+    #[test]
     fn float32_meets_tolerances_down_to_1e_6() {
         let m = [12, 9, 10];
         let (x, c, ks, f) = problem(5, m, 400);

@@ -177,7 +177,7 @@ pub(crate) fn spread<T: Real>(
 /// Points a bin needs before a subproblem pays for adding its buffer
 /// into the grid (about `(BIN + w)^2 (S + w)` additions, against `w^3` per
 /// point with scattered accesses).
-const SUBPROBLEM_POINTS: usize = 32;
+pub(crate) const SUBPROBLEM_POINTS: usize = 32;
 
 fn spread_w<T: Real, const W: usize>(
     g: &mut [Complex<T>],
@@ -216,6 +216,10 @@ fn spread_w<T: Real, const W: usize>(
 /// run a copy compiled for them (FINUFFT's kernels are vectorised the same
 /// way), twice the width of the baseline SSE2.
 fn has_avx2_fma() -> bool {
+    #[cfg(test)]
+    if PLAIN_ONLY.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
@@ -225,6 +229,10 @@ fn has_avx2_fma() -> bool {
         false
     }
 }
+
+/// Tests set this to run the baseline copies on any CPU.
+#[cfg(test)]
+pub(crate) static PLAIN_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// [`slab`] compiled for AVX2 and FMA.
 ///

@@ -549,6 +549,8 @@ fn check_memory(size: Size, use_gpu: bool) -> Result<()> {
         anatomy_voxels: 0,
         gridding_oversampling: 0.0,
         output_q: false,
+        // The benchmark times the exact engine.
+        nufft: false,
     };
     let Some(free) = memory::available_host_bytes() else {
         return Ok(());
