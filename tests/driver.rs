@@ -434,20 +434,38 @@ fn validate_writes_the_matrix_checks_and_sweep() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap())
             .unwrap();
-    // Two data cases x (4 engines + gridding).
+    // Two data cases x (4 exact-engine rows, 2 NUFFT rows, gridding).
     let rows = v["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 10);
+    assert_eq!(rows.len(), 14);
     assert!(rows
         .iter()
         .all(|r| r["psnr_db"].as_f64().unwrap().is_finite()));
     // float64 rows are the reference of the others.
-    assert!(rows
-        .iter()
-        .filter(|r| r["method"] == "CPU float32")
-        .all(|r| r["relative_difference_to_f64"].as_f64().unwrap() < 0.05));
-    // Checks: f32 and hardware sin/cos per case, and iterative over gridding.
+    let diff = |method: &str| -> Vec<f64> {
+        rows.iter()
+            .filter(|r| r["method"] == method)
+            .map(|r| r["relative_difference_to_f64"].as_f64().unwrap())
+            .collect()
+    };
+    for (method, bound) in [
+        ("exact, CPU float32", 0.05),
+        // The NUFFT at 1e-6 is the exact image to far better than float32.
+        ("NUFFT 1e-6, CPU float64", 1e-3),
+    ] {
+        let d = diff(method);
+        assert_eq!(d.len(), 2, "{method}: a row per data case");
+        assert!(d.iter().all(|&d| d < bound), "{method}: {d:?}");
+    }
+    // Checks: f32, hardware sin/cos and the NUFFT per case, and iterative
+    // over gridding.
     let checks = v["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 5);
+    assert_eq!(checks.len(), 7);
+    for c in checks
+        .iter()
+        .filter(|c| c["what"].as_str().unwrap().contains("NUFFT against exact"))
+    {
+        assert_eq!(c["passed"], true, "{c}");
+    }
     // The margin over gridding is judged only because --gridding-margin asked.
     let margin = checks
         .iter()

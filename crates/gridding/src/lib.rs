@@ -1,200 +1,72 @@
 //! The gridding baseline that the iterative result is compared against.
 //!
-//! As in the book's comparison: density-compensated samples are spread with
-//! a separable Kaiser-Bessel kernel four cells wide onto a grid oversampled
-//! by `oversampling`, inverse FFT'd, cropped to the field of view and
-//! deapodised (divided by the kernel's transform). Density weights come from
-//! Pipe and Menon's fixed-point iteration `w <- w / (C * w)` with the same
-//! kernel. Everything is float64 on the CPU: it is a reference, not a fast
-//! path.
-//!
-//! The kernel is wider than the spacing of Nyquist-sampled k-space, so every
-//! sample's weight measures the area it stands for (a one-cell trilinear
-//! kernel missed neighbours farther apart than a cell and left the image
-//! 2.4 times too dark on twisted projections).
+//! As in the book's comparison: density-compensated samples, transformed
+//! to the image once, `rho(x) = sum_m w_m D_m exp(+i 2pi k_m . x) / FOV`.
+//! The sum is a type 1 NUFFT (recon-nufft: spread with the
+//! exponential-of-semicircle kernel on a grid upsampled by 2, FFT, and
+//! divide by the kernel's transform), so apodisation and aliasing are the
+//! NUFFT's, below its tolerance. The density weights `w` come from Pipe and
+//! Menon's fixed-point iteration `w <- w / (C w)`, where `C` convolves the
+//! samples with the same spreader and interpolator (a kernel four cells of
+//! the fine grid wide: it reaches the neighbours of Nyquist-spaced
+//! samples, so each weight measures the area its sample stands for).
+//! Everything is float64 on the CPU: it is a reference, not a fast path.
 //!
 //! Scaling: the weights are calibrated so that `sum_m w_m f(k_m)` is the
 //! integral of f over k-space for a smooth f at its well-sampled centre;
 //! divided by the FOV, the result estimates the same voxel values as the
 //! iterative reconstruction (the units of the phantom).
 
-use recon_core::{Backend, Complex, CpuBackend, Direction, Error, Grid, Result};
+use recon_core::{Complex, Error, Grid, Result};
+use recon_nufft::Plan;
 
 /// Gridding settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Params {
-    /// Grid oversampling factor sigma (>= 1); the grid size is rounded up to even.
-    pub oversampling: f64,
     /// Pipe-Menon density-compensation iterations.
     pub dcf_iterations: usize,
 }
 
 impl Default for Params {
     fn default() -> Self {
-        Params {
-            oversampling: 2.0,
-            dcf_iterations: 10,
-        }
+        Params { dcf_iterations: 10 }
     }
 }
 
-/// Width of the gridding kernel, in cells of the oversampled grid. Four
-/// cells (Jackson et al. 1991) reach the neighbours of a sample spaced at
-/// Nyquist (sigma cells), which the Pipe-Menon iteration needs: with a
-/// kernel narrower than the sample spacing, each sample sees only itself
-/// and its weight no longer measures the area it stands for.
-const WIDTH: usize = 4;
+/// The density compensation's kernel: tolerance 1e-2 gives the ES kernel
+/// four cells of the fine grid wide (two image cells), the width of
+/// Jackson's classic gridding kernel on a 2x grid. A wider kernel smooths
+/// the weights over more neighbours than the sample spacing needs.
+const DCF_TOLERANCE: f64 = 1e-2;
 
-/// The Kaiser-Bessel kernel `I0(beta sqrt(1 - (2t/W)^2))` on `|t| <= W/2`,
-/// with Beatty, Nishimura and Pauly's (2005) beta for oversampling sigma.
-#[derive(Debug, Clone, Copy)]
-struct Kernel {
-    beta: f64,
+/// The image sum's tolerance: far below what gridding's own approximation
+/// (the density weights) gets wrong.
+const IMAGE_TOLERANCE: f64 = 1e-6;
+
+/// The NUFFT's points: k in cycles/FOV to radians, `2 pi k_d / N_d`.
+fn radians(grid: &Grid, traj: &[[f64; 3]]) -> Vec<[f64; 3]> {
+    let s = grid.n.map(|n| std::f64::consts::TAU / n as f64);
+    traj.iter()
+        .map(|k| [k[0] * s[0], k[1] * s[1], k[2] * s[2]])
+        .collect()
 }
 
-impl Kernel {
-    fn new(sigma: f64) -> Self {
-        let w = WIDTH as f64;
-        let x = (w / sigma).powi(2) * (sigma - 0.5).powi(2) - 0.8;
-        Kernel {
-            beta: std::f64::consts::PI * x.max(0.0).sqrt(),
-        }
-    }
-
-    fn at(&self, t: f64) -> f64 {
-        let r = 2.0 * t / WIDTH as f64;
-        if r.abs() > 1.0 {
-            return 0.0;
-        }
-        bessel_i0(self.beta * (1.0 - r * r).sqrt())
-    }
-
-    /// The kernel's Fourier transform `int K(t) exp(i 2pi t xi) dt`, by
-    /// midpoint quadrature (the kernel is smooth: 1e-12 accurate).
-    fn transform(&self, xi: f64) -> f64 {
-        const STEPS: usize = 512;
-        let w = WIDTH as f64;
-        let h = w / STEPS as f64;
-        (0..STEPS)
-            .map(|i| {
-                let t = -w / 2.0 + (i as f64 + 0.5) * h;
-                self.at(t) * (2.0 * std::f64::consts::PI * t * xi).cos()
-            })
-            .sum::<f64>()
-            * h
-    }
-}
-
-/// The modified Bessel function I0, by its power series (x below ~30 here).
-fn bessel_i0(x: f64) -> f64 {
-    let q = x * x / 4.0;
-    let (mut term, mut sum, mut k) = (1.0, 1.0, 1.0);
-    while term > 1e-17 * sum {
-        term *= q / (k * k);
-        sum += term;
-        k += 1.0;
-    }
-    sum
-}
-
-/// A sample's place on the periodic oversampled grid: the first grid index
-/// of its kernel along each axis and the kernel's weights there.
-struct Footprint {
-    first: [i64; 3],
-    w: [[f64; WIDTH]; 3],
-}
-
-/// The oversampled grid and the samples' places on it.
-struct Gridder {
-    g: [usize; 3],
-    footprints: Vec<Footprint>,
-}
-
-impl Gridder {
-    fn new(grid: &Grid, traj: &[[f64; 3]], sigma: f64, kernel: Kernel) -> Self {
-        // Even grid sizes, at least sigma N.
-        let g = grid
-            .n
-            .map(|n| 2 * ((sigma * n as f64) / 2.0).ceil() as usize);
-        let footprints = traj
-            .iter()
-            .map(|k| {
-                let mut f = Footprint {
-                    first: [0; 3],
-                    w: [[0.0; WIDTH]; 3],
-                };
-                for d in 0..3 {
-                    // grid coordinate: k_j = (j - g/2) / sigma_d
-                    let u = k[d] * g[d] as f64 / grid.n[d] as f64 + g[d] as f64 / 2.0;
-                    let first = (u - WIDTH as f64 / 2.0).floor() as i64 + 1;
-                    f.first[d] = first;
-                    for (j, w) in f.w[d].iter_mut().enumerate() {
-                        *w = kernel.at((first + j as i64) as f64 - u);
-                    }
-                }
-                f
-            })
-            .collect();
-        Gridder { g, footprints }
-    }
-
-    fn len(&self) -> usize {
-        self.g.iter().product()
-    }
-
-    /// Calls `f(grid index, weight)` for each grid point of a sample's kernel.
-    fn each(&self, s: &Footprint, mut f: impl FnMut(usize, f64)) {
-        let g = self.g.map(|v| v as i64);
-        for (a, wz) in s.w[2].iter().enumerate() {
-            let z = (s.first[2] + a as i64).rem_euclid(g[2]);
-            for (b, wy) in s.w[1].iter().enumerate() {
-                let y = (s.first[1] + b as i64).rem_euclid(g[1]);
-                let row = ((z * g[1] + y) * g[0]) as usize;
-                for (c, wx) in s.w[0].iter().enumerate() {
-                    let x = (s.first[0] + c as i64).rem_euclid(g[0]) as usize;
-                    f(row + x, wz * wy * wx);
-                }
+/// Pipe-Menon density compensation: `w <- w / (C w)` from `w = 1`.
+fn density_weights(plan: &Plan<f64>, iterations: usize) -> Result<Vec<f64>> {
+    let mut w = vec![1.0; plan.len()];
+    let mut conv = vec![Complex::default(); plan.len()];
+    for _ in 0..iterations {
+        let wc: Vec<Complex<f64>> = w.iter().map(|&v| Complex::new(v, 0.0)).collect();
+        plan.convolve(&mut conv, &wc)?;
+        for (w, c) in w.iter_mut().zip(&conv) {
+            // Each sample sees at least its own weight times its kernel's
+            // squared norm, so c.re > 0.
+            if c.re > 0.0 {
+                *w /= c.re;
             }
         }
     }
-
-    /// Spreads sample values onto the grid (the adjoint of `interp`).
-    fn spread(&self, values: &[Complex<f64>]) -> Vec<Complex<f64>> {
-        let mut out = vec![Complex::default(); self.len()];
-        for (s, v) in self.footprints.iter().zip(values) {
-            self.each(s, |i, w| out[i] += v * w);
-        }
-        out
-    }
-
-    /// Interpolates the grid at the samples.
-    fn interp(&self, grid: &[Complex<f64>]) -> Vec<Complex<f64>> {
-        self.footprints
-            .iter()
-            .map(|s| {
-                let mut acc = Complex::default();
-                self.each(s, |i, w| acc += grid[i] * w);
-                acc
-            })
-            .collect()
-    }
-
-    /// Pipe-Menon density compensation with the same kernel.
-    fn density_weights(&self, iterations: usize) -> Vec<f64> {
-        let mut w = vec![1.0; self.footprints.len()];
-        for _ in 0..iterations {
-            let wc: Vec<Complex<f64>> = w.iter().map(|&v| Complex::new(v, 0.0)).collect();
-            let conv = self.interp(&self.spread(&wc));
-            for (w, c) in w.iter_mut().zip(conv) {
-                // Each sample sees at least its own weight times its kernel's
-                // squared norm, so c.re > 0.
-                if c.re > 0.0 {
-                    *w /= c.re;
-                }
-            }
-        }
-        w
-    }
+    Ok(w)
 }
 
 /// Scales density weights so that `sum_m w_m f(k_m)` is the integral of f
@@ -231,22 +103,6 @@ fn calibrate(mut w: Vec<f64>, grid: &Grid, traj: &[[f64; 3]]) -> Vec<f64> {
     w
 }
 
-/// `fftshift` / `ifftshift` of an even-sized 3-D array: the same operation.
-fn shift(x: &[Complex<f64>], g: [usize; 3]) -> Vec<Complex<f64>> {
-    let mut out = vec![Complex::default(); x.len()];
-    for z in 0..g[2] {
-        let sz = (z + g[2] / 2) % g[2];
-        for y in 0..g[1] {
-            let sy = (y + g[1] / 2) % g[1];
-            for xx in 0..g[0] {
-                let sx = (xx + g[0] / 2) % g[0];
-                out[(sz * g[1] + sy) * g[0] + sx] = x[(z * g[1] + y) * g[0] + xx];
-            }
-        }
-    }
-    out
-}
-
 /// The gridding reconstruction of `data` on `grid` (x fastest).
 pub fn reconstruct(
     grid: &Grid,
@@ -259,46 +115,18 @@ pub fn reconstruct(
         traj.len(),
         data.len(),
     )?;
-    if !(params.oversampling.is_finite() && params.oversampling >= 1.0) {
-        return Err(Error::Invalid {
-            what: "gridding oversampling",
-            reason: format!("must be at least 1, got {}", params.oversampling),
-        });
-    }
-    let kernel = Kernel::new(params.oversampling);
-    let gr = Gridder::new(grid, traj, params.oversampling, kernel);
-    let g = gr.g;
-    let w = calibrate(gr.density_weights(params.dcf_iterations), grid, traj);
-    let weighted: Vec<Complex<f64>> = data.iter().zip(&w).map(|(d, w)| d * w).collect();
-    // Centred inverse DFT: fftshift(IFFT(ifftshift(G))), un-normalised.
-    let mut img = shift(&gr.spread(&weighted), g);
-    CpuBackend::<f64>::new().fft3(&mut img, g, Direction::Inverse)?;
-    let img = shift(&img, g);
-    let total = gr.len() as f64; // undoes the inverse FFT's 1/len
-                                 // The weights now sum like the k-space volume (cycles/FOV)^3, and the
-                                 // continuous inverse transform takes 1 / FOV per axis of that integral.
-    let scale = total / grid.fov_mm.iter().product::<f64>();
-    // Deapodisation: the kernel's transform at each image position.
-    let apod_axis: Vec<Vec<f64>> = (0..3)
-        .map(|d| {
-            (0..grid.n[d])
-                .map(|c| kernel.transform((c as f64 - grid.n[d] as f64 / 2.0) / g[d] as f64))
-                .collect()
-        })
-        .collect();
-    let n = grid.n;
+    let x = radians(grid, traj);
+    let mut dcf = Plan::<f64>::new(grid.n, DCF_TOLERANCE, 1)?;
+    dcf.set_points(&x)?;
+    let w = calibrate(density_weights(&dcf, params.dcf_iterations)?, grid, traj);
+    drop(dcf);
+    let mut plan = Plan::<f64>::new(grid.n, IMAGE_TOLERANCE, 1)?;
+    plan.set_points(&x)?;
+    // The weights sum like the k-space volume (cycles/FOV)^3, and the
+    // continuous inverse transform takes 1 / FOV per axis of that integral.
+    let scale = 1.0 / grid.fov_mm.iter().product::<f64>();
+    let weighted: Vec<Complex<f64>> = data.iter().zip(&w).map(|(d, w)| d * (w * scale)).collect();
     let mut out = vec![Complex::default(); grid.len()];
-    for z in 0..n[2] {
-        for y in 0..n[1] {
-            for x in 0..n[0] {
-                let c = [x, y, z];
-                // position in the oversampled, centred image
-                let o = [0, 1, 2].map(|d| c[d] + (g[d] - n[d]) / 2);
-                let apod: f64 = (0..3).map(|d| apod_axis[d][c[d]]).product();
-                out[(z * n[1] + y) * n[0] + x] =
-                    img[(o[2] * g[1] + o[1]) * g[0] + o[0]] * (scale / apod);
-            }
-        }
-    }
+    plan.type1(&mut out, &weighted)?;
     Ok(out)
 }

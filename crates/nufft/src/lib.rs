@@ -245,6 +245,20 @@ impl<T: Real> Plan<T> {
         Ok(())
     }
 
+    /// The points' strengths convolved with the kernel twice, on the fine
+    /// grid and without the FFT: `out[m] = sum_j K(j - u_m) sum_m' c[m']
+    /// K(j - u_m')`, the spread followed by the interpolation. Pipe and
+    /// Menon's density compensation iterates it.
+    pub fn convolve(&self, out: &mut [Complex<T>], c: &[Complex<T>]) -> Result<()> {
+        let pts = self.points()?;
+        Error::check_len("NUFFT strengths (one per point)", pts.u.len(), c.len())?;
+        Error::check_len("NUFFT outputs (one per point)", pts.u.len(), out.len())?;
+        let mut grid = zeroed_grid(self.fine.iter().product());
+        spread::spread(&mut grid, self.fine, &self.horner, pts, c);
+        spread::interpolate(out, &grid, self.fine, &self.horner, pts);
+        Ok(())
+    }
+
     /// Type 2: `out[m] = sum_k f[k] exp(s i k . x[m])`.
     pub fn type2(&self, out: &mut [Complex<T>], f: &[Complex<T>]) -> Result<()> {
         self.type2_with(out, f, &self.fft)

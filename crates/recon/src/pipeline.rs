@@ -523,7 +523,6 @@ where
 /// The gridding baseline with the config's settings.
 pub fn gridding(l: &Loaded, inputs: &Inputs) -> Result<Vec<Complex<f64>>> {
     let gp = recon_gridding::Params {
-        oversampling: l.cfg.gridding.oversampling,
         dcf_iterations: l.cfg.gridding.dcf_iterations,
     };
     recon_gridding::reconstruct(&l.grid, &inputs.traj, &inputs.data, &gp).context("gridding")

@@ -144,12 +144,15 @@ impl Config {
         {
             return fail(&format!("regulariser.{what}"), reason);
         }
-        if !(self.gridding.oversampling.is_finite()
-            && (1.0..=4.0).contains(&self.gridding.oversampling))
+        if self.gridding.oversampling != 2.0
         {
             return fail(
                 "gridding.oversampling",
-                format!("must lie in [1, 4], got {}", self.gridding.oversampling),
+                format!(
+                    "the gridding baseline runs through the NUFFT, which upsamples by 2: \
+                     remove the key or set 2, got {}",
+                    self.gridding.oversampling
+                ),
             );
         }
         if self.gridding.dcf_iterations > 1000 {

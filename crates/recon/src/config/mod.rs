@@ -359,6 +359,8 @@ impl RegulariserCfg {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GriddingCfg {
+    /// The fine grid's upsampling: 2, the NUFFT's (kept so that configs
+    /// that set it still load; any other value is an error).
     #[serde(default = "default_oversampling")]
     pub oversampling: f64,
     #[serde(default = "default_dcf")]
