@@ -13,6 +13,18 @@ pub enum Error {
     /// A value outside the range the operation supports.
     #[error("{what}: {reason}")]
     Invalid { what: &'static str, reason: String },
+    /// A device (or the host) lacks the memory an operation needs. `need`
+    /// and `free` are in bytes, where known.
+    #[error("not enough memory on {device} for {what}{}", match (need, free) {
+        (Some(n), Some(f)) => format!(": needs {:.2} GiB, {:.2} GiB free", *n as f64 / (1u64 << 30) as f64, *f as f64 / (1u64 << 30) as f64),
+        _ => String::new(),
+    })]
+    OutOfMemory {
+        device: String,
+        what: String,
+        need: Option<u64>,
+        free: Option<u64>,
+    },
     /// A failure inside a device backend (CUDA driver, NVRTC, cuFFT, ...),
     /// naming the operation that failed.
     #[error("{backend} backend: {op} failed: {reason}")]

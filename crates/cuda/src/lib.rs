@@ -15,12 +15,15 @@
 //! to the host per iteration.
 
 mod device;
+mod engine;
+mod error;
+mod kernels;
 
 use device::Device;
 use recon_core::{Backend, Complex, Direction, Error, Progress, Result, Sign, Stencil, Targets};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use device::{Lattice, Sample};
+pub use engine::{Lattice, Sample};
 
 /// The summation kernels of the book's optimisation ladder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +161,7 @@ impl CudaBackend {
     /// [`probe`] first: without libcuda this reports the error cudarc
     /// would otherwise panic on.
     pub fn new(options: Options) -> Result<Self> {
-        let count = probe().map_err(|u| device::err("probe", u))?;
+        let count = probe().map_err(|u| error::err("probe", u))?;
         let ordinals = options
             .devices
             .clone()
@@ -244,11 +247,11 @@ impl Backend for CudaBackend {
                 ci: c.im,
             })
             .collect();
-        let job = device::Job {
+        let job = engine::Job {
             targets: match targets {
-                Targets::Lattice(l) => device::TargetSpec::Lattice(Lattice::from(&l)),
+                Targets::Lattice(l) => engine::TargetSpec::Lattice(Lattice::from(&l)),
                 Targets::List(p) => {
-                    device::TargetSpec::List(p.iter().flat_map(|x| x.map(|v| v as f32)).collect())
+                    engine::TargetSpec::List(p.iter().flat_map(|x| x.map(|v| v as f32)).collect())
                 }
             },
             samples: &samples,

@@ -164,6 +164,7 @@ fn shape_of(grid: &Grid) -> [usize; 3] {
 }
 
 /// Loads Q from the cache or computes (and stores) it.
+#[allow(clippy::type_complexity)]
 pub fn load_or_compute<B>(
     plan: &Plan<'_, B>,
     cache: Option<&Cache>,

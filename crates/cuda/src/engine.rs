@@ -1,0 +1,294 @@
+//! The summation engine on one GPU: a share of the targets of
+//! `out[n] = sum_m c_m exp(sign i 2pi k_m . x_n)`, by the variant and
+//! tuning of the book's ladder (kernels in sum.cu).
+
+use crate::device::{as_floats_mut, Device};
+use crate::error::{err, Ctx};
+use crate::kernels::{sum_kernel, PER_THREAD};
+use crate::{Tuning, Variant};
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use recon_core::{Complex, Error, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Samples per constant-memory chunk; `CHUNK` in sum.cu.
+const CHUNK: usize = 3200;
+/// Samples per streamed chunk (variant 6).
+const STREAM_CHUNK: usize = 1 << 16;
+
+/// A lattice of targets; `Lattice` in sum.cu.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Lattice {
+    pub n: [i32; 3],
+    pub pad: i32,
+    pub origin: [f32; 3],
+    pub step: [f32; 3],
+}
+
+impl From<&recon_core::Lattice> for Lattice {
+    fn from(l: &recon_core::Lattice) -> Self {
+        Lattice {
+            n: l.n.map(|v| v as i32),
+            pad: 0,
+            origin: l.origin.map(|v| v as f32),
+            step: l.step.map(|v| v as f32),
+        }
+    }
+}
+
+/// A k-space sample and its coefficient; `Sample` in sum.cu.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sample {
+    pub kx: f32,
+    pub ky: f32,
+    pub kz: f32,
+    pub cr: f32,
+    pub ci: f32,
+}
+
+// SAFETY: plain #[repr(C)] structs of i32/f32, laid out as in sum.cu.
+unsafe impl DeviceRepr for Lattice {}
+unsafe impl DeviceRepr for Sample {}
+unsafe impl ValidAsZeroBits for Sample {}
+
+pub(crate) enum TargetSpec {
+    Lattice(Lattice),
+    /// x, y, z per target.
+    List(Vec<f32>),
+}
+
+/// One summation: shared by the GPUs, each taking a share of the targets.
+pub(crate) struct Job<'a> {
+    pub targets: TargetSpec,
+    pub samples: &'a [Sample],
+    pub sign: f32,
+    pub variant: Variant,
+    pub tuning: Tuning,
+}
+
+/// Targets per launch: large enough to fill any current GPU, small enough
+/// that one launch stays well under a second and progress moves.
+const RANGE: usize = 1 << 22;
+
+impl Device {
+    /// This GPU's share of a summation: targets `first .. first + out.len()`.
+    /// `done` counts finished targets across GPUs; `progress` gets this
+    /// GPU's running total.
+    pub fn sum_exp(
+        &self,
+        out: &mut [Complex<f32>],
+        first: usize,
+        job: &Job<'_>,
+        done: &AtomicU64,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<()> {
+        let count = out.len();
+        if count == 0 {
+            return Ok(());
+        }
+        let m = job.samples.len();
+        let streamed = job.variant == Variant::Streamed;
+        let list_bytes = match &job.targets {
+            TargetSpec::List(v) => 4 * v.len(),
+            TargetSpec::Lattice(_) => 0,
+        };
+        let sample_bytes = 20 * if streamed { 2 * STREAM_CHUNK.min(m) } else { m };
+        self.ensure_fits(
+            8 * count + list_bytes + sample_bytes,
+            "the summation engine",
+        )?;
+
+        let mut out_dev = self
+            .stream
+            .alloc_zeros::<f32>(2 * count)
+            .at("allocate output")?;
+        let (lattice, list_dev) = match &job.targets {
+            TargetSpec::Lattice(l) => (*l, None),
+            TargetSpec::List(v) => (
+                Lattice::default(),
+                Some(self.stream.clone_htod(v).at("upload targets")?),
+            ),
+        };
+        let samples_dev = if !streamed && m > 0 {
+            // Variants 1, 2 and 5 read them in place; 3 and 4 copy chunks to constant memory.
+            Some(self.stream.clone_htod(job.samples).at("upload samples")?)
+        } else {
+            None
+        };
+        let pinned = if streamed && m > 0 {
+            // SAFETY: filled completely before use.
+            let mut p =
+                unsafe { self.ctx.alloc_pinned::<Sample>(m) }.at("allocate pinned samples")?;
+            p.as_mut_slice()
+                .at("map pinned samples")?
+                .copy_from_slice(job.samples);
+            Some(p)
+        } else {
+            None
+        };
+        let mut bufs = if streamed {
+            let len = STREAM_CHUNK.min(m.max(1));
+            vec![
+                self.stream
+                    .alloc_zeros::<Sample>(len)
+                    .at("allocate stream buffer")?,
+                self.stream
+                    .alloc_zeros::<Sample>(len)
+                    .at("allocate stream buffer")?,
+            ]
+        } else {
+            Vec::new()
+        };
+        let mut buf_free: [Option<cudarc::driver::CudaEvent>; 2] = [None, None];
+
+        let vpt = job.tuning.per_thread;
+        if !PER_THREAD.contains(&vpt) {
+            return Err(Error::Invalid {
+                what: "CUDA tuning",
+                reason: format!("outputs per thread must be 1, 2, 4 or 8, got {vpt}"),
+            });
+        }
+        // Ranges of whole x-rows (whole planes when the lattice allows), so
+        // that the row kernels of variants 5 and 6 apply to every range.
+        let row = match &job.targets {
+            TargetSpec::Lattice(l) => l.n[0].max(1) as usize,
+            TargetSpec::List(_) => 1,
+        };
+        let range = (RANGE / row).max(1) * row;
+        let rows_ok = |r0: usize, len: usize| {
+            matches!(job.targets, TargetSpec::Lattice(_))
+                && row % vpt as usize == 0
+                && (first + r0) % row == 0
+                && len % row == 0
+        };
+        let kernel_for = |r0: usize, len: usize| sum_kernel(job.variant, rows_ok(r0, len), vpt);
+        let (block, per_block) = match job.variant {
+            Variant::Tuned | Variant::Streamed => {
+                (job.tuning.block, job.tuning.block as usize * vpt as usize)
+            }
+            _ => (256, 256),
+        };
+        let chunk = match job.variant {
+            Variant::Naive | Variant::Registers | Variant::Tuned => m.max(1),
+            Variant::Streamed => STREAM_CHUNK,
+            Variant::Constant | Variant::FastTrig => CHUNK,
+        };
+        let null = 0u64;
+        let sign = job.sign;
+        let m_all = m as i32;
+        let mut sym = self
+            .sum
+            .get_global("c_samples", &self.stream)
+            .at("find c_samples")?;
+        // SAFETY: c_samples is `Sample[CHUNK]` in sum.cu.
+        let mut sym = unsafe { sym.transmute_mut::<Sample>(CHUNK) }.ok_or_else(|| {
+            err(
+                "view c_samples",
+                "constant symbol smaller than CHUNK samples",
+            )
+        })?;
+
+        let mut finished = 0u64;
+        for r0 in (0..count).step_by(range) {
+            let r1 = (r0 + range).min(count);
+            let len = r1 - r0;
+            let kernel = kernel_for(r0, len);
+            let func = self
+                .funcs
+                .get(&kernel)
+                .ok_or_else(|| err(format!("find kernel {kernel}"), "not loaded"))?;
+            let cfg = LaunchConfig {
+                grid_dim: (len.div_ceil(per_block) as u32, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let abs_first = (first + r0) as i64;
+            let n_launch = len as i32;
+            let chunks = m.div_ceil(chunk).max(1);
+            for c in 0..chunks {
+                let c0 = c * chunk;
+                let c1 = ((c + 1) * chunk).min(m);
+                let mc = (c1 - c0) as i32;
+                let mut view = out_dev.slice_mut(2 * r0..2 * r1);
+                let mut b = self.stream.launch_builder(func);
+                b.arg(&mut view).arg(&lattice);
+                match &list_dev {
+                    Some(l) => b.arg(l),
+                    None => b.arg(&null),
+                };
+                b.arg(&abs_first).arg(&n_launch);
+                let launched = match job.variant {
+                    Variant::Naive | Variant::Registers | Variant::Tuned => {
+                        let s = samples_dev.as_ref().map(|s| s.slice(0..m));
+                        match &s {
+                            Some(s) => b.arg(s),
+                            None => b.arg(&null),
+                        };
+                        b.arg(&m_all).arg(&sign);
+                        unsafe { b.launch(cfg) }
+                    }
+                    Variant::Constant | Variant::FastTrig => {
+                        if mc > 0 {
+                            let src = samples_dev
+                                .as_ref()
+                                .expect("samples uploaded")
+                                .slice(c0..c1);
+                            let mut dst = sym.slice_mut(0..c1 - c0);
+                            self.stream
+                                .memcpy_dtod(&src, &mut dst)
+                                .at("copy samples to constant memory")?;
+                        }
+                        b.arg(&mc).arg(&sign);
+                        unsafe { b.launch(cfg) }
+                    }
+                    Variant::Streamed => {
+                        if mc > 0 {
+                            let slot = c % 2;
+                            // The copy may overwrite this buffer once the kernel that read it is done.
+                            if let Some(ev) = &buf_free[slot] {
+                                self.copy_stream.wait(ev).at("wait for stream buffer")?;
+                            }
+                            let host = &pinned
+                                .as_ref()
+                                .expect("pinned samples")
+                                .as_slice()
+                                .at("map pinned")?[c0..c1];
+                            let mut dst = bufs[slot].slice_mut(0..c1 - c0);
+                            self.copy_stream
+                                .memcpy_htod(host, &mut dst)
+                                .at("stream samples to device")?;
+                            let copied = self
+                                .copy_stream
+                                .record_event(None)
+                                .at("record copy event")?;
+                            self.stream.wait(&copied).at("wait for copied samples")?;
+                        }
+                        let slot = c % 2;
+                        let src = bufs[slot].slice(0..(c1 - c0).max(1));
+                        b.arg(&src).arg(&mc).arg(&sign);
+                        let r = unsafe { b.launch(cfg) };
+                        buf_free[slot] =
+                            Some(self.stream.record_event(None).at("record kernel event")?);
+                        r
+                    }
+                };
+                launched.at(&format!("launch {kernel}"))?;
+                // Progress by pairs done, in units of targets.
+                let now = r0 as u64 + (len as u64 * (c as u64 + 1)) / chunks as u64;
+                if c + 1 == chunks || c % 8 == 7 {
+                    self.stream.synchronize().at(&format!("run {kernel}"))?;
+                    done.fetch_add(now - finished, Ordering::Relaxed);
+                    finished = now;
+                    progress(finished);
+                }
+            }
+        }
+        self.stream
+            .memcpy_dtoh(&out_dev, as_floats_mut(out))
+            .at("copy sums to host")?;
+        self.stream.synchronize().at("synchronize after sums")?;
+        Ok(())
+    }
+}
+

@@ -1,0 +1,112 @@
+//! The kernel registry: the `.cu` sources, compiled by NVRTC once per
+//! process and architecture, and the names of every kernel the backend
+//! launches (so that a missing one fails at start-up, not mid-run).
+
+use crate::error::err;
+use crate::Variant;
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use recon_core::Result;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+pub(crate) const SUM_CU: &str = include_str!("../kernels/sum.cu");
+pub(crate) const VECTOR_CU: &str = include_str!("../kernels/vector.cu");
+
+/// PTX per (source, architecture), compiled once per process.
+pub(crate) fn ptx(name: &'static str, src: &'static str, arch: String) -> Result<Ptx> {
+    static CACHE: OnceLock<Mutex<HashMap<(&'static str, String), Ptx>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut cache = cache.lock().expect("PTX cache poisoned");
+    if let Some(p) = cache.get(&(name, arch.clone())) {
+        return Ok(p.clone());
+    }
+    let opts = CompileOptions {
+        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
+        name: Some(name.to_string()),
+        ..Default::default()
+    };
+    let p = compile_ptx_with_opts(src, opts).map_err(|e| match e {
+        cudarc::nvrtc::CompileError::CompileError { log, .. } => err(
+            format!("NVRTC compile of {name}"),
+            log.to_string_lossy().into_owned(),
+        ),
+        e => err(format!("NVRTC compile of {name}"), e),
+    })?;
+    cache.insert((name, arch), p.clone());
+    Ok(p)
+}
+
+/// Outputs-per-thread counts the tuned kernels are compiled for.
+pub const PER_THREAD: [u32; 4] = [1, 2, 4, 8];
+
+/// The kernel of sum.cu that runs `variant`; `rows`: the lattice row
+/// kernel of variants 5 and 6 (else their generic one).
+pub(crate) fn sum_kernel(variant: Variant, rows: bool, per_thread: u32) -> String {
+    let g = if rows { "" } else { "g" };
+    match variant {
+        Variant::Naive => "sum_v1".into(),
+        Variant::Registers => "sum_v2".into(),
+        Variant::Constant => "sum_v3".into(),
+        Variant::FastTrig => "sum_v4".into(),
+        // The same kernels; variant 6 streams the samples to them.
+        Variant::Tuned | Variant::Streamed => format!("sum_v5{g}_{per_thread}"),
+    }
+}
+
+/// Every kernel of sum.cu the backend may launch.
+pub(crate) fn sum_kernels() -> Vec<String> {
+    let mut names: Vec<String> = Variant::ALL
+        .iter()
+        .flat_map(|&v| {
+            [true, false]
+                .into_iter()
+                .flat_map(move |rows| PER_THREAD.map(|p| sum_kernel(v, rows, p)))
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+pub(crate) const VECTOR_FUNCS: [&str; 9] = [
+    "axpy",
+    "xpby",
+    "mul_scaled",
+    "scale",
+    "pad",
+    "crop",
+    "dot_partial",
+    "sum_partials",
+    "add_whw",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NVRTC needs no GPU: where libnvrtc loads, both kernel files must
+    /// compile for Hopper and export every kernel the backend loads.
+    #[test]
+    fn kernels_compile_with_nvrtc() {
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            println!(
+                "skipped: libnvrtc not found (the kernels are compiled on the GPU machine instead)"
+            );
+            return;
+        }
+        let vector: Vec<String> = VECTOR_FUNCS.iter().map(|f| f.to_string()).collect();
+        for (name, src, funcs) in [
+            ("sum.cu", SUM_CU, sum_kernels()),
+            ("vector.cu", VECTOR_CU, vector),
+        ] {
+            let p = ptx(name, src, "compute_90".into()).unwrap_or_else(|e| panic!("{e}"));
+            let text = p.to_src();
+            for f in &funcs {
+                assert!(
+                    text.contains(&format!(".entry {f}(")),
+                    "{name} lacks kernel {f}"
+                );
+            }
+        }
+    }
+}
