@@ -51,11 +51,24 @@ bench_rc=${PIPESTATUS[0]}
     --sweep-points 13 --lambda-min 0.01 --lambda-max 100 > "$out/priors.txt" 2>&1
 priors_rc=$?
 
+# The engine matrix of the shipped configs (exact engine on CPU and GPU,
+# NUFFT at 1e-3 and 1e-6), unless SKIP_VALIDATE is set: the NUFFT at 1e-6
+# must agree with the exact engine within 0.01 dB.
+validate=()
+if [ -z "${SKIP_VALIDATE:-}" ]; then
+    for c in shepp-logan sodium; do
+        .gpu/recon validate --config "configs/$c.toml" --out "$out/validate-$c" > "$out/validate-$c.txt" 2>&1
+        validate+=("$c (exit $?): $(grep -c ': PASS' "$out/validate-$c.txt") PASS, $(grep -c ': FAIL' "$out/validate-$c.txt") FAIL")
+    done
+fi
+
 echo
 echo "== GPU tests =="
 printf '%s\n' "${summary[@]}"
 echo "== parboil mri-q =="
 printf '%s\n' "${parboil[@]}"
+echo "== validate =="
+printf '%s\n' "${validate[@]}"
 echo "== priors (exit $priors_rc) =="
 sed -n '/^| method/,/^$/p' "$out/priors.txt"
 grep -E "anatomical W over" "$out/priors.txt"

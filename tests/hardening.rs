@@ -487,7 +487,10 @@ fn engine_settings_outside_their_engine_or_range_are_refused_before_anything_is_
             "kind = \"exact\"\ntolerance = 1e-3",
             &["engine.tolerance", "nufft engine", "kind = \"exact\""],
         ),
-        ("variant = 3", &["engine.variant", "exact engine", "kind = \"nufft\""]),
+        (
+            "variant = 3",
+            &["engine.variant", "exact engine", "kind = \"nufft\""],
+        ),
         ("per_thread = 2", &["engine.per_thread", "exact engine"]),
         ("block = 128", &["engine.block", "exact engine"]),
     ];
@@ -507,11 +510,17 @@ fn engine_settings_outside_their_engine_or_range_are_refused_before_anything_is_
             a.push(cfg.to_str().unwrap());
             let o = recon(&a, tmp.path());
             fails_with(&o, expect);
-            assert!(!tmp.path().join("out").exists(), "{setting}: nothing written");
+            assert!(
+                !tmp.path().join("out").exists(),
+                "{setting}: nothing written"
+            );
         }
     }
     // And both engines run with their own settings.
-    for setting in ["kind = \"exact\"\nvariant = 3", "kind = \"nufft\"\ntolerance = 1e-9"] {
+    for setting in [
+        "kind = \"exact\"\nvariant = 3",
+        "kind = \"nufft\"\ntolerance = 1e-9",
+    ] {
         let cfg = config_with(tmp.path(), |t| {
             t.replace("[engine]\n", &format!("[engine]\n{setting}\n"))
         });

@@ -77,11 +77,7 @@ fn second_run_hits_and_another_trajectory_misses() {
     let (_, s3) = load_or_compute(&be, Some(&cache), &grid, &other);
     assert_eq!(s3, CacheStatus::Miss);
     // The same trajectory in f64 is another entry too.
-    let (_, s4) = load_or_compute(
-        &CpuBackend::<f64>::new(),
-        Some(&cache),
-        &grid,
-        &traj);
+    let (_, s4) = load_or_compute(&CpuBackend::<f64>::new(), Some(&cache), &grid, &traj);
     assert_eq!(s4, CacheStatus::Miss);
     assert_eq!(files(tmp.path()).len(), 3, "{:?}", files(tmp.path()));
     assert!(files(tmp.path())
@@ -150,8 +146,7 @@ fn file_of_another_key_is_not_used() {
         cache_file(&cache, &grid, &traj_b),
     )
     .unwrap();
-    let (_, status) =
-        load_or_compute(&be, Some(&cache), &grid, &traj_b);
+    let (_, status) = load_or_compute(&be, Some(&cache), &grid, &traj_b);
     match status {
         CacheStatus::Invalid(why) => assert!(why.contains("belongs to key"), "{why}"),
         s => panic!("expected Invalid, got {s:?}"),
@@ -168,8 +163,15 @@ fn engines_and_tolerances_never_share_a_q() {
     let (exact, s) = load_with(&be, &cache, &grid, &traj, Engine::Exact);
     assert_eq!(s, CacheStatus::Miss);
     let (fast, s) = load_with(&be, &cache, &grid, &traj, nufft(1e-6));
-    assert_eq!(s, CacheStatus::Miss, "the exact engine's Q is not served to the NUFFT");
-    assert_eq!(load_with(&be, &cache, &grid, &traj, nufft(1e-3)).1, CacheStatus::Miss);
+    assert_eq!(
+        s,
+        CacheStatus::Miss,
+        "the exact engine's Q is not served to the NUFFT"
+    );
+    assert_eq!(
+        load_with(&be, &cache, &grid, &traj, nufft(1e-3)).1,
+        CacheStatus::Miss
+    );
     for (engine, want) in [(Engine::Exact, &exact), (nufft(1e-6), &fast)] {
         let (q, s) = load_with(&be, &cache, &grid, &traj, engine);
         assert_eq!(s, CacheStatus::Hit, "{engine:?}");

@@ -246,7 +246,12 @@ pub struct Problem<B: Backend> {
 
 impl<B: Backend> Problem<B> {
     /// Takes Q (as recon-encoding computes it) and F^H D on the host.
-    pub fn new(backend: &B, grid: &Grid, q: &[Complex<B::Real>], fhd: &[Complex<B::Real>]) -> Result<Self> {
+    pub fn new(
+        backend: &B,
+        grid: &Grid,
+        q: &[Complex<B::Real>],
+        fhd: &[Complex<B::Real>],
+    ) -> Result<Self> {
         Error::check_len("F^H D (one value per voxel)", grid.len(), fhd.len())?;
         Ok(Problem {
             grid: *grid,

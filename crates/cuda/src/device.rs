@@ -309,4 +309,3 @@ impl Device {
             .map(|_| ())
     }
 }
-

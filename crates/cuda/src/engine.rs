@@ -291,4 +291,3 @@ impl Device {
         Ok(())
     }
 }
-

@@ -41,7 +41,10 @@ mod tests {
 
     #[test]
     fn out_of_memory_codes_become_their_own_error() {
-        let e = err("allocate a vector", "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")");
+        let e = err(
+            "allocate a vector",
+            "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")",
+        );
         assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
         assert!(e.to_string().contains("allocate a vector"), "{e}");
         let e = err("launch", "DriverError(CUDA_ERROR_INVALID_VALUE)");

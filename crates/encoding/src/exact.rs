@@ -4,32 +4,27 @@
 //! write the same output; the forward model swaps the roles of samples and
 //! voxels.
 
-use recon_core::{Backend, Complex, Grid, Progress, Result, Sign, Targets};
+use recon_core::{Backend, Complex, Grid, Lattice, Progress, Result, Sign, Targets};
 
-/// `out = Q` from `coef = |phi(k_m)|^2`.
-pub(crate) fn q<B: Backend>(
+/// `out[n] = sum_m coef[m] exp(+i 2pi k_m . y_n)` on a lattice: Q on the
+/// displacements with `coef = |phi(k_m)|^2`, F^H D on the voxels with
+/// `coef = Mu_m = phi(k_m) D_m`.
+pub(crate) fn lattice_sum<B: Backend>(
     backend: &B,
     out: &mut [Complex<B::Real>],
-    grid: &Grid,
+    lattice: Lattice,
     traj: &[[f64; 3]],
     coef: &[Complex<B::Real>],
     progress: Progress<'_>,
 ) -> Result<()> {
-    let targets = Targets::Lattice(grid.displacements());
-    backend.sum_exp(out, targets, traj, coef, Sign::Plus, progress)
-}
-
-/// `out = F^H D` from `mu = phi(k_m) D_m`.
-pub(crate) fn adjoint<B: Backend>(
-    backend: &B,
-    out: &mut [Complex<B::Real>],
-    grid: &Grid,
-    traj: &[[f64; 3]],
-    mu: &[Complex<B::Real>],
-    progress: Progress<'_>,
-) -> Result<()> {
-    let targets = Targets::Lattice(grid.voxels());
-    backend.sum_exp(out, targets, traj, mu, Sign::Plus, progress)
+    backend.sum_exp(
+        out,
+        Targets::Lattice(lattice),
+        traj,
+        coef,
+        Sign::Plus,
+        progress,
+    )
 }
 
 /// `out[m] = sum_n rho[n] exp(-i 2pi k_m . x_n)` (the caller applies phi).
@@ -43,5 +38,12 @@ pub(crate) fn forward<B: Backend>(
 ) -> Result<()> {
     let vox = grid.voxels();
     let positions: Vec<[f64; 3]> = (0..vox.len()).map(|i| vox.point(i)).collect();
-    backend.sum_exp(out, Targets::List(traj), &positions, rho, Sign::Minus, progress)
+    backend.sum_exp(
+        out,
+        Targets::List(traj),
+        &positions,
+        rho,
+        Sign::Minus,
+        progress,
+    )
 }

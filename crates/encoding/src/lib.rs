@@ -171,7 +171,14 @@ impl<'b, B: Backend> Plan<'b, B> {
             .map(|p| Complex::new(B::Real::of(p * p), B::Real::of(0.0)))
             .collect();
         match self.engine {
-            Engine::Exact => exact::q(self.backend, out, &self.grid, &self.traj, &coef, progress),
+            Engine::Exact => exact::lattice_sum(
+                self.backend,
+                out,
+                self.grid.displacements(),
+                &self.traj,
+                &coef,
+                progress,
+            ),
             Engine::Nufft { tolerance } => {
                 // On the doubled grid, with the same points: k / N = 2k / 2N.
                 progress(0, 1);
@@ -209,7 +216,14 @@ impl<'b, B: Backend> Plan<'b, B> {
         Error::check_len("F^H D (one value per voxel)", self.grid.len(), out.len())?;
         let mu = self.mu(data)?;
         match &self.nufft {
-            None => exact::adjoint(self.backend, out, &self.grid, &self.traj, &mu, progress),
+            None => exact::lattice_sum(
+                self.backend,
+                out,
+                self.grid.voxels(),
+                &self.traj,
+                &mu,
+                progress,
+            ),
             Some(p) => {
                 progress(0, 1);
                 p.type1(out, &mu)?;

@@ -68,7 +68,7 @@ fn q_fhd_and_forward_match_the_exact_engine() {
             .map(|i| Complex::new((i % 7) as f64, (i % 3) as f64 - 1.0))
             .collect();
         let (q_exact, fhd_exact, d_exact) = sums(Engine::Exact, &grid, &traj, &data, &rho);
-        for tol in [1e-3, 1e-6, 1e-9] {
+        for tol in [1e-2, 1e-3, 1e-6, 1e-9] {
             let (q, fhd, d) = sums(Engine::Nufft { tolerance: tol }, &grid, &traj, &data, &rho);
             // Below the tolerance, as the NUFFT promises for its sums
             // (measured: at most 0.64 of it). One exception: Q of the
@@ -118,10 +118,20 @@ fn float32_plans_meet_their_tolerance_against_float64_exact_sums() {
             .collect()
     };
     for tol in [1e-2, 1e-4, 1e-6] {
-        let (q, f, d) = sums(Engine::Nufft { tolerance: tol }, &grid, &traj, &data, &rho32);
+        let (q, f, d) = sums(
+            Engine::Nufft { tolerance: tol },
+            &grid,
+            &traj,
+            &data,
+            &rho32,
+        );
         // The kernel's error (below tol, as in float64) plus float32
         // rounding of sums of ~1000 terms (~1e-7): still below tol.
-        for (name, got, want) in [("Q", to64(q), &q0), ("F^H D", to64(f), &f0), ("F", to64(d), &d0)] {
+        for (name, got, want) in [
+            ("Q", to64(q), &q0),
+            ("F^H D", to64(f), &f0),
+            ("F", to64(d), &d0),
+        ] {
             let e = rel_l2(&got, want);
             assert!(e < tol, "float32 {name} at {tol:e}: {e:e}");
         }
@@ -164,6 +174,9 @@ fn forward_and_adjoint_are_adjoint_for_both_engines() {
         // whatever the tolerance.
         let lhs: Complex<f64> = fx.iter().zip(&y).map(|(a, b)| a.conj() * b).sum();
         let rhs: Complex<f64> = x.iter().zip(&fhy).map(|(a, b)| a.conj() * b).sum();
-        assert!((lhs - rhs).norm() <= 1e-12 * lhs.norm(), "{engine:?}: {lhs} vs {rhs}");
+        assert!(
+            (lhs - rhs).norm() <= 1e-12 * lhs.norm(),
+            "{engine:?}: {lhs} vs {rhs}"
+        );
     }
 }

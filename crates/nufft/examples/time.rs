@@ -7,17 +7,25 @@ use std::time::Instant;
 fn run<T: Real>(n: usize, m: usize, tol: f64) {
     let mut s = 1u64;
     let mut r = || {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (s >> 11) as f64 / (1u64 << 53) as f64
     };
     let x: Vec<[f64; 3]> = (0..m)
         .map(|_| [0; 3].map(|_| std::f64::consts::PI * (2.0 * r() - 1.0)))
         .collect();
-    let c: Vec<Complex<T>> = (0..m).map(|_| Complex::new(T::of(r()), T::of(r()))).collect();
+    let c: Vec<Complex<T>> = (0..m)
+        .map(|_| Complex::new(T::of(r()), T::of(r())))
+        .collect();
     let t = Instant::now();
     let mut p = Plan::<T>::new([n; 3], tol, 1).unwrap();
     p.set_points(&x).unwrap();
-    println!("plan + set points {:.3} s (w {})", t.elapsed().as_secs_f64(), p.kernel.width);
+    println!(
+        "plan + set points {:.3} s (w {})",
+        t.elapsed().as_secs_f64(),
+        p.kernel.width
+    );
     let mut f = vec![Complex::default(); n * n * n];
     for _ in 0..2 {
         let t = Instant::now();
@@ -26,7 +34,10 @@ fn run<T: Real>(n: usize, m: usize, tol: f64) {
         let mut out = vec![Complex::default(); m];
         let t = Instant::now();
         p.type2(&mut out, &f).unwrap();
-        println!("type 1 {t1:.3} s, type 2 {:.3} s", t.elapsed().as_secs_f64());
+        println!(
+            "type 1 {t1:.3} s, type 2 {:.3} s",
+            t.elapsed().as_secs_f64()
+        );
     }
 }
 

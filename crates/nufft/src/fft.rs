@@ -7,9 +7,16 @@
 //! where the other lines are still zero. 1-D transforms are rustfft's,
 //! planned once per axis; strided lines are gathered into blocks of
 //! contiguous lines, transformed together and scattered back.
+//!
+//! Why rustfft: it is pure Rust (no FFTW, whose GPL would bind the
+//! project, and no system package), picks AVX code paths at run time, and
+//! is already the CPU backend's FFT. Measured against FINUFFT (whose FFT
+//! is ducc0) on the same problems, the whole type 1 and Q are as fast or
+//! faster (bench/nufft-cpu-2core-2026-11-22.md), so a second FFT crate
+//! would buy nothing.
 
-use recon_core::{Complex, Real};
 use rayon::prelude::*;
+use recon_core::{Complex, Real};
 use rustfft::{Fft, FftDirection, FftPlanner};
 use std::sync::Arc;
 
@@ -77,7 +84,9 @@ impl<T: Real> Pruned<T> {
     fn rows_x(&self, g: &mut [Complex<T>]) {
         let nx = self.n[0];
         let fft = &self.fft[0];
-        let rows = (g.len() / nx).div_ceil(4 * rayon::current_num_threads()).max(1);
+        let rows = (g.len() / nx)
+            .div_ceil(4 * rayon::current_num_threads())
+            .max(1);
         g.par_chunks_mut(rows * nx).for_each(|chunk| {
             let mut scratch = vec![Complex::default(); fft.get_inplace_scratch_len()];
             fft.process_with_scratch(chunk, &mut scratch);

@@ -32,7 +32,7 @@ pub use kernel::Kernel;
 
 /// Version of the NUFFT's arithmetic, part of recon's Q cache key: bump it
 /// whenever a change could alter the values it computes.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 use kernel::Horner;
 use spread::Points;
 
@@ -74,7 +74,11 @@ fn zeroed_grid<T: Real>(len: usize) -> FineGrid<T> {
             let count = chunk.min(len - start);
             std::ptr::write_bytes((base as *mut Complex<T>).add(start), 0, count);
         });
-        FineGrid { ptr: p, len, layout }
+        FineGrid {
+            ptr: p,
+            len,
+            layout,
+        }
     }
 }
 
@@ -217,7 +221,8 @@ impl<T: Real> Plan<T> {
     fn each_mode(&self, mut f: impl FnMut(usize, usize, T)) {
         let m = self.modes;
         let n = self.fine;
-        let at = |k: usize, d: usize| (k as i64 - (m[d] / 2) as i64).rem_euclid(n[d] as i64) as usize;
+        let at =
+            |k: usize, d: usize| (k as i64 - (m[d] / 2) as i64).rem_euclid(n[d] as i64) as usize;
         let mut i = 0;
         for kz in 0..m[2] {
             let gz = at(kz, 2);

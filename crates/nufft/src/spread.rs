@@ -232,7 +232,8 @@ fn has_avx2_fma() -> bool {
 
 /// Tests set this to run the baseline copies on any CPU.
 #[cfg(test)]
-pub(crate) static PLAIN_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+pub(crate) static PLAIN_ONLY: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// [`slab`] compiled for AVX2 and FMA.
 ///
@@ -286,9 +287,7 @@ unsafe fn slab<T: Real, const W: usize>(
             let cx: [Complex<T>; W] = std::array::from_fn(|j| ci * f.w[0][j]);
             // Local cells: the footprint's first cell lies in this bin
             // and slab, so every index is inside the buffer.
-            let local = |d: usize| {
-                (f.first[d].rem_euclid(n[d] as i64) as usize) - origin[d]
-            };
+            let local = |d: usize| (f.first[d].rem_euclid(n[d] as i64) as usize) - origin[d];
             let (lx, ly, lz) = (local(0), local(1), local(2));
             for a in 0..W {
                 for bb in 0..W {
@@ -435,7 +434,12 @@ fn points<T: Real, const W: usize>(
 }
 
 #[inline(always)]
-fn point<T: Real, const W: usize>(u: &[f64; 3], g: &[Complex<T>], n: [usize; 3], h: &Horner) -> Complex<T> {
+fn point<T: Real, const W: usize>(
+    u: &[f64; 3],
+    g: &[Complex<T>],
+    n: [usize; 3],
+    h: &Horner,
+) -> Complex<T> {
     let f = footprint::<T, W>(h, u);
     let x0 = f.first[0].rem_euclid(n[0] as i64) as usize;
     let contiguous = x0 + W <= n[0];

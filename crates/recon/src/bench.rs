@@ -346,8 +346,18 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
     let timing = args.timing_voxels.min(p.grid.len());
     let plane = size.matrix * size.matrix;
     let timed = timing.div_ceil(plane) * plane;
-    let results = if use_gpu {
-        let mut b = recon_cuda::CudaBackend::new(recon_cuda::Options::default())?;
+    // The backend factory every command uses, for the exact engine in f32.
+    let engine = crate::config::EngineCfg {
+        kind: crate::config::EngineKind::Exact,
+        device: if use_gpu {
+            crate::config::DeviceChoice::Cuda
+        } else {
+            crate::config::DeviceChoice::Cpu
+        },
+        precision: crate::config::Precision::F32,
+        ..Default::default()
+    };
+    let results = if let crate::Chosen::Cuda(mut b) = crate::choose_backend(&engine)? {
         let sfu = b.sfu_bound_pairs_per_s();
         let default_tuning = b.options.tuning;
         let mut shapes: Vec<(recon_cuda::Variant, recon_cuda::Tuning, String)> = Vec::new();

@@ -64,7 +64,9 @@ fn run_in<T: Real>(args: &BenchNufftArgs, scan: &recon_io::scan::Scan) -> Result
         Ok(plan.adjoint(&mut fhd, &scan.data, &mut |_, _| {})?)
     })?;
     let mut d = vec![Complex::<T>::default(); traj.len()];
-    let forward_s = best(args.repeats, || Ok(plan.forward(&mut d, &fhd, &mut |_, _| {})?))?;
+    let forward_s = best(args.repeats, || {
+        Ok(plan.forward(&mut d, &fhd, &mut |_, _| {})?)
+    })?;
     // Q makes its own plan on the doubled grid each time: timed whole.
     let mut q = vec![Complex::<T>::default(); grid.doubled().iter().product()];
     let q_s = best(args.repeats, || Ok(plan.q(&mut q, &mut |_, _| {})?))?;
@@ -90,7 +92,10 @@ pub fn run(args: &BenchNufftArgs) -> Result<()> {
         anyhow::bail!("--repeats must be 1 to 100, got {}", args.repeats);
     }
     if args.threads > 4096 {
-        anyhow::bail!("--threads must be 0 (all cores) to 4096, got {}", args.threads);
+        anyhow::bail!(
+            "--threads must be 0 (all cores) to 4096, got {}",
+            args.threads
+        );
     }
     Engine::Nufft {
         tolerance: args.tolerance,

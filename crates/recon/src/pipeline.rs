@@ -275,7 +275,8 @@ fn q_cache(l: &Loaded) -> Option<Cache> {
 /// The encoding plan of a run: the config's engine, for its grid and
 /// trajectory (points sorted once).
 pub fn plan<'b, B: Backend>(backend: &'b B, l: &Loaded, traj: &[[f64; 3]]) -> Result<Plan<'b, B>> {
-    Plan::new(backend, l.cfg.engine.engine(), &l.grid, traj).context("planning the encoding operator")
+    Plan::new(backend, l.cfg.engine.engine(), &l.grid, traj)
+        .context("planning the encoding operator")
 }
 
 /// Q only, through the cache: `recon q`.
@@ -423,9 +424,10 @@ pub fn solve<B: Backend>(
                     prior: Some(p.info.clone()),
                 });
             };
-            let (x, info) = problem.solve(backend, &used.stencil, lambda, params, &mut |i, r| {
-                on_iteration(params.iterations + i, r)
-            })?;
+            let (x, info) =
+                problem.solve(backend, &used.stencil, lambda, params, &mut |i, r| {
+                    on_iteration(params.iterations + i, r)
+                })?;
             Ok(Solved {
                 x,
                 info,
@@ -482,14 +484,7 @@ where
     }
     let solved = ui
         .solver(params.iterations * w.passes(), |cb| {
-            solve(
-                backend,
-                &mut problem,
-                &w,
-                l.cfg.solver.lambda,
-                &params,
-                cb,
-            )
+            solve(backend, &mut problem, &w, l.cfg.solver.lambda, &params, cb)
         })
         .context("conjugate gradient")?;
     if let Some(n) = solved.prior.as_ref().and_then(|i| i.data_edges) {

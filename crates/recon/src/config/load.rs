@@ -144,8 +144,7 @@ impl Config {
         {
             return fail(&format!("regulariser.{what}"), reason);
         }
-        if self.gridding.oversampling != 2.0
-        {
+        if self.gridding.oversampling != 2.0 {
             return fail(
                 "gridding.oversampling",
                 format!(
@@ -188,7 +187,9 @@ impl Config {
                         );
                     }
                 }
-                let t = e.tolerance.unwrap_or(recon_encoding::Engine::DEFAULT_TOLERANCE);
+                let t = e
+                    .tolerance
+                    .unwrap_or(recon_encoding::Engine::DEFAULT_TOLERANCE);
                 if !(t.is_finite() && (1e-14..=1e-1).contains(&t)) {
                     return fail(
                         "engine.tolerance",

@@ -407,7 +407,11 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
     } else {
         let mut e = case.cfg.engine.clone();
         e.precision = Precision::F32;
-        e.device = if gpu { DeviceChoice::Cuda } else { DeviceChoice::Cpu };
+        e.device = if gpu {
+            DeviceChoice::Cuda
+        } else {
+            DeviceChoice::Cpu
+        };
         let chosen = crate::choose_backend(&e)?;
         crate::on_backend!(chosen, b => sweep(b, case, inputs, args, &stencils, ui))?
     };
