@@ -196,13 +196,22 @@ fn fuzz_configs() {
     let tmp = tempfile::tempdir().unwrap();
     let mut rng = Rng::new(99);
     let mut tally = Tally::default();
-    for name in ["test-small", "sodium", "shepp-logan"] {
+    // Each engine's keys spelled out, so that mutations reach them.
+    for (name, engine) in [
+        ("test-small", "kind = \"nufft\"\ntolerance = 1e-6\n"),
+        ("sodium", ""),
+        (
+            "shepp-logan",
+            "kind = \"exact\"\nvariant = 5\nper_thread = 4\nblock = 256\n",
+        ),
+    ] {
         let base = std::fs::read_to_string(repo().join(format!("configs/{name}.toml")))
             .unwrap()
             .replace(
                 "../phantoms/",
                 &format!("{}/", repo().join("phantoms").display()),
-            );
+            )
+            .replace("[engine]\n", &format!("[engine]\n{engine}"));
         for i in 0..TEXT_CASES / 3 {
             let text = mutate_toml(&base, &mut rng);
             let path = tmp.path().join(format!("{name}-{i}.toml"));
