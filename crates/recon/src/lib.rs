@@ -485,7 +485,12 @@ where
     let files = output::write(outputs, l, &inputs, &out, &report)?;
 
     // One-screen summary.
-    println!("recon: {} ({})", l.path.display(), report.device);
+    println!(
+        "recon: {} ({}; Q and F^H D by {})",
+        l.path.display(),
+        report.device,
+        report.engine
+    );
     println!(
         "  data {}, {} samples, matrix {:?}, FOV {:?} mm, noise sigma {:.3e}",
         report.data, report.samples, report.matrix, report.fov_mm, report.noise_sigma

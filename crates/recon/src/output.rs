@@ -21,6 +21,8 @@ pub struct Report {
     /// Whether a true image was available for PSNR.
     pub truth: bool,
     pub device: String,
+    /// How Q and F^H D were computed, e.g. "nufft (tolerance 1e-6, ...)".
+    pub engine: String,
     pub precision: String,
     pub matrix: [usize; 3],
     pub fov_mm: [f64; 3],
@@ -65,6 +67,7 @@ pub fn report(
         trajectory: l.cfg.trajectory.clone(),
         truth: inputs.truth.is_some(),
         device: out.device.clone(),
+        engine: l.cfg.engine.engine().describe(),
         precision: format!("{:?}", l.cfg.engine.precision).to_lowercase(),
         matrix: l.grid.n,
         fov_mm: l.grid.fov_mm,
