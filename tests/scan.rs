@@ -429,3 +429,54 @@ fn ismrmrd_fixture_from_the_reference_implementation_reconstructs() {
         &cache,
     ));
 }
+
+#[test]
+fn bench_nufft_times_a_scan_file_and_checks_its_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let synth = common::config_with(tmp.path(), |t| t);
+    let scan = tmp.path().join("scan.h5");
+    simulate(&synth, &scan, tmp.path());
+    let s = scan.to_str().unwrap();
+    for precision in ["f64", "f32"] {
+        let out = ok(&recon(
+            &[
+                "bench-nufft",
+                "--scan",
+                s,
+                "--precision",
+                precision,
+                "--repeats",
+                "1",
+            ],
+            tmp.path(),
+        ));
+        let v: serde_json::Value =
+            serde_json::from_str(out.trim().lines().last().unwrap()).unwrap();
+        assert_eq!(v["precision"], precision);
+        assert_eq!(v["samples"], 6000);
+        for k in [
+            "plan_s",
+            "type1_s",
+            "type2_s",
+            "q_s",
+            "type1_norm",
+            "type2_norm",
+            "q_norm",
+        ] {
+            let x = v[k].as_f64().unwrap();
+            assert!(x.is_finite() && x > 0.0, "{k}: {x}");
+        }
+    }
+    for (args, expect) in [
+        (&["--tolerance", "0.5"][..], "[1e-14, 1e-1]"),
+        (
+            &["--precision", "f32", "--tolerance", "1e-8"][..],
+            "float32",
+        ),
+        (&["--repeats", "0"][..], "--repeats"),
+    ] {
+        let mut a = vec!["bench-nufft", "--scan", s];
+        a.extend_from_slice(args);
+        common::fails_with(&recon(&a, tmp.path()), &[expect]);
+    }
+}
