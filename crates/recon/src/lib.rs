@@ -6,6 +6,7 @@
 //! backend. `src/main.rs` only calls [`main`]; the rest is a library so that
 //! tests and fuzz targets can drive the config parser in-process.
 
+mod backend;
 mod bench;
 mod bench_nufft;
 pub mod config;
@@ -17,6 +18,8 @@ pub mod pipeline;
 mod validate;
 
 use anyhow::{Context, Result};
+use backend::backend_for;
+pub(crate) use backend::{choose_backend, on_backend, Chosen};
 use clap::{Parser, Subcommand};
 use config::{DeviceChoice, Loaded, Precision};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -272,95 +275,6 @@ fn run(cli: Cli) -> Result<()> {
                 .context("preparing the output folder")?;
             let chosen = backend_for(&mut l, args.device)?;
             on_backend!(chosen, b => run_pipeline(b, &l, outputs))
-        }
-    }
-}
-
-/// Runs `$body` with `$b` bound to the backend `$chosen` names: the one
-/// place where a generic stage meets the concrete backends.
-macro_rules! on_backend {
-    ($chosen:expr, $b:ident => $body:expr) => {
-        match $chosen {
-            $crate::Chosen::Cuda(cuda) => {
-                let $b = &cuda;
-                $body
-            }
-            $crate::Chosen::Cpu($crate::config::Precision::F32) => {
-                let $b = &recon_core::CpuBackend::<f32>::new();
-                $body
-            }
-            $crate::Chosen::Cpu($crate::config::Precision::F64) => {
-                let $b = &recon_core::CpuBackend::<f64>::new();
-                $body
-            }
-        }
-    };
-}
-pub(crate) use on_backend;
-
-/// Sets the thread count and picks the backend the config (or `--device`)
-/// asks for.
-fn backend_for(l: &mut Loaded, device: Option<DeviceChoice>) -> Result<Chosen> {
-    if l.cfg.engine.threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(l.cfg.engine.threads)
-            .build_global()
-            .context("setting engine.threads")?;
-    }
-    if let Some(d) = device {
-        l.cfg.engine.device = d;
-    }
-    choose_backend(&l.cfg.engine)
-}
-
-pub(crate) enum Chosen {
-    Cuda(recon_cuda::CudaBackend),
-    Cpu(Precision),
-}
-
-/// `engine.device`: `cuda` insists on a GPU; `auto` takes one when usable
-/// and otherwise says, in one line, why it runs on the CPU.
-pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
-    let options = || recon_cuda::Options {
-        variant: recon_cuda::Variant::from_number(e.variant()).expect("validated"),
-        tuning: recon_cuda::Tuning {
-            per_thread: e.per_thread(),
-            block: e.block(),
-        },
-        devices: None,
-    };
-    match e.device {
-        DeviceChoice::Cpu => Ok(Chosen::Cpu(e.precision)),
-        DeviceChoice::Cuda => {
-            if e.precision == Precision::F64 {
-                anyhow::bail!(
-                    "the GPU computes in f32: use engine.precision = \"f32\" with the cuda device"
-                );
-            }
-            recon_cuda::probe()
-                .map_err(|why| anyhow::anyhow!("device = cuda, but CUDA is unavailable: {why}"))?;
-            Ok(Chosen::Cuda(
-                recon_cuda::CudaBackend::new(options()).context("opening the GPU")?,
-            ))
-        }
-        DeviceChoice::Auto => {
-            if e.precision == Precision::F64 {
-                eprintln!(
-                    "device auto: engine.precision = f64 runs on the CPU (the GPU computes in f32)"
-                );
-                return Ok(Chosen::Cpu(e.precision));
-            }
-            match recon_cuda::probe() {
-                Err(why) => {
-                    eprintln!("device auto: no usable GPU ({why}); running on the CPU");
-                    Ok(Chosen::Cpu(e.precision))
-                }
-                Ok(_) => {
-                    let b = recon_cuda::CudaBackend::new(options()).context("opening the GPU")?;
-                    eprintln!("device auto: using {}", b.device_names().join(" + "));
-                    Ok(Chosen::Cuda(b))
-                }
-            }
         }
     }
 }

@@ -10,6 +10,9 @@ use recon_q::{Cache, CacheStatus, Stored};
 use recon_synth::{add_noise, Noise};
 use std::time::Instant;
 
+mod memory;
+pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};
+
 /// How the pipeline reports progress; the binary implements it with indicatif.
 pub trait Ui {
     /// A one-line message (stderr).
@@ -141,131 +144,6 @@ fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
     v.iter()
         .map(|c| Complex::new(c.re.f64(), c.im.f64()))
         .collect()
-}
-
-/// What a command computes, for the memory estimate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Work {
-    /// Synthetic data only (`recon simulate`).
-    Simulate,
-    /// Q only (`recon q`).
-    Q,
-    /// The whole reconstruction.
-    Reconstruct,
-}
-
-/// The number of samples of a run, known before the trajectory is made.
-pub fn samples(l: &Loaded) -> Result<usize> {
-    Ok(match &l.source {
-        Source::Synthetic { trajectory, .. } => trajectory.len(&l.grid)?,
-        Source::Scan(s) => s.traj.len(),
-    })
-}
-
-/// Checks the host memory a command needs against what is available,
-/// before anything large is made; the error gives the estimate and the
-/// largest cubic matrix that would fit.
-pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) -> Result<()> {
-    use recon_core::memory::{self, gib};
-    let samples = samples(l)?;
-    let anatomy_voxels = match &l.source {
-        Source::Synthetic {
-            anatomy: Some(_), ..
-        } => {
-            let m = l
-                .cfg
-                .phantom
-                .as_ref()
-                .and_then(|p| p.anatomy_matrix)
-                .map_or(l.grid.n, |m| m.0);
-            memory::voxels(m).unwrap_or(u64::MAX)
-        }
-        Source::Scan(s) => s.anatomy.as_ref().map_or(0, |a| a.grid.len() as u64),
-        _ => 0,
-    };
-    let run = |n: [usize; 3]| memory::HostRun {
-        q: work != Work::Simulate,
-        solve: work == Work::Reconstruct,
-        real_bytes,
-        on_gpu,
-        // A reference finer than the grid by the same factor at any size.
-        anatomy_voxels: match memory::voxels(l.grid.n) {
-            Some(v) if v > 0 => {
-                anatomy_voxels.saturating_mul(memory::voxels(n).unwrap_or(u64::MAX)) / v
-            }
-            _ => 0,
-        },
-        gridding_oversampling: if work == Work::Reconstruct {
-            l.cfg.gridding.oversampling
-        } else {
-            0.0
-        },
-        output_q: l.cfg.output.q,
-        nufft: l.cfg.engine.kind == config::EngineKind::Nufft,
-    };
-    let Some(free) = memory::available_host_bytes() else {
-        return Ok(());
-    };
-    let need = memory::host_bytes(l.grid.n, samples, &run(l.grid.n));
-    let (stage, bytes) = need.unwrap_or(("the run", u64::MAX));
-    if bytes <= free {
-        return Ok(());
-    }
-    let fits = match memory::largest_cubic(free, |n| {
-        memory::host_bytes([n; 3], samples, &run([n; 3])).map(|(_, b)| b)
-    }) {
-        Some(n) => format!("the largest cubic matrix that fits is {n}"),
-        None => format!("not even a small matrix fits with {samples} samples"),
-    };
-    anyhow::bail!(
-        "not enough memory: {stage} for matrix {:?} and {samples} samples needs about {} GiB \
-         of host memory, but {:.2} GiB is available; {fits}",
-        l.grid.n,
-        if bytes == u64::MAX {
-            "more than 2^64 bytes".to_string()
-        } else {
-            format!("{:.2}", gib(bytes))
-        },
-        gib(free)
-    );
-}
-
-/// Checks the memory a command needs on `backend` (and on the host),
-/// before anything is allocated; the error says what would fit.
-pub fn check_memory<B: Backend>(backend: &B, l: &Loaded, work: Work) -> Result<()> {
-    // The device first: it is the smaller memory, and its message names
-    // the largest matrix the GPU holds.
-    let gpu_free = backend.memory_available();
-    if let Some(free) = gpu_free {
-        check_device_memory(&backend.describe(), free, l.grid.n, samples(l)?)?;
-    }
-    check_host_memory(
-        l,
-        work,
-        std::mem::size_of::<B::Real>() as u64,
-        gpu_free.is_some(),
-    )
-}
-
-/// The device side of [`check_memory`].
-pub fn check_device_memory(device: &str, free: u64, n: [usize; 3], samples: usize) -> Result<()> {
-    use recon_core::memory::{self, gib};
-    let (stage, need) = memory::peak_bytes(n, samples).unwrap_or(("the run", u64::MAX));
-    if need > free {
-        let fits = match memory::largest_cubic(free, |n| {
-            memory::peak_bytes([n; 3], samples).map(|(_, b)| b)
-        }) {
-            Some(n) => format!("the largest cubic matrix that fits is {n}"),
-            None => "not even a small matrix fits: free some GPU memory".to_string(),
-        };
-        anyhow::bail!(
-            "not enough GPU memory: {stage} for matrix {n:?} and {samples} samples needs {:.2} GiB, \
-             but {device} has {:.2} GiB free; {fits}",
-            gib(need),
-            gib(free)
-        );
-    }
-    Ok(())
 }
 
 fn q_cache(l: &Loaded) -> Option<Cache> {
