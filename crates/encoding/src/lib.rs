@@ -105,10 +105,11 @@ pub struct Plan<'b, B: Backend> {
     nufft: Option<recon_nufft::Plan<B::Real>>,
 }
 
-/// k in cycles/FOV to NUFFT points in radians for modes `n`: the voxel
-/// offsets `n - N/2` and the displacements `j - N` are then exactly the
-/// NUFFT's centred modes.
-fn radians(grid: &Grid, traj: &[[f64; 3]]) -> Vec<[f64; 3]> {
+/// k in cycles/FOV to NUFFT points in radians for `grid`, `2 pi k_d / N_d`:
+/// the voxel offsets `n - N/2` are then exactly the NUFFT's centred modes,
+/// and the same points serve Q's doubled grid (`k / N = 2k / 2N`), whose
+/// displacements `j - N` are its modes.
+pub fn radians(grid: &Grid, traj: &[[f64; 3]]) -> Vec<[f64; 3]> {
     let s = grid.n.map(|n| std::f64::consts::TAU / n as f64);
     traj.iter()
         .map(|k| [k[0] * s[0], k[1] * s[1], k[2] * s[2]])
@@ -183,13 +184,7 @@ impl<'b, B: Backend> Plan<'b, B> {
                 // On the doubled grid, with the same points: k / N = 2k / 2N.
                 progress(0, 1);
                 let mut p = recon_nufft::Plan::new(d, tolerance, 1)?;
-                let scale = self.grid.n.map(|n| std::f64::consts::TAU / n as f64);
-                let x: Vec<[f64; 3]> = self
-                    .traj
-                    .iter()
-                    .map(|k| [0, 1, 2].map(|i| k[i] * scale[i]))
-                    .collect();
-                p.set_points(&x)?;
+                p.set_points(&radians(&self.grid, &self.traj))?;
                 p.type1(out, &coef)?;
                 progress(1, 1);
                 Ok(())

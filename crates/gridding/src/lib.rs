@@ -43,14 +43,6 @@ const DCF_TOLERANCE: f64 = 1e-2;
 /// (the density weights) gets wrong.
 const IMAGE_TOLERANCE: f64 = 1e-6;
 
-/// The NUFFT's points: k in cycles/FOV to radians, `2 pi k_d / N_d`.
-fn radians(grid: &Grid, traj: &[[f64; 3]]) -> Vec<[f64; 3]> {
-    let s = grid.n.map(|n| std::f64::consts::TAU / n as f64);
-    traj.iter()
-        .map(|k| [k[0] * s[0], k[1] * s[1], k[2] * s[2]])
-        .collect()
-}
-
 /// Pipe-Menon density compensation: `w <- w / (C w)` from `w = 1`.
 fn density_weights(plan: &Plan<f64>, iterations: usize) -> Result<Vec<f64>> {
     let mut w = vec![1.0; plan.len()];
@@ -115,7 +107,7 @@ pub fn reconstruct(
         traj.len(),
         data.len(),
     )?;
-    let x = radians(grid, traj);
+    let x = recon_encoding::radians(grid, traj);
     let mut dcf = Plan::<f64>::new(grid.n, DCF_TOLERANCE, 1)?;
     dcf.set_points(&x)?;
     let w = calibrate(density_weights(&dcf, params.dcf_iterations)?, grid, traj);
