@@ -320,7 +320,7 @@ pub fn mutate_bytes(
 }
 
 /// The exact engine's plan: the reference every fast path is tested against.
-pub fn exact<'b, B: recon_core::Backend>(
+pub fn exact<'b, B: recon_encoding::NufftBackend>(
     b: &'b B,
     grid: &Grid,
     traj: &[[f64; 3]],
@@ -329,12 +329,16 @@ pub fn exact<'b, B: recon_core::Backend>(
 }
 
 /// Q by exact summation on `b`.
-pub fn q<B: recon_core::Backend>(b: &B, grid: &Grid, traj: &[[f64; 3]]) -> Vec<Complex<B::Real>> {
+pub fn q<B: recon_encoding::NufftBackend>(
+    b: &B,
+    grid: &Grid,
+    traj: &[[f64; 3]],
+) -> Vec<Complex<B::Real>> {
     recon_q::compute(&exact(b, grid, traj), &mut no_progress()).unwrap()
 }
 
 /// F^H D by exact summation on `b`.
-pub fn fhd<B: recon_core::Backend>(
+pub fn fhd<B: recon_encoding::NufftBackend>(
     b: &B,
     grid: &Grid,
     traj: &[[f64; 3]],
@@ -348,7 +352,7 @@ pub fn fhd<B: recon_core::Backend>(
 }
 
 /// F rho by exact summation on `b`.
-pub fn forward<B: recon_core::Backend>(
+pub fn forward<B: recon_encoding::NufftBackend>(
     b: &B,
     grid: &Grid,
     traj: &[[f64; 3]],
@@ -364,7 +368,7 @@ pub fn forward<B: recon_core::Backend>(
 /// `(F^H F + lambda W^H W) x = F^H D` by CG from Q and F^H D, lambda
 /// relative to Q's peak.
 #[allow(clippy::type_complexity)]
-pub fn cg<B: recon_core::Backend>(
+pub fn cg<B: recon_encoding::NufftBackend>(
     b: &B,
     grid: &Grid,
     q: &[Complex<B::Real>],

@@ -3,7 +3,8 @@
 mod common;
 
 use common::*;
-use recon_core::{Backend, Complex, CpuBackend, Grid};
+use recon_core::{Complex, CpuBackend, Grid};
+use recon_encoding::NufftBackend;
 use recon_encoding::{Engine, Plan};
 use recon_q::{Cache, CacheStatus};
 use std::io::{Seek, SeekFrom, Write};
@@ -16,7 +17,7 @@ fn problem(seed: u64) -> (Grid, Vec<[f64; 3]>) {
 }
 
 /// Q by `engine` through the cache.
-fn load_with<B: Backend>(
+fn load_with<B: NufftBackend>(
     be: &B,
     cache: &Cache,
     grid: &Grid,
@@ -31,7 +32,7 @@ where
 }
 
 /// Q by the exact engine through the cache.
-fn load_or_compute<B: Backend>(
+fn load_or_compute<B: NufftBackend>(
     be: &B,
     cache: Option<&Cache>,
     grid: &Grid,

@@ -74,6 +74,12 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// Waits until every operation issued so far has finished (the GPU
+    /// queues its work); for timings. The CPU's operations are synchronous.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// The summation engine shared by Q, F^H D and the forward model:
     /// `out[n] = sum_m coef[m] exp(sign i 2pi sources[m] . targets[n])`.
     ///

@@ -3,7 +3,7 @@
 //! is in engine.rs, the kernel sources and names in kernels.rs.
 
 use crate::error::Ctx;
-use crate::kernels::{ptx, sum_kernels, SUM_CU, VECTOR_CU, VECTOR_FUNCS};
+use crate::kernels::{ptx, sum_kernels, NUFFT_CU, SUM_CU, VECTOR_CU, VECTOR_FUNCS};
 use cudarc::cufft::{result as fft_result, sys as fft_sys, CudaFft};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr,
@@ -60,8 +60,11 @@ impl Device {
             .load_module(ptx("sum.cu", SUM_CU, arch.clone())?)
             .at("load sum.cu")?;
         let vec = ctx
-            .load_module(ptx("vector.cu", VECTOR_CU, arch)?)
+            .load_module(ptx("vector.cu", VECTOR_CU, arch.clone())?)
             .at("load vector.cu")?;
+        let nufft = ctx
+            .load_module(ptx("nufft.cu", NUFFT_CU, arch)?)
+            .at("load nufft.cu")?;
         let mut funcs = HashMap::new();
         for f in sum_kernels() {
             let func = sum.load_function(&f).at(&format!("load kernel {f}"))?;
@@ -72,6 +75,10 @@ impl Device {
                 f.to_string(),
                 vec.load_function(f).at(&format!("load kernel {f}"))?,
             );
+        }
+        for f in crate::nufft::kernel_names() {
+            let func = nufft.load_function(&f).at(&format!("load kernel {f}"))?;
+            funcs.insert(f, func);
         }
         let partial = stream
             .alloc_zeros::<f64>(REDUCE_BLOCKS + 1)
@@ -235,6 +242,28 @@ impl Device {
     }
 
     pub fn fft3(&self, x: &mut CudaSlice<f32>, shape: [usize; 3], dir: Direction) -> Result<()> {
+        let exponent = match dir {
+            Direction::Forward => -1,
+            Direction::Inverse => 1,
+        };
+        self.fft3_unnormalised(x, shape, exponent)?;
+        if dir == Direction::Inverse {
+            // cuFFT's inverse is unnormalised; the trait's is normalised.
+            self.scale(x, 1.0 / shape.iter().product::<usize>() as f32)?;
+        }
+        Ok(())
+    }
+
+    /// In-place 3-D FFT `X[k] = sum_j x[j] exp(exponent i 2pi k.j / n)`,
+    /// unnormalised, `exponent` = -1 (cuFFT's forward) or +1 (its inverse).
+    /// Plans are made once per shape.
+    pub fn fft3_unnormalised(
+        &self,
+        x: &mut CudaSlice<f32>,
+        shape: [usize; 3],
+        exponent: i32,
+    ) -> Result<()> {
+        Error::check_len("fft3", 2 * shape.iter().product::<usize>(), x.len())?;
         let mut ffts = self.ffts.lock().expect("FFT plans poisoned");
         if !ffts.contains_key(&shape) {
             // cuFFT is row-major (last dimension fastest): our x-fastest
@@ -253,23 +282,15 @@ impl Device {
             ffts.insert(shape, plan);
         }
         let plan = &ffts[&shape];
-        let direction = match dir {
-            Direction::Forward => cudarc::cufft::FftDirection::Forward,
-            Direction::Inverse => cudarc::cufft::FftDirection::Inverse,
+        let direction = if exponent < 0 {
+            cudarc::cufft::FftDirection::Forward
+        } else {
+            cudarc::cufft::FftDirection::Inverse
         };
-        {
-            let (ptr, _sync) = x.device_ptr_mut(&self.stream);
-            let p = ptr as *mut fft_sys::cufftComplex;
-            // SAFETY: in place on a buffer of the plan's size, on the plan's stream.
-            unsafe { fft_result::exec_c2c(plan.handle(), p, p, direction as i32) }
-                .at("cuFFT exec")?;
-        }
-        drop(ffts);
-        if dir == Direction::Inverse {
-            // cuFFT's inverse is unnormalised; the trait's is normalised.
-            self.scale(x, 1.0 / shape.iter().product::<usize>() as f32)?;
-        }
-        Ok(())
+        let (ptr, _sync) = x.device_ptr_mut(&self.stream);
+        let p = ptr as *mut fft_sys::cufftComplex;
+        // SAFETY: in place on a buffer of the plan's size, on the plan's stream.
+        unsafe { fft_result::exec_c2c(plan.handle(), p, p, direction as i32) }.at("cuFFT exec")
     }
 
     /// x = s x

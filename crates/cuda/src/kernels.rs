@@ -1,4 +1,4 @@
-//! The kernel registry: the `.cu` sources, compiled by NVRTC once per
+//! The kernel registry: the `.cu` sources (nufft.cu's names are in nufft.rs), compiled by NVRTC once per
 //! process and architecture, and the names of every kernel the backend
 //! launches (so that a missing one fails at start-up, not mid-run).
 
@@ -11,6 +11,7 @@ use std::sync::{Mutex, OnceLock};
 
 pub(crate) const SUM_CU: &str = include_str!("../kernels/sum.cu");
 pub(crate) const VECTOR_CU: &str = include_str!("../kernels/vector.cu");
+pub(crate) const NUFFT_CU: &str = include_str!("../kernels/nufft.cu");
 
 /// PTX per (source, architecture), compiled once per process.
 pub(crate) fn ptx(name: &'static str, src: &'static str, arch: String) -> Result<Ptx> {
@@ -84,7 +85,7 @@ pub(crate) const VECTOR_FUNCS: [&str; 9] = [
 mod tests {
     use super::*;
 
-    /// NVRTC needs no GPU: where libnvrtc loads, both kernel files must
+    /// NVRTC needs no GPU: where libnvrtc loads, every kernel file must
     /// compile for Hopper and export every kernel the backend loads.
     #[test]
     fn kernels_compile_with_nvrtc() {
@@ -98,6 +99,7 @@ mod tests {
         for (name, src, funcs) in [
             ("sum.cu", SUM_CU, sum_kernels()),
             ("vector.cu", VECTOR_CU, vector),
+            ("nufft.cu", NUFFT_CU, crate::nufft::kernel_names()),
         ] {
             let p = ptx(name, src, "compute_90".into()).unwrap_or_else(|e| panic!("{e}"));
             let text = p.to_src();

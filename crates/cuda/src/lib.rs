@@ -12,18 +12,21 @@
 //! (each point is computed by the same code whatever the split, so the
 //! result does not depend on the number of GPUs). The CG primitives (cuFFT,
 //! the W^H W stencil, reductions) run on the first GPU; only scalars cross
-//! to the host per iteration.
+//! to the host per iteration. The NUFFT ([`recon_nufft::NufftBackend`],
+//! kernels in `kernels/nufft.cu`) runs on the first GPU too.
 
 mod device;
 mod engine;
 mod error;
 mod kernels;
+mod nufft;
 
 use device::Device;
 use recon_core::{Backend, Complex, Direction, Error, Progress, Result, Sign, Stencil, Targets};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use engine::{Lattice, Sample};
+pub use nufft::{CudaNufft, NufftOptions, Spreading};
 
 /// The summation kernels of the book's optimisation ladder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +96,8 @@ pub struct Options {
     pub tuning: Tuning,
     /// GPUs to use for the summation engine; `None`: all of them.
     pub devices: Option<Vec<usize>>,
+    /// The NUFFT's spreading method and bins.
+    pub nufft: NufftOptions,
 }
 
 impl Default for Options {
@@ -101,6 +106,7 @@ impl Default for Options {
             variant: Variant::Tuned,
             tuning: Tuning::default(),
             devices: None,
+            nufft: NufftOptions::default(),
         }
     }
 }
@@ -223,6 +229,11 @@ impl Backend for CudaBackend {
 
     fn memory_available(&self) -> Option<u64> {
         self.dev0().free_memory().ok()
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        use error::Ctx;
+        self.dev0().stream.synchronize().at("synchronize")
     }
 
     fn sum_exp(
@@ -395,5 +406,47 @@ impl Backend for CudaBackend {
         Error::check_len("W^H W output", 2 * len, out.len())?;
         self.dev0()
             .add_whw(out, a as f32, x, w.w2.as_ref(), w.d2.as_ref(), w.n)
+    }
+}
+
+impl recon_nufft::NufftBackend for CudaBackend {
+    type Nufft = CudaNufft;
+
+    fn nufft_plan(
+        &self,
+        modes: [usize; 3],
+        tol: f64,
+        sign: i32,
+        points: &[[f64; 3]],
+    ) -> Result<CudaNufft> {
+        let layout = recon_nufft::Layout::new(modes, tol, sign, 4)?;
+        self.dev0().nufft_plan(layout, points, &self.options.nufft)
+    }
+
+    fn nufft_type1(
+        &self,
+        plan: &CudaNufft,
+        out: &mut Self::Vector,
+        c: &Self::Vector,
+    ) -> Result<()> {
+        self.dev0().nufft_type1(plan, out, c)
+    }
+
+    fn nufft_type1_adjoint(
+        &self,
+        plan: &CudaNufft,
+        out: &mut Self::Vector,
+        f: &Self::Vector,
+    ) -> Result<()> {
+        self.dev0().nufft_type1_adjoint(plan, out, f)
+    }
+
+    fn nufft_convolve(
+        &self,
+        plan: &CudaNufft,
+        out: &mut Self::Vector,
+        c: &Self::Vector,
+    ) -> Result<()> {
+        self.dev0().nufft_convolve(plan, out, c)
     }
 }

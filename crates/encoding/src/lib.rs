@@ -14,11 +14,12 @@
 //! computes the sums by type 1 and type 2 non-uniform FFTs to a requested
 //! tolerance, in O(N^3 log N + M w^3). The exact engine sums directly, in
 //! O(N^3 M), through the backend's summation kernels (the book's ladder on
-//! the GPU): it is the reference every fast path is tested against. Until
-//! the GPU has a NUFFT of its own, the NUFFT engine runs on the host CPU
-//! whatever the backend, in the backend's precision.
+//! the GPU): it is the reference every fast path is tested against. The
+//! NUFFT runs on the backend's device ([`NufftBackend`]: recon-nufft on the
+//! CPU, recon-cuda's kernels on the GPU), in the backend's precision.
 
-use recon_core::{Backend, Complex, Error, Grid, Progress, Real, Result};
+use recon_core::{Complex, Error, Grid, Progress, Real, Result};
+pub use recon_nufft::NufftBackend;
 
 mod exact;
 
@@ -94,15 +95,15 @@ pub fn mu<T: Real>(grid: &Grid, traj: &[[f64; 3]], data: &[Complex<f64>]) -> Vec
 }
 
 /// F for one grid and trajectory on one backend.
-pub struct Plan<'b, B: Backend> {
+pub struct Plan<'b, B: NufftBackend> {
     backend: &'b B,
     engine: Engine,
     grid: Grid,
     traj: Vec<[f64; 3]>,
     /// phi(k_m), real.
     phi: Vec<f64>,
-    /// The NUFFT on the image grid, sign +, its points set.
-    nufft: Option<recon_nufft::Plan<B::Real>>,
+    /// The NUFFT on the image grid, sign +, its points set, on the device.
+    nufft: Option<B::Nufft>,
 }
 
 /// k in cycles/FOV to NUFFT points in radians for `grid`, `2 pi k_d / N_d`:
@@ -116,7 +117,7 @@ pub fn radians(grid: &Grid, traj: &[[f64; 3]]) -> Vec<[f64; 3]> {
         .collect()
 }
 
-impl<'b, B: Backend> Plan<'b, B> {
+impl<'b, B: NufftBackend> Plan<'b, B> {
     /// Makes the plan: for the NUFFT engine, its kernel and FFT plans, and
     /// the points sorted once.
     pub fn new(backend: &'b B, engine: Engine, grid: &Grid, traj: &[[f64; 3]]) -> Result<Self> {
@@ -129,9 +130,7 @@ impl<'b, B: Backend> Plan<'b, B> {
         }
         let nufft = match engine {
             Engine::Nufft { tolerance } => {
-                let mut p = recon_nufft::Plan::new(grid.n, tolerance, 1)?;
-                p.set_points(&radians(grid, traj))?;
-                Some(p)
+                Some(backend.nufft_plan(grid.n, tolerance, 1, &radians(grid, traj))?)
             }
             Engine::Exact => None,
         };
@@ -183,9 +182,11 @@ impl<'b, B: Backend> Plan<'b, B> {
             Engine::Nufft { tolerance } => {
                 // On the doubled grid, with the same points: k / N = 2k / 2N.
                 progress(0, 1);
-                let mut p = recon_nufft::Plan::new(d, tolerance, 1)?;
-                p.set_points(&radians(&self.grid, &self.traj))?;
-                p.type1(out, &coef)?;
+                let b = self.backend;
+                let p = b.nufft_plan(d, tolerance, 1, &radians(&self.grid, &self.traj))?;
+                let mut q = b.zeros(out.len())?;
+                b.nufft_type1(&p, &mut q, &b.upload(&coef)?)?;
+                b.download(out, &q)?;
                 progress(1, 1);
                 Ok(())
             }
@@ -221,7 +222,10 @@ impl<'b, B: Backend> Plan<'b, B> {
             ),
             Some(p) => {
                 progress(0, 1);
-                p.type1(out, &mu)?;
+                let b = self.backend;
+                let mut fhd = b.zeros(out.len())?;
+                b.nufft_type1(p, &mut fhd, &b.upload(&mu)?)?;
+                b.download(out, &fhd)?;
                 progress(1, 1);
                 Ok(())
             }
@@ -241,7 +245,10 @@ impl<'b, B: Backend> Plan<'b, B> {
             None => exact::forward(self.backend, out, &self.grid, &self.traj, rho, progress)?,
             Some(p) => {
                 progress(0, 1);
-                p.type1_adjoint(out, rho)?;
+                let b = self.backend;
+                let mut d = b.zeros(out.len())?;
+                b.nufft_type1_adjoint(p, &mut d, &b.upload(rho)?)?;
+                b.download(out, &d)?;
                 progress(1, 1);
             }
         }

@@ -22,7 +22,7 @@
 //! interpolation over points, the FFT over lines, pruned to the lines
 //! the modes need ([`fft`]).
 
-use recon_core::{Complex, Error, Real, Result};
+use recon_core::{Backend, Complex, CpuBackend, Error, Real, Result};
 
 mod fft;
 mod fine;
@@ -58,10 +58,26 @@ pub struct Plan<T: Real = f64> {
     points: Option<Points>,
 }
 
-impl<T: Real> Plan<T> {
-    /// A plan for `modes` (each at least 1) at tolerance `tol` (at least
-    /// 1e-6 in float32, which cannot reach below).
-    pub fn new(modes: [usize; 3], tol: f64, sign: i32) -> Result<Plan<T>> {
+/// What a mode shape, tolerance and sign decide, on every device: the
+/// kernel, the fine grid, and the deconvolution factors. The CPU [`Plan`]
+/// and the GPU's plan (recon-cuda) are both made from it.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// Modes per axis, x y z.
+    pub modes: [usize; 3],
+    /// The upsampled grid per axis (even, at least 2 modes and twice the kernel's width).
+    pub fine: [usize; 3],
+    pub kernel: Kernel,
+    /// +1 or -1: the sign of the exponent.
+    pub sign: i32,
+    /// `1 / K^(k / fine)` per axis, for modes `-M/2 .. M/2` in order.
+    pub correction: [Vec<f64>; 3],
+}
+
+impl Layout {
+    /// For `modes` (each at least 1) at tolerance `tol`, in a precision of
+    /// `real_bytes` (float32 cannot reach below 1e-6).
+    pub fn new(modes: [usize; 3], tol: f64, sign: i32, real_bytes: usize) -> Result<Layout> {
         if modes.contains(&0) {
             return Err(Error::Invalid {
                 what: "NUFFT modes",
@@ -74,7 +90,7 @@ impl<T: Real> Plan<T> {
                 reason: format!("must be +1 or -1, got {sign}"),
             });
         }
-        if std::mem::size_of::<T>() == 4 && tol < 1e-6 {
+        if real_bytes == 4 && tol < 1e-6 {
             return Err(Error::Invalid {
                 what: "NUFFT tolerance",
                 reason: format!("{tol:e} is below what float32 reaches (1e-6)"),
@@ -88,18 +104,122 @@ impl<T: Real> Plan<T> {
             kernel
                 .transform(&xis)
                 .into_iter()
-                .map(|v| T::of(1.0 / v))
+                .map(|v| 1.0 / v)
                 .collect()
         });
-        Ok(Plan {
+        Ok(Layout {
             modes,
             fine,
             kernel,
             sign,
-            horner: Horner::new(&kernel),
             correction,
-            fft: fft::Pruned::new(fine, modes, sign),
-            fft_opposite: fft::Pruned::new(fine, modes, -sign),
+        })
+    }
+}
+
+/// The NUFFT on a backend's own vectors: what differs between devices,
+/// as [`Backend`] is for the rest of the pipeline (it lives here, not in
+/// recon-core, because the CPU's implementation is this crate's [`Plan`]).
+/// A plan is made with its points set once, then executed any number of
+/// times; vectors hold modes (x fastest, mode `-M/2` first) or one value
+/// per point, in the caller's order.
+pub trait NufftBackend: Backend {
+    /// A plan with its points set, on this device.
+    type Nufft: Send + Sync;
+
+    /// Makes a plan for `modes` at tolerance `tol` with sign `sign` and sets
+    /// its points (radians, finite).
+    fn nufft_plan(
+        &self,
+        modes: [usize; 3],
+        tol: f64,
+        sign: i32,
+        points: &[[f64; 3]],
+    ) -> Result<Self::Nufft>;
+
+    /// Type 1: `out[k] = sum_m c[m] exp(s i k . x[m])`.
+    fn nufft_type1(
+        &self,
+        plan: &Self::Nufft,
+        out: &mut Self::Vector,
+        c: &Self::Vector,
+    ) -> Result<()>;
+
+    /// The adjoint of type 1: `out[m] = sum_k f[k] exp(-s i k . x[m])`.
+    fn nufft_type1_adjoint(
+        &self,
+        plan: &Self::Nufft,
+        out: &mut Self::Vector,
+        f: &Self::Vector,
+    ) -> Result<()>;
+
+    /// The strengths spread and interpolated back, without the FFT
+    /// (see [`Plan::convolve`]).
+    fn nufft_convolve(
+        &self,
+        plan: &Self::Nufft,
+        out: &mut Self::Vector,
+        c: &Self::Vector,
+    ) -> Result<()>;
+}
+
+impl<T: Real> NufftBackend for CpuBackend<T> {
+    type Nufft = Plan<T>;
+
+    fn nufft_plan(
+        &self,
+        modes: [usize; 3],
+        tol: f64,
+        sign: i32,
+        points: &[[f64; 3]],
+    ) -> Result<Plan<T>> {
+        let mut p = Plan::new(modes, tol, sign)?;
+        p.set_points(points)?;
+        Ok(p)
+    }
+
+    fn nufft_type1(
+        &self,
+        plan: &Plan<T>,
+        out: &mut Vec<Complex<T>>,
+        c: &Vec<Complex<T>>,
+    ) -> Result<()> {
+        plan.type1(out, c)
+    }
+
+    fn nufft_type1_adjoint(
+        &self,
+        plan: &Plan<T>,
+        out: &mut Vec<Complex<T>>,
+        f: &Vec<Complex<T>>,
+    ) -> Result<()> {
+        plan.type1_adjoint(out, f)
+    }
+
+    fn nufft_convolve(
+        &self,
+        plan: &Plan<T>,
+        out: &mut Vec<Complex<T>>,
+        c: &Vec<Complex<T>>,
+    ) -> Result<()> {
+        plan.convolve(out, c)
+    }
+}
+
+impl<T: Real> Plan<T> {
+    /// A plan for `modes` (each at least 1) at tolerance `tol` (at least
+    /// 1e-6 in float32, which cannot reach below).
+    pub fn new(modes: [usize; 3], tol: f64, sign: i32) -> Result<Plan<T>> {
+        let l = Layout::new(modes, tol, sign, std::mem::size_of::<T>())?;
+        Ok(Plan {
+            modes,
+            fine: l.fine,
+            kernel: l.kernel,
+            sign,
+            horner: Horner::new(&l.kernel),
+            correction: l.correction.map(|c| c.into_iter().map(T::of).collect()),
+            fft: fft::Pruned::new(l.fine, modes, sign),
+            fft_opposite: fft::Pruned::new(l.fine, modes, -sign),
             points: None,
         })
     }

@@ -12,7 +12,8 @@
 //! data and the full key stored inside; a file that fails to open, to read,
 //! its checksum or its key is reported and recomputed, never used.
 
-use recon_core::{Backend, Complex, Grid, Progress, Real};
+use recon_core::{Complex, Grid, Progress, Real};
+use recon_encoding::NufftBackend;
 use recon_encoding::{Engine, Plan};
 use recon_io::hdf5::{self, H5Type};
 use recon_io::{Context, IoError};
@@ -29,7 +30,7 @@ pub enum QError {
 }
 
 /// Computes Q by the plan's engine.
-pub fn compute<B: Backend>(
+pub fn compute<B: NufftBackend>(
     plan: &Plan<'_, B>,
     progress: Progress<'_>,
 ) -> Result<Vec<Complex<B::Real>>, QError> {
@@ -171,7 +172,7 @@ pub fn load_or_compute<B>(
     progress: Progress<'_>,
 ) -> Result<(Vec<Complex<B::Real>>, CacheStatus), QError>
 where
-    B: Backend,
+    B: NufftBackend,
     B::Real: Stored,
 {
     let Some(cache) = cache else {
@@ -195,11 +196,11 @@ where
 }
 
 /// The cache key of the plan's Q.
-pub fn key_of<B: Backend>(plan: &Plan<'_, B>) -> String {
+pub fn key_of<B: NufftBackend>(plan: &Plan<'_, B>) -> String {
     key(plan.grid(), plan.traj(), B::Real::NAME, &plan.engine())
 }
 
 /// The path the cache file of the plan's Q has.
-pub fn cache_file<B: Backend>(cache: &Cache, plan: &Plan<'_, B>) -> PathBuf {
+pub fn cache_file<B: NufftBackend>(cache: &Cache, plan: &Plan<'_, B>) -> PathBuf {
     cache.path(&key_of(plan))
 }

@@ -57,6 +57,7 @@ pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
             block: e.block(),
         },
         devices: None,
+        nufft: recon_cuda::NufftOptions::default(),
     };
     match e.device {
         DeviceChoice::Cpu => Ok(Chosen::Cpu(e.precision)),

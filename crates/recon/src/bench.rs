@@ -11,6 +11,7 @@
 use anyhow::{Context, Result};
 use recon_cg::{Params, Regularised, Toeplitz};
 use recon_core::{Backend, Complex, CpuBackend, Grid, Real, Sign, Stencil, Targets};
+use recon_encoding::NufftBackend;
 use recon_synth::{Phantom, Trajectory};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -173,7 +174,11 @@ fn max_rel_error<T: Real>(out: &[Complex<T>], idx: &[usize], reference: &[Comple
 }
 
 /// Times F^H D over the leading `voxels` voxels: best of a few runs.
-fn time_fhd<B: Backend>(b: &B, p: &Problem, voxels: usize) -> Result<(f64, Vec<Complex<B::Real>>)> {
+fn time_fhd<B: NufftBackend>(
+    b: &B,
+    p: &Problem,
+    voxels: usize,
+) -> Result<(f64, Vec<Complex<B::Real>>)> {
     let mu = recon_encoding::mu::<B::Real>(&p.grid, &p.traj, &p.data);
     // A leading share of the voxels, in whole z-planes.
     let mut lat = p.grid.voxels();
@@ -435,7 +440,7 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
     Ok(())
 }
 
-fn end_to_end<B: Backend>(
+fn end_to_end<B: NufftBackend>(
     b: &B,
     args: &BenchArgs,
     p: &Problem,

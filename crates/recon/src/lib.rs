@@ -24,7 +24,6 @@ use clap::{Parser, Subcommand};
 use config::{DeviceChoice, Loaded, Precision};
 use indicatif::{ProgressBar, ProgressStyle};
 use pipeline::Ui;
-use recon_core::Backend;
 use recon_q::Stored;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -307,7 +306,7 @@ fn check(args: &CheckArgs) -> Result<()> {
 /// `recon q`: Q into the cache, and stop.
 fn q_command<B>(backend: &B, l: &Loaded) -> Result<()>
 where
-    B: Backend,
+    B: recon_encoding::NufftBackend,
     B::Real: Stored,
 {
     pipeline::check_memory(backend, l, pipeline::Work::Q)?;
@@ -362,7 +361,7 @@ fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
 
 fn run_pipeline<B>(backend: &B, l: &Loaded, outputs: recon_io::OutputDir) -> Result<()>
 where
-    B: Backend,
+    B: recon_encoding::NufftBackend,
     B::Real: Stored,
 {
     let start = Instant::now();

@@ -4,7 +4,8 @@
 use crate::config::{self, Loaded, RegulariserKind, Source};
 use anyhow::{Context, Result};
 use recon_cg::{Params, Problem};
-use recon_core::{metrics, Backend, Complex, Real, Stencil, Volume};
+use recon_core::{metrics, Complex, Real, Stencil, Volume};
+use recon_encoding::NufftBackend;
 use recon_encoding::Plan;
 use recon_q::{Cache, CacheStatus, Stored};
 use recon_synth::{add_noise, Noise};
@@ -152,7 +153,11 @@ fn q_cache(l: &Loaded) -> Option<Cache> {
 
 /// The encoding plan of a run: the config's engine, for its grid and
 /// trajectory (points sorted once).
-pub fn plan<'b, B: Backend>(backend: &'b B, l: &Loaded, traj: &[[f64; 3]]) -> Result<Plan<'b, B>> {
+pub fn plan<'b, B: NufftBackend>(
+    backend: &'b B,
+    l: &Loaded,
+    traj: &[[f64; 3]],
+) -> Result<Plan<'b, B>> {
     Plan::new(backend, l.cfg.engine.engine(), &l.grid, traj)
         .context("planning the encoding operator")
 }
@@ -164,7 +169,7 @@ pub fn q_only<B>(
     ui: &impl Ui,
 ) -> Result<(CacheStatus, Option<std::path::PathBuf>)>
 where
-    B: Backend,
+    B: NufftBackend,
     B::Real: Stored,
 {
     let (_, status, file) = stage_q(plan, l, ui)?;
@@ -183,7 +188,7 @@ pub fn stage_q<B>(
     Option<std::path::PathBuf>,
 )>
 where
-    B: Backend,
+    B: NufftBackend,
     B::Real: Stored,
 {
     let cache = q_cache(l);
@@ -210,7 +215,7 @@ where
 }
 
 /// F^H D by the plan.
-pub fn stage_fhd<B: Backend>(
+pub fn stage_fhd<B: NufftBackend>(
     plan: &Plan<'_, B>,
     data: &[Complex<f64>],
     ui: &impl Ui,
@@ -272,7 +277,7 @@ pub struct Solved<T> {
 /// twice: solve, relax the edges the image shows beyond its noise
 /// ([`recon_prior::Prior::relaxed`]), solve again. `on_iteration` counts
 /// iterations across passes. The problem (FFT(Q), F^H D) is reused.
-pub fn solve<B: Backend>(
+pub fn solve<B: NufftBackend>(
     backend: &B,
     problem: &mut Problem<B>,
     w: &Regulariser,
@@ -319,7 +324,7 @@ pub fn solve<B: Backend>(
 /// The whole reconstruction on `backend`.
 pub fn reconstruct<B>(backend: &B, l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Outputs>
 where
-    B: Backend,
+    B: NufftBackend,
     B::Real: Stored,
 {
     let grid = &l.grid;

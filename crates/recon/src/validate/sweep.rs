@@ -6,7 +6,8 @@ use crate::config::Loaded;
 use crate::pipeline::{self, Inputs, Regulariser, Ui};
 use anyhow::Result;
 use recon_cg::Params;
-use recon_core::{Backend, Complex, Real};
+use recon_core::{Complex, Real};
+use recon_encoding::NufftBackend;
 use recon_q::Stored;
 
 /// Points a sweep may add at either end of its range to bring the best
@@ -34,7 +35,7 @@ pub(super) fn sweep<B>(
     ui: &impl Ui,
 ) -> Result<Vec<Swept>>
 where
-    B: Backend,
+    B: NufftBackend,
     B::Real: Stored + Real,
 {
     let plan = pipeline::plan(b, l, &inputs.traj)?;

@@ -1,0 +1,412 @@
+// The NUFFT on the GPU (recon-cuda's nufft.rs drives these), in the way of
+// cuFINUFFT (Shih et al. 2021): points are sorted once per plan into bins
+// of the upsampled ("fine") grid; type 1 spreads each bin's points into a
+// shared-memory copy of the bin and its kernel overhang (a subproblem of at
+// most `maxsub` points), then adds that copy into the fine grid; type 2
+// interpolates from the fine grid, thread per sorted point, so that
+// neighbouring threads read neighbouring cells. The deconvolution by the
+// kernel's transform and the shift between centred modes and the FFT's
+// order are one kernel each way.
+//
+// Conventions as in recon-nufft (FINUFFT's): points x in radians, fine
+// grid coordinate u = frac(x / 2pi) n; a point covers the W cells
+// first + j, first = ceil(u - W/2), at offsets t = j - W/2 + a with
+// a = first - u + W/2 in [0, 1). The ES kernel is
+// exp(beta (sqrt(1 - (2t/W)^2) - 1)). Positions are located in double,
+// and only the offset a is rounded to float, so that rounding does not
+// grow with the grid. Fine grids are float2, x fastest.
+
+#define TWO_PI 6.283185307179586
+
+// Fine-grid coordinate of x along an axis of n cells, in [0, n).
+__device__ inline double fine_coord(double x, int n)
+{
+    double t = x / TWO_PI;
+    t -= floor(t);
+    double u = t * n;
+    return u >= n ? 0.0 : u;
+}
+
+// The first cell of the footprint of u (unwrapped: it may be negative)
+// and the offset a.
+__device__ inline int footprint_first(double u, int W, float* a)
+{
+    double f = ceil(u - 0.5 * W);
+    *a = (float)(f - u + 0.5 * W);
+    return (int)f;
+}
+
+// Bin of a point: by the cell of u, in bins of bs cells.
+__device__ inline int bin_of_point(const double* x, long long m, const int* n, const int* bs, const int* nb)
+{
+    int b[3];
+    for (int d = 0; d < 3; d++) {
+        int cell = (int)fine_coord(x[3 * m + d], n[d]);
+        b[d] = min(cell / bs[d], nb[d] - 1);
+    }
+    return (b[2] * nb[1] + b[1]) * nb[0] + b[0];
+}
+
+struct Geometry {
+    int n[3];   // fine grid
+    int bs[3];  // bin size
+    int nb[3];  // bins per axis
+};
+
+// Counts the points per bin; rank[m]: the point's place within its bin.
+extern "C" __global__ void nufft_count(int* __restrict__ bin, int* __restrict__ rank, int* __restrict__ count,
+                                       const double* __restrict__ x, long long M, Geometry g)
+{
+    for (long long m = blockIdx.x * (long long)blockDim.x + threadIdx.x; m < M; m += (long long)gridDim.x * blockDim.x) {
+        int b = bin_of_point(x, m, g.n, g.bs, g.nb);
+        bin[m] = b;
+        rank[m] = atomicAdd(&count[b], 1);
+    }
+}
+
+#define SCAN_THREADS 1024
+
+// out[i] = sum_{j < i} v(in[j]) for i = 0 .. n (n + 1 entries), by one
+// block: v(c) = c, or ceil(c / div) when div > 0 (subproblems per bin).
+extern "C" __global__ void nufft_scan(int* __restrict__ out, const int* __restrict__ in, int n, int div)
+{
+    __shared__ int part[SCAN_THREADS];
+    int per = (n + SCAN_THREADS - 1) / SCAN_THREADS;
+    int lo = min(n, threadIdx.x * per), hi = min(n, lo + per);
+    int s = 0;
+    for (int i = lo; i < hi; i++) s += div > 0 ? (in[i] + div - 1) / div : in[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    // Inclusive scan of the parts (Hillis-Steele).
+    for (int off = 1; off < SCAN_THREADS; off <<= 1) {
+        int v = threadIdx.x >= off ? part[threadIdx.x - off] : 0;
+        __syncthreads();
+        part[threadIdx.x] += v;
+        __syncthreads();
+    }
+    int acc = threadIdx.x > 0 ? part[threadIdx.x - 1] : 0;
+    for (int i = lo; i < hi; i++) {
+        out[i] = acc;
+        acc += div > 0 ? (in[i] + div - 1) / div : in[i];
+    }
+    if (threadIdx.x == SCAN_THREADS - 1) out[n] = part[SCAN_THREADS - 1];
+}
+
+// Puts each point in its sorted place: its footprint's first cells and
+// offsets, and perm[i], the caller's index of sorted point i.
+extern "C" __global__ void nufft_place(int* __restrict__ first, float* __restrict__ frac, unsigned* __restrict__ perm,
+                                       const double* __restrict__ x, const int* __restrict__ bin,
+                                       const int* __restrict__ rank, const int* __restrict__ start, long long M,
+                                       int W, Geometry g)
+{
+    for (long long m = blockIdx.x * (long long)blockDim.x + threadIdx.x; m < M; m += (long long)gridDim.x * blockDim.x) {
+        long long i = (long long)start[bin[m]] + rank[m];
+        perm[i] = (unsigned)m;
+        for (int d = 0; d < 3; d++) {
+            float a;
+            first[3 * i + d] = footprint_first(fine_coord(x[3 * m + d], g.n[d]), W, &a);
+            frac[3 * i + d] = a;
+        }
+    }
+}
+
+// The subproblems of each bin: at most maxsub points each.
+extern "C" __global__ void nufft_subproblems(int* __restrict__ sub_bin, int* __restrict__ sub_first,
+                                             const int* __restrict__ count, const int* __restrict__ start,
+                                             const int* __restrict__ sub_start, int bins, int maxsub)
+{
+    for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < bins; b += gridDim.x * blockDim.x) {
+        for (int s = sub_start[b], k = 0; s < sub_start[b + 1]; s++, k++) {
+            sub_bin[s] = b;
+            sub_first[s] = start[b] + k * maxsub;
+        }
+    }
+}
+
+// The kernel's W values at offsets j - W/2 + a.
+template <int W>
+__device__ inline void kernel_values(float* k, float a, float beta)
+{
+#pragma unroll
+    for (int j = 0; j < W; j++) {
+        float z = (2.0f * (j + a) - W) / W;
+        float s = 1.0f - z * z;
+        k[j] = s > 0.0f ? expf(beta * (sqrtf(s) - 1.0f)) : 0.0f;
+    }
+}
+
+// fine += (re, im), atomically: one vector atomic on Hopper and later.
+__device__ inline void add_global(float2* fine, float re, float im)
+{
+#if __CUDA_ARCH__ >= 900
+    atomicAdd(fine, make_float2(re, im));
+#else
+    atomicAdd(&fine->x, re);
+    atomicAdd(&fine->y, im);
+#endif
+}
+
+__device__ inline int wrap(int i, int n)
+{
+    i %= n;
+    return i < 0 ? i + n : i;
+}
+
+// Warps per spreading block; SPREAD_THREADS in nufft.rs is 32 times this.
+#define SPREAD_WARPS 8
+
+// Type 1 spreading, one block per subproblem (at most maxsub points of one
+// bin), into a shared-memory copy of the bin with W/2 cells of overhang
+// below and (W+1)/2 above (bs + W cells per axis), then added into the
+// fine grid (periodically wrapped) by global atomics.
+//
+// Float atomics on shared memory are compare-and-swap loops on current
+// GPUs, so the copy is written without them: first a thread per point
+// puts its kernel values, strength and place in shared memory; then warp
+// w adds every point's contribution to the z-planes congruent to w modulo
+// the warp count, its lanes taking one or two (x, y) cells of the
+// footprint each. No two warps touch one plane and no two lanes one cell,
+// so plain loads and stores suffice. The copy is planar (real parts, then
+// imaginary) so that neighbouring cells sit in neighbouring banks.
+template <int W>
+__device__ void spread_shared(float2* __restrict__ fine, const float2* __restrict__ c, const int* __restrict__ first,
+                              const float* __restrict__ frac, const unsigned* __restrict__ perm,
+                              const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
+                              const int* __restrict__ start, int maxsub, float beta, Geometry g)
+{
+    extern __shared__ float shw[];
+    const int b = sub_bin[blockIdx.x];
+    const int bx = b % g.nb[0], by = (b / g.nb[0]) % g.nb[1], bz = b / (g.nb[0] * g.nb[1]);
+    const int o[3] = {bx * g.bs[0] - W / 2, by * g.bs[1] - W / 2, bz * g.bs[2] - W / 2};
+    const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
+    const int cells = sx * sy * sz, plane = sx * sy;
+    float* re = shw;
+    float* im = re + cells;
+    float* ker = im + cells;                          // [maxsub][3][W]
+    float2* str = (float2*)(ker + ((3 * W * maxsub + 1) & ~1));  // [maxsub], 8-byte aligned
+    int2* place = (int2*)(str + maxsub);              // [maxsub]: base cell, first z plane
+    for (int i = threadIdx.x; i < 2 * cells; i += blockDim.x) shw[i] = 0.0f;
+    const int lo = sub_first[blockIdx.x], n = min(maxsub, start[b + 1] - lo);
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        const int i = lo + t;
+        for (int d = 0; d < 3; d++) kernel_values<W>(ker + (3 * t + d) * W, frac[3 * i + d], beta);
+        str[t] = c[perm[i]];
+        const int lz = first[3 * i + 2] - o[2];
+        place[t] = make_int2((lz * sy + first[3 * i + 1] - o[1]) * sx + first[3 * i] - o[0], lz);
+    }
+    __syncthreads();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // This lane's (x, y) cells of the footprint: p = lane and lane + 32.
+    const int p0 = min(lane, W * W - 1), p1 = min(lane + 32, W * W - 1);
+    const bool has0 = lane < W * W, has1 = lane + 32 < W * W;
+    const int x0 = p0 % W, y0 = p0 / W, x1 = p1 % W, y1 = p1 / W;
+    const int off0 = y0 * sx + x0, off1 = y1 * sx + x1;
+    for (int t = 0; t < n; t++) {
+        const int2 pl = place[t];
+        // The footprint's planes this warp owns: z = pl.y + jz = warp (mod SPREAD_WARPS).
+        int jz = (warp - pl.y) & (SPREAD_WARPS - 1);  // a power of two
+        if (jz < W) {
+            const float* k = ker + 3 * W * t;
+            const float2 v = str[t];
+            const float k0 = k[x0] * k[W + y0], k1 = k[x1] * k[W + y1];
+            for (; jz < W; jz += SPREAD_WARPS) {
+                const float kz = k[2 * W + jz];
+                const int at = pl.x + jz * plane;
+                if (has0) {
+                    re[at + off0] += v.x * (k0 * kz);
+                    im[at + off0] += v.y * (k0 * kz);
+                }
+                if (has1) {
+                    re[at + off1] += v.x * (k1 * kz);
+                    im[at + off1] += v.y * (k1 * kz);
+                }
+            }
+        }
+        // The next point's cells may be this point's, in other lanes.
+        __syncwarp();
+    }
+    __syncthreads();
+    // A warp per row of x: the row's y and z advance by the warp count and
+    // wrap by comparisons, x by lane (the while loops run more than once
+    // only on grids smaller than a subproblem).
+    int ly = warp % sy, lz = warp / sy;
+    for (int row = warp; row < sy * sz; row += SPREAD_WARPS) {
+        int gy = o[1] + ly, gz = o[2] + lz;
+        while (gy < 0) gy += g.n[1];
+        while (gy >= g.n[1]) gy -= g.n[1];
+        while (gz < 0) gz += g.n[2];
+        while (gz >= g.n[2]) gz -= g.n[2];
+        const long long grow = ((long long)gz * g.n[1] + gy) * g.n[0];
+        for (int lx = lane; lx < sx; lx += 32) {
+            const int at = row * sx + lx;
+            const float vr = re[at], vi = im[at];
+            if (vr != 0.0f || vi != 0.0f) {
+                int gx = o[0] + lx;
+                while (gx < 0) gx += g.n[0];
+                while (gx >= g.n[0]) gx -= g.n[0];
+                add_global(&fine[grow + gx], vr, vi);
+            }
+        }
+        ly += SPREAD_WARPS;
+        while (ly >= sy) {
+            ly -= sy;
+            lz++;
+        }
+    }
+}
+
+// Type 1 spreading straight into the fine grid, thread per sorted point:
+// the fallback where a subproblem would not fit in shared memory.
+template <int W>
+__device__ void spread_global(float2* __restrict__ fine, const float2* __restrict__ c, const int* __restrict__ first,
+                              const float* __restrict__ frac, const unsigned* __restrict__ perm, long long M,
+                              float beta, Geometry g)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < M; i += (long long)gridDim.x * blockDim.x) {
+        float kx[W], ky[W], kz[W];
+        kernel_values<W>(kx, frac[3 * i], beta);
+        kernel_values<W>(ky, frac[3 * i + 1], beta);
+        kernel_values<W>(kz, frac[3 * i + 2], beta);
+        float2 v = c[perm[i]];
+        int xi[W];
+#pragma unroll
+        for (int j = 0; j < W; j++) xi[j] = wrap(first[3 * i] + j, g.n[0]);
+#pragma unroll
+        for (int jz = 0; jz < W; jz++) {
+            long long zi = wrap(first[3 * i + 2] + jz, g.n[2]);
+            float2 vz = make_float2(v.x * kz[jz], v.y * kz[jz]);
+#pragma unroll
+            for (int jy = 0; jy < W; jy++) {
+                long long row = (zi * g.n[1] + wrap(first[3 * i + 1] + jy, g.n[1])) * g.n[0];
+                float2 vy = make_float2(vz.x * ky[jy], vz.y * ky[jy]);
+#pragma unroll
+                for (int jx = 0; jx < W; jx++) add_global(&fine[row + xi[jx]], vy.x * kx[jx], vy.y * kx[jx]);
+            }
+        }
+    }
+}
+
+// Type 2 interpolation, thread per sorted point: out[perm[i]] = sum over
+// the footprint of fine * kernel.
+template <int W>
+__device__ void interpolate(float2* __restrict__ out, const float2* __restrict__ fine, const int* __restrict__ first,
+                            const float* __restrict__ frac, const unsigned* __restrict__ perm, long long M, float beta,
+                            Geometry g)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < M; i += (long long)gridDim.x * blockDim.x) {
+        float kx[W], ky[W], kz[W];
+        kernel_values<W>(kx, frac[3 * i], beta);
+        kernel_values<W>(ky, frac[3 * i + 1], beta);
+        kernel_values<W>(kz, frac[3 * i + 2], beta);
+        int xi[W];
+#pragma unroll
+        for (int j = 0; j < W; j++) xi[j] = wrap(first[3 * i] + j, g.n[0]);
+        float accr = 0.0f, acci = 0.0f;
+#pragma unroll
+        for (int jz = 0; jz < W; jz++) {
+            long long zi = wrap(first[3 * i + 2] + jz, g.n[2]);
+            float zr = 0.0f, zim = 0.0f;
+#pragma unroll
+            for (int jy = 0; jy < W; jy++) {
+                const float2* row = fine + (zi * g.n[1] + wrap(first[3 * i + 1] + jy, g.n[1])) * g.n[0];
+                float rr = 0.0f, ri = 0.0f;
+#pragma unroll
+                for (int jx = 0; jx < W; jx++) {
+                    float2 v = row[xi[jx]];
+                    rr = fmaf(kx[jx], v.x, rr);
+                    ri = fmaf(kx[jx], v.y, ri);
+                }
+                zr = fmaf(ky[jy], rr, zr);
+                zim = fmaf(ky[jy], ri, zim);
+            }
+            accr = fmaf(kz[jz], zr, accr);
+            acci = fmaf(kz[jz], zim, acci);
+        }
+        out[perm[i]] = make_float2(accr, acci);
+    }
+}
+
+// One exported kernel per width and step: widths 2 to 8 serve tolerances
+// down to 1e-6, all that float32 reaches.
+#define NUFFT_WIDTH(W)                                                                                                     \
+    extern "C" __global__ void nufft_spread_shared_##W(                                                                    \
+        float2* fine, const float2* c, const int* first, const float* frac, const unsigned* perm, const int* sub_bin,      \
+        const int* sub_first, const int* start, int maxsub, float beta, Geometry g)                                         \
+    {                                                                                                                      \
+        spread_shared<W>(fine, c, first, frac, perm, sub_bin, sub_first, start, maxsub, beta, g);                          \
+    }                                                                                                                      \
+    extern "C" __global__ void nufft_spread_global_##W(float2* fine, const float2* c, const int* first,                    \
+                                                       const float* frac, const unsigned* perm, long long M,              \
+                                                       float beta, Geometry g)                                             \
+    {                                                                                                                      \
+        spread_global<W>(fine, c, first, frac, perm, M, beta, g);                                                          \
+    }                                                                                                                      \
+    extern "C" __global__ void nufft_interpolate_##W(float2* out, const float2* fine, const int* first,                   \
+                                                     const float* frac, const unsigned* perm, long long M, float beta,    \
+                                                     Geometry g)                                                           \
+    {                                                                                                                      \
+        interpolate<W>(out, fine, first, frac, perm, M, beta, g);                                                          \
+    }
+
+NUFFT_WIDTH(2)
+NUFFT_WIDTH(3)
+NUFFT_WIDTH(4)
+NUFFT_WIDTH(5)
+NUFFT_WIDTH(6)
+NUFFT_WIDTH(7)
+NUFFT_WIDTH(8)
+
+// The fine-grid index of mode index k (0 .. m) along an axis: mode k - m/2.
+__device__ inline int mode_cell(int k, int m, int n)
+{
+    return wrap(k - m / 2, n);
+}
+
+// Type 1's last step: out[k] = fine[cell(k)] / K^(k), the corrections
+// per axis (c = 1 / K^) multiplied.
+extern "C" __global__ void nufft_deconvolve(float2* __restrict__ out, const float2* __restrict__ fine,
+                                            const float* __restrict__ cx, const float* __restrict__ cy,
+                                            const float* __restrict__ cz, int mx, int my, int mz, Geometry g)
+{
+    long long total = (long long)mx * my * mz;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        int kx = (int)(i % mx);
+        long long r = i / mx;
+        int ky = (int)(r % my), kz = (int)(r / my);
+        long long gi = ((long long)mode_cell(kz, mz, g.n[2]) * g.n[1] + mode_cell(ky, my, g.n[1])) * g.n[0] +
+                       mode_cell(kx, mx, g.n[0]);
+        float s = cx[kx] * cy[ky] * cz[kz];
+        float2 v = fine[gi];
+        out[i] = make_float2(s * v.x, s * v.y);
+    }
+}
+
+// The mode index of fine cell gi along an axis, or -1 where no mode lands.
+__device__ inline int cell_mode(int gi, int m, int n)
+{
+    int k = gi < n - m / 2 ? gi : gi - n;  // the frequency of the cell, in -n/2 .. n/2
+    int idx = k + m / 2;
+    return idx >= 0 && idx < m ? idx : -1;
+}
+
+// Type 2's first step, over the whole fine grid: fine = f / K^ where a
+// mode lands, zero elsewhere.
+extern "C" __global__ void nufft_amplify(float2* __restrict__ fine, const float2* __restrict__ f,
+                                         const float* __restrict__ cx, const float* __restrict__ cy,
+                                         const float* __restrict__ cz, int mx, int my, int mz, Geometry g)
+{
+    long long total = (long long)g.n[0] * g.n[1] * g.n[2];
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        int x = (int)(i % g.n[0]);
+        long long r = i / g.n[0];
+        int y = (int)(r % g.n[1]), z = (int)(r / g.n[1]);
+        int kx = cell_mode(x, mx, g.n[0]), ky = cell_mode(y, my, g.n[1]), kz = cell_mode(z, mz, g.n[2]);
+        float2 v = make_float2(0.0f, 0.0f);
+        if (kx >= 0 && ky >= 0 && kz >= 0) {
+            float s = cx[kx] * cy[ky] * cz[kz];
+            float2 a = f[((long long)kz * my + ky) * mx + kx];
+            v = make_float2(s * a.x, s * a.y);
+        }
+        fine[i] = v;
+    }
+}

@@ -1,0 +1,495 @@
+//! The NUFFT on the first GPU, in float32 (kernels in nufft.cu): a plan
+//! takes its kernel, fine grid and corrections from recon-nufft's
+//! [`Layout`], so that CPU and GPU plans agree by construction, and sorts
+//! its points into bins on the device once (count, scan, place). Type 1
+//! spreads into shared-memory subproblems of at most [`NufftOptions::maxsub`]
+//! points per block, or straight into the fine grid where a subproblem
+//! would not fit in shared memory; type 2 interpolates thread per sorted
+//! point. cuFFT transforms the fine grid in place.
+//!
+//! Spreading adds by atomics, so the order of float additions, and with it
+//! the last bits of a result, may differ from run to run.
+
+use crate::device::Device;
+use crate::error::{err, Ctx};
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use recon_core::{Error, Result};
+use recon_nufft::Layout;
+use std::sync::Mutex;
+
+/// Widths the kernels are compiled for: float32 tolerances 1e-1 to 1e-6
+/// need 3 to 8 cells.
+pub(crate) const WIDTHS: std::ops::RangeInclusive<usize> = 2..=8;
+
+/// Threads per spreading block (one subproblem each): `SPREAD_WARPS` in nufft.cu.
+const SPREAD_THREADS: u32 = 256;
+
+/// How type 1 spreads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spreading {
+    /// Shared-memory subproblems where they fit, else straight into the grid.
+    Auto,
+    /// Shared-memory subproblems; a plan whose subproblem does not fit fails.
+    Shared,
+    /// Straight into the fine grid, by global atomics.
+    Global,
+}
+
+/// Settings of the GPU NUFFT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NufftOptions {
+    pub spreading: Spreading,
+    /// Bin edge in fine cells per axis (each clipped to the fine grid).
+    pub bins: [usize; 3],
+    /// Most points per shared-memory subproblem (each takes 3 w + 4
+    /// floats of shared memory).
+    pub maxsub: usize,
+}
+
+impl Default for NufftOptions {
+    fn default() -> Self {
+        NufftOptions {
+            spreading: Spreading::Auto,
+            bins: [16, 8, 8],
+            maxsub: 128,
+        }
+    }
+}
+
+/// The fine grid and bins; `Geometry` in nufft.cu.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Geometry {
+    n: [i32; 3],
+    bs: [i32; 3],
+    nb: [i32; 3],
+}
+
+// SAFETY: a plain #[repr(C)] struct of i32, laid out as in nufft.cu.
+unsafe impl DeviceRepr for Geometry {}
+
+/// Every kernel of nufft.cu the backend may launch.
+pub(crate) fn kernel_names() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "nufft_count",
+        "nufft_scan",
+        "nufft_place",
+        "nufft_subproblems",
+        "nufft_deconvolve",
+        "nufft_amplify",
+    ]
+    .map(String::from)
+    .to_vec();
+    for w in WIDTHS {
+        for step in ["spread_shared", "spread_global", "interpolate"] {
+            v.push(format!("nufft_{step}_{w}"));
+        }
+    }
+    v
+}
+
+/// How a plan spreads, settled when it is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    /// Dynamic shared memory per block, in bytes.
+    Shared(usize),
+    Global,
+}
+
+/// A GPU NUFFT plan with its points set.
+pub struct CudaNufft {
+    layout: Layout,
+    geometry: Geometry,
+    method: Method,
+    maxsub: usize,
+    points: usize,
+    /// Sorted points: footprint's first cell and offset per axis, and the
+    /// caller's index.
+    first: CudaSlice<i32>,
+    frac: CudaSlice<f32>,
+    perm: CudaSlice<u32>,
+    /// Sorted points of bin b start at `bin_start[b]` (one more entry at the end).
+    bin_start: CudaSlice<i32>,
+    /// Subproblem s: its bin and its first sorted point.
+    sub_bin: CudaSlice<i32>,
+    sub_first: CudaSlice<i32>,
+    subproblems: usize,
+    correction: [CudaSlice<f32>; 3],
+    /// The fine grid, complex.
+    fine: Mutex<CudaSlice<f32>>,
+}
+
+impl CudaNufft {
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// "shared-memory subproblems (N bytes)" or "global atomics".
+    pub fn describe_spreading(&self) -> String {
+        match self.method {
+            Method::Shared(b) => format!(
+                "shared-memory subproblems ({} points, {b} bytes, bins {:?})",
+                self.maxsub, self.geometry.bs
+            ),
+            Method::Global => "global atomics".into(),
+        }
+    }
+
+    fn modes_len(&self) -> usize {
+        self.layout.modes.iter().product()
+    }
+
+    fn fine_len(&self) -> usize {
+        self.layout.fine.iter().product()
+    }
+}
+
+/// The launch shape of a grid-stride loop over `n` items.
+fn cfg(dev: &Device, n: usize) -> LaunchConfig {
+    dev.cfg(n)
+}
+
+impl Device {
+    /// Makes a plan and sorts its points into bins on this device.
+    pub(crate) fn nufft_plan(
+        &self,
+        layout: Layout,
+        points: &[[f64; 3]],
+        options: &NufftOptions,
+    ) -> Result<CudaNufft> {
+        let w = layout.kernel.width;
+        if !WIDTHS.contains(&w) {
+            return Err(Error::Invalid {
+                what: "GPU NUFFT tolerance",
+                reason: format!(
+                    "needs a kernel of {w} cells; the GPU's kernels cover {} to {} (float32, tolerance 1e-6 or more)",
+                    WIDTHS.start(),
+                    WIDTHS.end()
+                ),
+            });
+        }
+        if points.len() > i32::MAX as usize {
+            return Err(Error::Invalid {
+                what: "NUFFT points",
+                reason: format!("at most 2^31 - 1 on the GPU, got {}", points.len()),
+            });
+        }
+        if let Some(m) = points.iter().position(|p| p.iter().any(|v| !v.is_finite())) {
+            return Err(Error::Invalid {
+                what: "NUFFT points",
+                reason: format!("point {m} is {:?}", points[m]),
+            });
+        }
+        if options.maxsub == 0 || options.bins.contains(&0) {
+            return Err(Error::Invalid {
+                what: "GPU NUFFT options",
+                reason: format!(
+                    "bins {:?} and maxsub {} must be positive",
+                    options.bins, options.maxsub
+                ),
+            });
+        }
+        let n = layout.fine;
+        let bs = [0, 1, 2].map(|d| options.bins[d].min(n[d]));
+        let nb = [0, 1, 2].map(|d| n[d].div_ceil(bs[d]));
+        let geometry = Geometry {
+            n: n.map(|v| v as i32),
+            bs: bs.map(|v| v as i32),
+            nb: nb.map(|v| v as i32),
+        };
+        let bins: usize = nb.iter().product();
+        if bins > i32::MAX as usize / 2 {
+            return Err(Error::Invalid {
+                what: "GPU NUFFT bins",
+                reason: format!("{bins} bins of {bs:?} cells are too many"),
+            });
+        }
+        let method = self.spreading_method(w, bs, options)?;
+        let m = points.len();
+        let big = |len: usize| len.max(1);
+
+        // Sort: count per bin, scan, place.
+        let flat: Vec<f64> = points.iter().flatten().copied().collect();
+        let x = self.upload(if flat.is_empty() { &[0.0] } else { &flat[..] })?;
+        let mut bin = self.zeros::<i32>(big(m))?;
+        let mut rank = self.zeros::<i32>(big(m))?;
+        let mut count = self.zeros::<i32>(bins)?;
+        let ml = m as i64;
+        if m > 0 {
+            let mut b = self.stream.launch_builder(self.f("nufft_count"));
+            b.arg(&mut bin)
+                .arg(&mut rank)
+                .arg(&mut count)
+                .arg(&x)
+                .arg(&ml)
+                .arg(&geometry);
+            unsafe { b.launch(cfg(self, m)) }.at("launch nufft_count")?;
+        }
+        let mut bin_start = self.zeros::<i32>(bins + 1)?;
+        let mut sub_start = self.zeros::<i32>(bins + 1)?;
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1024, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (nbins, maxsub) = (bins as i32, options.maxsub.min(i32::MAX as usize) as i32);
+        for (out, div) in [(&mut bin_start, 0i32), (&mut sub_start, maxsub)] {
+            let mut b = self.stream.launch_builder(self.f("nufft_scan"));
+            b.arg(out).arg(&count).arg(&nbins).arg(&div);
+            unsafe { b.launch(one) }.at("launch nufft_scan")?;
+        }
+        let mut first = self.zeros::<i32>(big(3 * m))?;
+        let mut frac = self.zeros::<f32>(big(3 * m))?;
+        let mut perm = self.zeros::<u32>(big(m))?;
+        let wi = w as i32;
+        if m > 0 {
+            let mut b = self.stream.launch_builder(self.f("nufft_place"));
+            b.arg(&mut first)
+                .arg(&mut frac)
+                .arg(&mut perm)
+                .arg(&x)
+                .arg(&bin)
+                .arg(&rank)
+                .arg(&bin_start)
+                .arg(&ml)
+                .arg(&wi)
+                .arg(&geometry);
+            unsafe { b.launch(cfg(self, m)) }.at("launch nufft_place")?;
+        }
+        let mut ends = [0i32; 2];
+        self.stream
+            .memcpy_dtoh(&bin_start.slice(bins..bins + 1), &mut ends[..1])
+            .at("read the sorted point count")?;
+        self.stream
+            .memcpy_dtoh(&sub_start.slice(bins..bins + 1), &mut ends[1..])
+            .at("read the subproblem count")?;
+        self.stream.synchronize().at("synchronize after sorting")?;
+        if ends[0] as usize != m {
+            return Err(err(
+                "sort NUFFT points",
+                format!("{} points sorted of {m}", ends[0]),
+            ));
+        }
+        let subproblems = ends[1] as usize;
+        let mut sub_bin = self.zeros::<i32>(big(subproblems))?;
+        let mut sub_first = self.zeros::<i32>(big(subproblems))?;
+        if subproblems > 0 {
+            let mut b = self.stream.launch_builder(self.f("nufft_subproblems"));
+            b.arg(&mut sub_bin)
+                .arg(&mut sub_first)
+                .arg(&count)
+                .arg(&bin_start)
+                .arg(&sub_start)
+                .arg(&nbins)
+                .arg(&maxsub);
+            unsafe { b.launch(cfg(self, bins)) }.at("launch nufft_subproblems")?;
+        }
+        let correction = [0, 1, 2].map(|d| {
+            let c: Vec<f32> = layout.correction[d].iter().map(|&v| v as f32).collect();
+            self.upload(&c)
+        });
+        let [cx, cy, cz] = correction;
+        let fine = self.zeros::<f32>(2 * n.iter().product::<usize>())?;
+        Ok(CudaNufft {
+            layout,
+            geometry,
+            method,
+            maxsub: options.maxsub,
+            points: m,
+            first,
+            frac,
+            perm,
+            bin_start,
+            sub_bin,
+            sub_first,
+            subproblems,
+            correction: [cx?, cy?, cz?],
+            fine: Mutex::new(fine),
+        })
+    }
+
+    /// Shared-memory subproblems where the bin and its overhang fit in a
+    /// block's shared memory (opting in beyond 48 KiB), else global atomics.
+    fn spreading_method(&self, w: usize, bs: [usize; 3], options: &NufftOptions) -> Result<Method> {
+        // The bin and its overhang, complex; per point, its 3 w kernel
+        // values, strength and place.
+        let cells = bs.iter().map(|b| b + w).product::<usize>();
+        let bytes =
+            4 * (2 * cells + (options.maxsub * 3 * w).next_multiple_of(2) + 4 * options.maxsub);
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        let limit = self
+            .ctx
+            .attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .at("shared memory per block")? as usize;
+        let fits = bytes <= limit;
+        match (options.spreading, fits) {
+            (Spreading::Global, _) | (Spreading::Auto, false) => Ok(Method::Global),
+            (Spreading::Shared, false) => Err(Error::Invalid {
+                what: "GPU NUFFT spreading",
+                reason: format!(
+                    "a subproblem of bins {bs:?} with width {w} needs {bytes} bytes of shared memory; the device has {limit}"
+                ),
+            }),
+            (_, true) => {
+                use cudarc::driver::sys::CUfunction_attribute_enum as F;
+                self.f(&format!("nufft_spread_shared_{w}"))
+                    .set_attribute(F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
+                    .at("allow the spreading kernel its shared memory")?;
+                Ok(Method::Shared(bytes))
+            }
+        }
+    }
+
+    /// Spreads `c` (one value per point) onto the zeroed fine grid.
+    fn nufft_spread(
+        &self,
+        p: &CudaNufft,
+        fine: &mut CudaSlice<f32>,
+        c: &CudaSlice<f32>,
+    ) -> Result<()> {
+        self.stream.memset_zeros(fine).at("zero the fine grid")?;
+        if p.points == 0 {
+            return Ok(());
+        }
+        let w = p.layout.kernel.width;
+        let beta = p.layout.kernel.beta as f32;
+        match p.method {
+            Method::Shared(bytes) => {
+                let maxsub = p.maxsub as i32;
+                let f = self.f(&format!("nufft_spread_shared_{w}"));
+                let mut b = self.stream.launch_builder(f);
+                b.arg(fine)
+                    .arg(c)
+                    .arg(&p.first)
+                    .arg(&p.frac)
+                    .arg(&p.perm)
+                    .arg(&p.sub_bin)
+                    .arg(&p.sub_first)
+                    .arg(&p.bin_start)
+                    .arg(&maxsub)
+                    .arg(&beta)
+                    .arg(&p.geometry);
+                let launch = LaunchConfig {
+                    grid_dim: (p.subproblems as u32, 1, 1),
+                    block_dim: (SPREAD_THREADS, 1, 1),
+                    shared_mem_bytes: bytes as u32,
+                };
+                unsafe { b.launch(launch) }.at("launch nufft_spread_shared")?;
+            }
+            Method::Global => {
+                let m = p.points as i64;
+                let f = self.f(&format!("nufft_spread_global_{w}"));
+                let mut b = self.stream.launch_builder(f);
+                b.arg(fine)
+                    .arg(c)
+                    .arg(&p.first)
+                    .arg(&p.frac)
+                    .arg(&p.perm)
+                    .arg(&m)
+                    .arg(&beta)
+                    .arg(&p.geometry);
+                unsafe { b.launch(cfg(self, p.points)) }.at("launch nufft_spread_global")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `out` (one value per point) = the fine grid interpolated at the points.
+    fn nufft_interpolate(
+        &self,
+        p: &CudaNufft,
+        out: &mut CudaSlice<f32>,
+        fine: &CudaSlice<f32>,
+    ) -> Result<()> {
+        if p.points == 0 {
+            return Ok(());
+        }
+        let w = p.layout.kernel.width;
+        let (beta, m) = (p.layout.kernel.beta as f32, p.points as i64);
+        let mut b = self
+            .stream
+            .launch_builder(self.f(&format!("nufft_interpolate_{w}")));
+        b.arg(out)
+            .arg(fine)
+            .arg(&p.first)
+            .arg(&p.frac)
+            .arg(&p.perm)
+            .arg(&m)
+            .arg(&beta)
+            .arg(&p.geometry);
+        unsafe { b.launch(cfg(self, p.points)) }.at("launch nufft_interpolate")?;
+        Ok(())
+    }
+
+    fn check_lengths(&self, p: &CudaNufft, modes: usize, points: usize) -> Result<()> {
+        Error::check_len("NUFFT modes", 2 * p.modes_len(), modes)?;
+        Error::check_len("NUFFT values (one per point)", 2 * p.points, points)
+    }
+
+    /// Type 1: `out[k] = sum_m c[m] exp(s i k . x[m])`.
+    pub(crate) fn nufft_type1(
+        &self,
+        p: &CudaNufft,
+        out: &mut CudaSlice<f32>,
+        c: &CudaSlice<f32>,
+    ) -> Result<()> {
+        self.check_lengths(p, out.len(), c.len())?;
+        let mut fine = p.fine.lock().expect("NUFFT fine grid poisoned");
+        self.nufft_spread(p, &mut fine, c)?;
+        self.fft3_unnormalised(&mut fine, p.layout.fine, p.layout.sign)?;
+        let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
+        let [cx, cy, cz] = &p.correction;
+        let mut b = self.stream.launch_builder(self.f("nufft_deconvolve"));
+        b.arg(out)
+            .arg(&*fine)
+            .arg(cx)
+            .arg(cy)
+            .arg(cz)
+            .arg(&mx)
+            .arg(&my)
+            .arg(&mz)
+            .arg(&p.geometry);
+        unsafe { b.launch(cfg(self, p.modes_len())) }.at("launch nufft_deconvolve")?;
+        Ok(())
+    }
+
+    /// The adjoint of type 1: `out[m] = sum_k f[k] exp(-s i k . x[m])`.
+    pub(crate) fn nufft_type1_adjoint(
+        &self,
+        p: &CudaNufft,
+        out: &mut CudaSlice<f32>,
+        f: &CudaSlice<f32>,
+    ) -> Result<()> {
+        self.check_lengths(p, f.len(), out.len())?;
+        let mut fine = p.fine.lock().expect("NUFFT fine grid poisoned");
+        let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
+        let [cx, cy, cz] = &p.correction;
+        let mut b = self.stream.launch_builder(self.f("nufft_amplify"));
+        b.arg(&mut *fine)
+            .arg(f)
+            .arg(cx)
+            .arg(cy)
+            .arg(cz)
+            .arg(&mx)
+            .arg(&my)
+            .arg(&mz)
+            .arg(&p.geometry);
+        unsafe { b.launch(cfg(self, p.fine_len())) }.at("launch nufft_amplify")?;
+        self.fft3_unnormalised(&mut fine, p.layout.fine, -p.layout.sign)?;
+        self.nufft_interpolate(p, out, &fine)
+    }
+
+    /// Spread then interpolate, without the FFT.
+    pub(crate) fn nufft_convolve(
+        &self,
+        p: &CudaNufft,
+        out: &mut CudaSlice<f32>,
+        c: &CudaSlice<f32>,
+    ) -> Result<()> {
+        Error::check_len("NUFFT strengths (one per point)", 2 * p.points, c.len())?;
+        Error::check_len("NUFFT outputs (one per point)", 2 * p.points, out.len())?;
+        let mut fine = p.fine.lock().expect("NUFFT fine grid poisoned");
+        self.nufft_spread(p, &mut fine, c)?;
+        self.nufft_interpolate(p, out, &fine)
+    }
+}

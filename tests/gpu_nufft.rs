@@ -1,0 +1,275 @@
+//! The GPU NUFFT (recon-cuda, float32) against direct sums in float64, against
+//! the CPU NUFFT at the same tolerance, its adjoint, both spreading methods,
+//! and the encoding plan's Q, F^H D and F against the exact engine on the
+//! CPU in float64. Without a usable GPU each test prints that it was skipped.
+
+mod common;
+
+use common::*;
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid};
+use recon_cuda::{CudaBackend, NufftOptions, Options, Spreading};
+use recon_encoding::{Engine, NufftBackend, Plan};
+
+/// The GPU backend with these NUFFT settings, or `None` after printing why
+/// the test is skipped.
+fn gpu(nufft: NufftOptions) -> Option<CudaBackend> {
+    match recon_cuda::probe() {
+        Err(why) => {
+            println!("skipped: no usable GPU ({why})");
+            None
+        }
+        Ok(_) => Some(
+            CudaBackend::new(Options {
+                nufft,
+                ..Options::default()
+            })
+            .expect("open the GPU"),
+        ),
+    }
+}
+
+fn up(v: &[Complex<f32>]) -> Vec<Complex<f64>> {
+    v.iter()
+        .map(|c| Complex::new(c.re as f64, c.im as f64))
+        .collect()
+}
+
+fn down(v: &[Complex<f64>]) -> Vec<Complex<f32>> {
+    v.iter()
+        .map(|c| Complex::new(c.re as f32, c.im as f32))
+        .collect()
+}
+
+/// The modes `-M/2 .. M/2` per axis, x fastest.
+fn modes_of(m: [usize; 3]) -> Vec<[f64; 3]> {
+    let c = |i: usize, d: usize| i as f64 - (m[d] / 2) as f64;
+    let mut v = Vec::new();
+    for z in 0..m[2] {
+        for y in 0..m[1] {
+            for x in 0..m[0] {
+                v.push([c(x, 0), c(y, 1), c(z, 2)]);
+            }
+        }
+    }
+    v
+}
+
+/// `out[i] = sum_j c[j] exp(sign i a[i] . b[j])`, in float64.
+fn direct(a: &[[f64; 3]], b: &[[f64; 3]], c: &[Complex<f64>], sign: f64) -> Vec<Complex<f64>> {
+    a.iter()
+        .map(|p| {
+            b.iter()
+                .zip(c)
+                .map(|(q, v)| {
+                    let ph = sign * (p[0] * q[0] + p[1] * q[1] + p[2] * q[2]);
+                    v * Complex::new(ph.cos(), ph.sin())
+                })
+                .sum()
+        })
+        .collect()
+}
+
+/// Type 1 and its adjoint on the GPU.
+fn gpu_pair(
+    b: &CudaBackend,
+    m: [usize; 3],
+    tol: f64,
+    x: &[[f64; 3]],
+    c: &[Complex<f64>],
+    f: &[Complex<f64>],
+) -> (Vec<Complex<f64>>, Vec<Complex<f64>>) {
+    let p = b.nufft_plan(m, tol, 1, x).unwrap();
+    let mut modes = b.zeros(f.len()).unwrap();
+    b.nufft_type1(&p, &mut modes, &b.upload(&down(c)).unwrap())
+        .unwrap();
+    let mut points = b.zeros(x.len()).unwrap();
+    b.nufft_type1_adjoint(&p, &mut points, &b.upload(&down(f)).unwrap())
+        .unwrap();
+    let mut h1 = vec![Complex::default(); f.len()];
+    let mut h2 = vec![Complex::default(); x.len()];
+    b.download(&mut h1, &modes).unwrap();
+    b.download(&mut h2, &points).unwrap();
+    (up(&h1), up(&h2))
+}
+
+/// The tolerance plus float32's floor: rounding alone leaves 6e-7 to
+/// 1.3e-6 (measured on an H100: points summed into one cell by atomics,
+/// and float32 kernel values).
+fn allowed(tol: f64) -> f64 {
+    tol + 2e-6
+}
+
+#[test]
+fn type1_and_adjoint_meet_the_tolerance_with_either_spreading() {
+    for spreading in [Spreading::Shared, Spreading::Global] {
+        let Some(b) = gpu(NufftOptions {
+            spreading,
+            ..NufftOptions::default()
+        }) else {
+            return;
+        };
+        // An even, a non-cubic odd shape; points anywhere in [-3pi, 3pi)
+        // (periodic, so any real value is a point).
+        for (seed, m) in [(1, [16, 14, 18]), (2, [10, 12, 7])] {
+            let mut rng = Rng::new(seed);
+            let x: Vec<[f64; 3]> = (0..2000)
+                .map(|_| [0, 1, 2].map(|_| 3.0 * std::f64::consts::PI * rng.sym()))
+                .collect();
+            let c = rng.complex(x.len());
+            let ks = modes_of(m);
+            let f = rng.complex(ks.len());
+            let want1 = direct(&ks, &x, &c, 1.0);
+            let want2 = direct(&x, &ks, &f, -1.0);
+            for tol in [1e-2, 1e-3, 1e-4, 1e-5, 1e-6] {
+                let (got1, got2) = gpu_pair(&b, m, tol, &x, &c, &f);
+                let (e1, e2) = (nrmse(&got1, &want1), nrmse(&got2, &want2));
+                println!("{spreading:?} {m:?} tol {tol:e}: type 1 {e1:.2e}, adjoint {e2:.2e}");
+                assert!(
+                    e1 < allowed(tol),
+                    "{spreading:?} {m:?} tol {tol:e}: type 1 {e1:e}"
+                );
+                assert!(
+                    e2 < allowed(tol),
+                    "{spreading:?} {m:?} tol {tol:e}: adjoint {e2:e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn clustered_points_split_into_many_subproblems() {
+    // Small bins and subproblems of 16 points: the cluster's bins hold
+    // hundreds of points each, split over many blocks, and its footprints
+    // wrap around the periodic edge.
+    let Some(b) = gpu(NufftOptions {
+        spreading: Spreading::Shared,
+        bins: [4, 4, 4],
+        maxsub: 16,
+    }) else {
+        return;
+    };
+    let m = [12, 16, 10];
+    let mut rng = Rng::new(3);
+    let x: Vec<[f64; 3]> = (0..3000)
+        .map(|_| [0, 1, 2].map(|_| std::f64::consts::PI - 0.2 * rng.next_f64()))
+        .collect();
+    let c = rng.complex(x.len());
+    let ks = modes_of(m);
+    let f = rng.complex(ks.len());
+    let want1 = direct(&ks, &x, &c, 1.0);
+    let want2 = direct(&x, &ks, &f, -1.0);
+    for tol in [1e-3, 1e-6] {
+        let (got1, got2) = gpu_pair(&b, m, tol, &x, &c, &f);
+        let (e1, e2) = (nrmse(&got1, &want1), nrmse(&got2, &want2));
+        println!("clustered, tol {tol:e}: type 1 {e1:.2e}, adjoint {e2:.2e}");
+        assert!(e1 < allowed(tol), "tol {tol:e}: type 1 {e1:e}");
+        assert!(e2 < allowed(tol), "tol {tol:e}: adjoint {e2:e}");
+    }
+}
+
+#[test]
+fn gpu_nufft_matches_the_cpu_nufft_and_is_adjoint() {
+    let Some(b) = gpu(NufftOptions::default()) else {
+        return;
+    };
+    let cpu = CpuBackend::<f64>::new();
+    let m = [20, 18, 16];
+    let mut rng = Rng::new(4);
+    let x: Vec<[f64; 3]> = (0..20_000)
+        .map(|_| [0, 1, 2].map(|_| std::f64::consts::PI * rng.sym()))
+        .collect();
+    let c = rng.complex(x.len());
+    let f = rng.complex(m.iter().product());
+    for tol in [1e-3, 1e-6] {
+        let pc = cpu.nufft_plan(m, tol, 1, &x).unwrap();
+        let mut want1 = vec![Complex::default(); f.len()];
+        let mut want2 = vec![Complex::default(); x.len()];
+        let mut want3 = vec![Complex::default(); x.len()];
+        cpu.nufft_type1(&pc, &mut want1, &c).unwrap();
+        cpu.nufft_type1_adjoint(&pc, &mut want2, &f).unwrap();
+        cpu.nufft_convolve(&pc, &mut want3, &c).unwrap();
+        let (got1, got2) = gpu_pair(&b, m, tol, &x, &c, &f);
+        let pg = b.nufft_plan(m, tol, 1, &x).unwrap();
+        let mut conv = b.zeros(x.len()).unwrap();
+        b.nufft_convolve(&pg, &mut conv, &b.upload(&down(&c)).unwrap())
+            .unwrap();
+        let mut got3 = vec![Complex::default(); x.len()];
+        b.download(&mut got3, &conv).unwrap();
+        let got3 = up(&got3);
+        // The same kernel, grid and sums: only float32 rounding differs.
+        let (e1, e2, e3) = (
+            nrmse(&got1, &want1),
+            nrmse(&got2, &want2),
+            nrmse(&got3, &want3),
+        );
+        println!(
+            "tol {tol:e}, GPU against CPU: type 1 {e1:.2e}, adjoint {e2:.2e}, convolve {e3:.2e}"
+        );
+        for (what, e) in [("type 1", e1), ("adjoint", e2), ("convolve", e3)] {
+            assert!(e < 1e-5, "tol {tol:e}: {what} differs by {e:e}");
+        }
+        // <type1 c, f> = <c, type1^H f>, to float32 rounding.
+        let lhs = inner(&got1, &f);
+        let rhs = inner(&c, &got2);
+        assert!(
+            (lhs - rhs).norm() < 1e-5 * lhs.norm(),
+            "tol {tol:e}: {lhs} vs {rhs}"
+        );
+    }
+}
+
+#[test]
+fn encoding_plan_on_the_gpu_matches_the_exact_engine_in_f64() {
+    let Some(b) = gpu(NufftOptions::default()) else {
+        return;
+    };
+    let cpu = CpuBackend::<f64>::new();
+    let grid = Grid::new([16, 12, 14], [220.0, 200.0, 240.0]).unwrap();
+    let mut rng = Rng::new(5);
+    let traj = random_traj(&grid, 5000, &mut rng);
+    let data = rng.complex(traj.len());
+    let rho = rng.complex(grid.len());
+    let q_ref = q(&cpu, &grid, &traj);
+    let fhd_ref = fhd(&cpu, &grid, &traj, &data);
+    let fwd_ref = forward(&cpu, &grid, &traj, &rho);
+    for tol in [1e-3, 1e-5] {
+        let plan = Plan::new(&b, Engine::Nufft { tolerance: tol }, &grid, &traj).unwrap();
+        let q_gpu = recon_q::compute(&plan, &mut no_progress()).unwrap();
+        let mut fhd_gpu = vec![Complex::default(); grid.len()];
+        plan.adjoint(&mut fhd_gpu, &data, &mut no_progress())
+            .unwrap();
+        let mut fwd_gpu = vec![Complex::default(); traj.len()];
+        plan.forward(&mut fwd_gpu, &down(&rho), &mut no_progress())
+            .unwrap();
+        let (eq, ef, ed) = (
+            nrmse(&up(&q_gpu), &q_ref),
+            nrmse(&up(&fhd_gpu), &fhd_ref),
+            nrmse(&up(&fwd_gpu), &fwd_ref),
+        );
+        println!("plan, tol {tol:e}: Q {eq:.2e}, F^H D {ef:.2e}, F {ed:.2e}");
+        assert!(eq < allowed(tol), "tol {tol:e}: Q {eq:e}");
+        assert!(ef < allowed(tol), "tol {tol:e}: F^H D {ef:e}");
+        assert!(ed < allowed(tol), "tol {tol:e}: F {ed:e}");
+    }
+}
+
+#[test]
+fn bad_plans_and_lengths_are_refused() {
+    let Some(b) = gpu(NufftOptions::default()) else {
+        return;
+    };
+    // float32 cannot reach 1e-7; a NaN is not a point.
+    assert!(b.nufft_plan([8, 8, 8], 1e-7, 1, &[[0.0; 3]]).is_err());
+    assert!(b
+        .nufft_plan([8, 8, 8], 1e-3, 1, &[[f64::NAN, 0.0, 0.0]])
+        .is_err());
+    assert!(b.nufft_plan([0, 8, 8], 1e-3, 1, &[[0.0; 3]]).is_err());
+    let p = b
+        .nufft_plan([8, 8, 8], 1e-3, 1, &[[0.1, 0.2, 0.3]])
+        .unwrap();
+    let mut out = b.zeros(511).unwrap();
+    assert!(b.nufft_type1(&p, &mut out, &b.zeros(1).unwrap()).is_err());
+    let mut out = b.zeros(512).unwrap();
+    assert!(b.nufft_type1(&p, &mut out, &b.zeros(2).unwrap()).is_err());
+}
