@@ -71,6 +71,20 @@ pub fn random_traj(grid: &Grid, m: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
         .collect()
 }
 
+/// float32 values widened to float64.
+pub fn up(v: &[Complex<f32>]) -> Vec<Complex<f64>> {
+    v.iter()
+        .map(|c| Complex::new(c.re as f64, c.im as f64))
+        .collect()
+}
+
+/// float64 values rounded to float32.
+pub fn down(v: &[Complex<f64>]) -> Vec<Complex<f32>> {
+    v.iter()
+        .map(|c| Complex::new(c.re as f32, c.im as f32))
+        .collect()
+}
+
 /// Complex inner product `<a, b> = sum conj(a) b`.
 pub fn inner(a: &[Complex<f64>], b: &[Complex<f64>]) -> Complex<f64> {
     a.iter().zip(b).map(|(x, y)| x.conj() * y).sum()

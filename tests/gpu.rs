@@ -28,18 +28,6 @@ fn gpu(options: Options) -> Option<CudaBackend> {
     }
 }
 
-fn up(v: &[Complex<f32>]) -> Vec<Complex<f64>> {
-    v.iter()
-        .map(|c| Complex::new(c.re as f64, c.im as f64))
-        .collect()
-}
-
-fn down(v: &[Complex<f64>]) -> Vec<Complex<f32>> {
-    v.iter()
-        .map(|c| Complex::new(c.re as f32, c.im as f32))
-        .collect()
-}
-
 /// Every variant, and the tuned kernels at each outputs-per-thread count.
 fn all_shapes() -> Vec<(Variant, Tuning)> {
     let mut v: Vec<(Variant, Tuning)> = Variant::ALL

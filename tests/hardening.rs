@@ -389,7 +389,31 @@ fn bench_finds_its_phantom_from_any_folder_and_shows_stages() {
     ] {
         assert!(err.contains(line), "{line}: {err}");
     }
-    assert!(String::from_utf8_lossy(&o.stdout).contains("CG per iteration"));
+    // Both engines' stages, each with its errors against float64.
+    let out = String::from_utf8_lossy(&o.stdout);
+    for row in ["CG (ms/it)", "exact summation", "nufft (tolerance 1e-6"] {
+        assert!(out.contains(row), "{row}: {out}");
+    }
+    let bad = Command::new(recon_bin())
+        .args(["bench", "--device", "cpu", "--engines", "fast"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    fails_with(&bad, &["--engines", "fast"]);
+    let bad = Command::new(recon_bin())
+        .args([
+            "bench",
+            "--device",
+            "cpu",
+            "--engines",
+            "nufft",
+            "--tolerance",
+            "1e-8",
+        ])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    fails_with(&bad, &["--tolerance", "float32"]);
 }
 
 #[test]

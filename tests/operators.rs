@@ -174,8 +174,14 @@ fn gridding_estimates_voxel_values() {
     .generate(&grid)
     .unwrap();
     let data = phantom.kspace(&grid, &traj);
-    let img = recon_gridding::reconstruct(&grid, &traj, &data, &recon_gridding::Params::default())
-        .unwrap();
+    let img = recon_gridding::reconstruct(
+        &CpuBackend::<f64>::new(),
+        &grid,
+        &traj,
+        &data,
+        &recon_gridding::Params::default(),
+    )
+    .unwrap();
     let truth = phantom.rasterise(&grid, 4);
     let sum: f64 = img.iter().map(|c| c.re).sum::<f64>() * grid.voxel_volume();
     let integral = phantom.fourier([0.0; 3]).re;
@@ -216,9 +222,14 @@ fn gridding_mean_inside_the_object_matches_the_truth() {
         .generate(&grid)
         .unwrap();
         let data = phantom.kspace(&grid, &traj);
-        let img =
-            recon_gridding::reconstruct(&grid, &traj, &data, &recon_gridding::Params::default())
-                .unwrap();
+        let img = recon_gridding::reconstruct(
+            &CpuBackend::<f64>::new(),
+            &grid,
+            &traj,
+            &data,
+            &recon_gridding::Params::default(),
+        )
+        .unwrap();
         let truth = phantom.rasterise(&grid, 4);
         let peak = truth.iter().cloned().fold(0.0, f64::max);
         // Inside the object: where the truth is at least a tenth of its peak.

@@ -4,31 +4,60 @@
 //! wrapped.
 
 /// Bytes of device memory each stage holds at its peak, in float32, for an
-/// `n` grid and `samples` k-space samples (`None` if it overflows).
-pub fn stage_bytes(n: [usize; 3], samples: usize) -> Option<[(&'static str, u64); 3]> {
+/// `n` grid and `samples` k-space samples (`None` if it overflows), with the
+/// exact engine or (`nufft`) the NUFFT on the device. The NUFFT's Q plan
+/// holds its fine grid, the doubled grid upsampled by 2 (64 image grids),
+/// and as much again for cuFFT's work area, and frees both after Q; the
+/// image plan's fine grid (the doubled grid) and its sorted points stay for
+/// the run.
+pub fn stage_bytes(n: [usize; 3], samples: usize, nufft: bool) -> Option<[(&'static str, u64); 3]> {
     let vox = voxels(n)?;
     let big = vox.checked_mul(8)?; // the (2N)^3 grid
     let c = 8u64; // one complex float32
-    let s = (samples as u64).checked_mul(20)?; // one sample: k (3) and a complex coefficient
+    let m = samples as u64;
+    let s = m.checked_mul(20)?; // one sample: k (3) and a complex coefficient
+                                // A plan: points in float64 and sorting scratch while it is made (32),
+                                // then sorted cells, offsets and order (28), and strengths (8).
+    let points = m.checked_mul(68)?;
+    let kept = m.checked_mul(28)?;
+    let (q, fhd, plan) = if nufft {
+        let fine = big.checked_mul(8)?;
+        (
+            c.checked_mul(fine)?
+                .checked_mul(2)?
+                .checked_add(c.checked_mul(big)?)?
+                .checked_add(points)?,
+            c.checked_mul(big)?
+                .checked_mul(2)?
+                .checked_add(c.checked_mul(vox)?)?
+                .checked_add(points)?,
+            c.checked_mul(big)?.checked_add(kept)?,
+        )
+    } else {
+        (
+            c.checked_mul(big)?.checked_add(s)?,
+            c.checked_mul(vox)?.checked_add(s)?,
+            0,
+        )
+    };
     Some([
-        // output on the doubled grid, samples
-        ("Q", c.checked_mul(big)?.checked_add(s)?),
-        // output on the image grid, samples
-        ("F^H D", c.checked_mul(vox)?.checked_add(s)?),
-        // x, r, p, Ap, b on the image grid; FFT(Q), the work grid and the
-        // cuFFT work area on the doubled grid; three weight arrays
+        ("Q", q),
+        ("F^H D", fhd),
         (
             "CG",
             c.checked_mul(5 * vox)?
                 .checked_add(c.checked_mul(3)?.checked_mul(big)?)?
-                .checked_add(12u64.checked_mul(vox)?)?,
+                .checked_add(12u64.checked_mul(vox)?)?
+                .checked_add(plan)?,
         ),
     ])
 }
 
 /// The largest stage's device need (`None` if it overflows).
-pub fn peak_bytes(n: [usize; 3], samples: usize) -> Option<(&'static str, u64)> {
-    stage_bytes(n, samples)?.into_iter().max_by_key(|(_, b)| *b)
+pub fn peak_bytes(n: [usize; 3], samples: usize, nufft: bool) -> Option<(&'static str, u64)> {
+    stage_bytes(n, samples, nufft)?
+        .into_iter()
+        .max_by_key(|(_, b)| *b)
 }
 
 /// The largest even cubic matrix (4 to [`crate::MAX_N`]) for which `need`
@@ -186,24 +215,33 @@ mod tests {
     #[test]
     fn cg_dominates_and_largest_cubic_fits() {
         // N = 128: CG holds 5 * 2 Mi + 3 * 16 Mi complex floats plus weights.
-        let (stage, bytes) = peak_bytes([128; 3], 284_592).unwrap();
+        let (stage, bytes) = peak_bytes([128; 3], 284_592, false).unwrap();
         assert_eq!(stage, "CG");
         assert_eq!(
             bytes,
             8 * 5 * 128u64.pow(3) + 8 * 3 * 256u64.pow(3) + 12 * 128u64.pow(3)
         );
-        let need = |n| peak_bytes([n; 3], 284_592).map(|(_, b)| b);
+        let need = |n| peak_bytes([n; 3], 284_592, false).map(|(_, b)| b);
         let n = largest_cubic(bytes, need).unwrap();
         assert_eq!(n, 128);
         assert!(need(n + 2).unwrap() > bytes);
         assert_eq!(largest_cubic(1000, need), None);
+        // The NUFFT's Q plan: its fine grid and cuFFT's work area, 64 image
+        // grids each, and Q itself.
+        let (stage, bytes) = peak_bytes([128; 3], 284_592, true).unwrap();
+        assert_eq!(stage, "Q");
+        assert_eq!(
+            bytes,
+            8 * 2 * 512u64.pow(3) + 8 * 256u64.pow(3) + 68 * 284_592
+        );
     }
 
     #[test]
     fn overflowing_sizes_are_none_not_wrapped() {
         let huge = [1 << 22; 3]; // 2^66 voxels
         assert_eq!(voxels(huge), None);
-        assert_eq!(peak_bytes(huge, 10), None);
+        assert_eq!(peak_bytes(huge, 10, false), None);
+        assert_eq!(peak_bytes(huge, 10, true), None);
         let run = HostRun {
             q: true,
             solve: true,

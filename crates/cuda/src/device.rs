@@ -254,9 +254,27 @@ impl Device {
         Ok(())
     }
 
+    /// A cuFFT plan for `shape` on this device's stream, after checking
+    /// that its work area (as large as the data) fits.
+    pub fn fft_plan(&self, shape: [usize; 3]) -> Result<CudaFft> {
+        // cuFFT is row-major (last dimension fastest): our x-fastest
+        // [nx, ny, nz] is its (nz, ny, nx).
+        let bytes = 8 * shape.iter().product::<usize>();
+        self.ensure_fits(bytes, &format!("a cuFFT plan for {shape:?}"))?;
+        let [nx, ny, nz] = shape.map(|v| v as i32);
+        CudaFft::plan_3d(
+            nz,
+            ny,
+            nx,
+            fft_sys::cufftType::CUFFT_C2C,
+            self.stream.clone(),
+        )
+        .at(&format!("cuFFT plan for {shape:?}"))
+    }
+
     /// In-place 3-D FFT `X[k] = sum_j x[j] exp(exponent i 2pi k.j / n)`,
-    /// unnormalised, `exponent` = -1 (cuFFT's forward) or +1 (its inverse).
-    /// Plans are made once per shape.
+    /// unnormalised, `exponent` = -1 (cuFFT's forward) or +1 (its inverse),
+    /// by a plan of the process-wide cache (made once per shape).
     pub fn fft3_unnormalised(
         &self,
         x: &mut CudaSlice<f32>,
@@ -266,22 +284,13 @@ impl Device {
         Error::check_len("fft3", 2 * shape.iter().product::<usize>(), x.len())?;
         let mut ffts = self.ffts.lock().expect("FFT plans poisoned");
         if !ffts.contains_key(&shape) {
-            // cuFFT is row-major (last dimension fastest): our x-fastest
-            // [nx, ny, nz] is its (nz, ny, nx). Its work area counts too.
-            let bytes = 2 * x.len() * std::mem::size_of::<f32>();
-            self.ensure_fits(bytes, &format!("a cuFFT plan for {shape:?}"))?;
-            let [nx, ny, nz] = shape.map(|v| v as i32);
-            let plan = CudaFft::plan_3d(
-                nz,
-                ny,
-                nx,
-                fft_sys::cufftType::CUFFT_C2C,
-                self.stream.clone(),
-            )
-            .at(&format!("cuFFT plan for {shape:?}"))?;
-            ffts.insert(shape, plan);
+            ffts.insert(shape, self.fft_plan(shape)?);
         }
-        let plan = &ffts[&shape];
+        self.fft_exec(&ffts[&shape], x, exponent)
+    }
+
+    /// Runs `plan` in place on `x` (of the plan's size).
+    pub fn fft_exec(&self, plan: &CudaFft, x: &mut CudaSlice<f32>, exponent: i32) -> Result<()> {
         let direction = if exponent < 0 {
             cudarc::cufft::FftDirection::Forward
         } else {

@@ -117,6 +117,9 @@ pub struct CudaNufft {
     correction: [CudaSlice<f32>; 3],
     /// The fine grid, complex.
     fine: Mutex<CudaSlice<f32>>,
+    /// The plan's own cuFFT plan: its work area goes with the plan (Q's,
+    /// on a grid 64 times the image, is freed after Q).
+    fft: cudarc::cufft::CudaFft,
 }
 
 impl CudaNufft {
@@ -144,9 +147,12 @@ impl CudaNufft {
     }
 }
 
-/// The launch shape of a grid-stride loop over `n` items.
-fn cfg(dev: &Device, n: usize) -> LaunchConfig {
-    dev.cfg(n)
+impl CudaNufft {
+    /// The sorted points' arguments every spreading and interpolation
+    /// kernel takes after its output and input: first cells, offsets, order.
+    fn point_args<'a>(&'a self, b: &mut cudarc::driver::LaunchArgs<'a>) {
+        b.arg(&self.first).arg(&self.frac).arg(&self.perm);
+    }
 }
 
 impl Device {
@@ -223,7 +229,7 @@ impl Device {
                 .arg(&x)
                 .arg(&ml)
                 .arg(&geometry);
-            unsafe { b.launch(cfg(self, m)) }.at("launch nufft_count")?;
+            unsafe { b.launch(self.cfg(m)) }.at("launch nufft_count")?;
         }
         let mut bin_start = self.zeros::<i32>(bins + 1)?;
         let mut sub_start = self.zeros::<i32>(bins + 1)?;
@@ -254,7 +260,7 @@ impl Device {
                 .arg(&ml)
                 .arg(&wi)
                 .arg(&geometry);
-            unsafe { b.launch(cfg(self, m)) }.at("launch nufft_place")?;
+            unsafe { b.launch(self.cfg(m)) }.at("launch nufft_place")?;
         }
         let mut ends = [0i32; 2];
         self.stream
@@ -282,7 +288,7 @@ impl Device {
                 .arg(&sub_start)
                 .arg(&nbins)
                 .arg(&maxsub);
-            unsafe { b.launch(cfg(self, bins)) }.at("launch nufft_subproblems")?;
+            unsafe { b.launch(self.cfg(bins)) }.at("launch nufft_subproblems")?;
         }
         let correction = [0, 1, 2].map(|d| {
             let c: Vec<f32> = layout.correction[d].iter().map(|&v| v as f32).collect();
@@ -290,6 +296,7 @@ impl Device {
         });
         let [cx, cy, cz] = correction;
         let fine = self.zeros::<f32>(2 * n.iter().product::<usize>())?;
+        let fft = self.fft_plan(n)?;
         Ok(CudaNufft {
             layout,
             geometry,
@@ -305,6 +312,7 @@ impl Device {
             subproblems,
             correction: [cx?, cy?, cz?],
             fine: Mutex::new(fine),
+            fft,
         })
     }
 
@@ -358,12 +366,9 @@ impl Device {
                 let maxsub = p.maxsub as i32;
                 let f = self.f(&format!("nufft_spread_shared_{w}"));
                 let mut b = self.stream.launch_builder(f);
-                b.arg(fine)
-                    .arg(c)
-                    .arg(&p.first)
-                    .arg(&p.frac)
-                    .arg(&p.perm)
-                    .arg(&p.sub_bin)
+                b.arg(fine).arg(c);
+                p.point_args(&mut b);
+                b.arg(&p.sub_bin)
                     .arg(&p.sub_first)
                     .arg(&p.bin_start)
                     .arg(&maxsub)
@@ -380,15 +385,10 @@ impl Device {
                 let m = p.points as i64;
                 let f = self.f(&format!("nufft_spread_global_{w}"));
                 let mut b = self.stream.launch_builder(f);
-                b.arg(fine)
-                    .arg(c)
-                    .arg(&p.first)
-                    .arg(&p.frac)
-                    .arg(&p.perm)
-                    .arg(&m)
-                    .arg(&beta)
-                    .arg(&p.geometry);
-                unsafe { b.launch(cfg(self, p.points)) }.at("launch nufft_spread_global")?;
+                b.arg(fine).arg(c);
+                p.point_args(&mut b);
+                b.arg(&m).arg(&beta).arg(&p.geometry);
+                unsafe { b.launch(self.cfg(p.points)) }.at("launch nufft_spread_global")?;
             }
         }
         Ok(())
@@ -409,15 +409,10 @@ impl Device {
         let mut b = self
             .stream
             .launch_builder(self.f(&format!("nufft_interpolate_{w}")));
-        b.arg(out)
-            .arg(fine)
-            .arg(&p.first)
-            .arg(&p.frac)
-            .arg(&p.perm)
-            .arg(&m)
-            .arg(&beta)
-            .arg(&p.geometry);
-        unsafe { b.launch(cfg(self, p.points)) }.at("launch nufft_interpolate")?;
+        b.arg(out).arg(fine);
+        p.point_args(&mut b);
+        b.arg(&m).arg(&beta).arg(&p.geometry);
+        unsafe { b.launch(self.cfg(p.points)) }.at("launch nufft_interpolate")?;
         Ok(())
     }
 
@@ -436,7 +431,7 @@ impl Device {
         self.check_lengths(p, out.len(), c.len())?;
         let mut fine = p.fine.lock().expect("NUFFT fine grid poisoned");
         self.nufft_spread(p, &mut fine, c)?;
-        self.fft3_unnormalised(&mut fine, p.layout.fine, p.layout.sign)?;
+        self.fft_exec(&p.fft, &mut fine, p.layout.sign)?;
         let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
         let [cx, cy, cz] = &p.correction;
         let mut b = self.stream.launch_builder(self.f("nufft_deconvolve"));
@@ -449,7 +444,7 @@ impl Device {
             .arg(&my)
             .arg(&mz)
             .arg(&p.geometry);
-        unsafe { b.launch(cfg(self, p.modes_len())) }.at("launch nufft_deconvolve")?;
+        unsafe { b.launch(self.cfg(p.modes_len())) }.at("launch nufft_deconvolve")?;
         Ok(())
     }
 
@@ -474,8 +469,8 @@ impl Device {
             .arg(&my)
             .arg(&mz)
             .arg(&p.geometry);
-        unsafe { b.launch(cfg(self, p.fine_len())) }.at("launch nufft_amplify")?;
-        self.fft3_unnormalised(&mut fine, p.layout.fine, -p.layout.sign)?;
+        unsafe { b.launch(self.cfg(p.fine_len())) }.at("launch nufft_amplify")?;
+        self.fft_exec(&p.fft, &mut fine, -p.layout.sign)?;
         self.nufft_interpolate(p, out, &fine)
     }
 

@@ -193,16 +193,22 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
         }
     }
 
+    /// `phi(k_m) D_m` from the plan's phi, in the backend's precision.
     fn mu(&self, data: &[Complex<f64>]) -> Result<Vec<Complex<B::Real>>> {
         Error::check_len(
             "k-space data (one value per trajectory point)",
             self.traj.len(),
             data.len(),
         )?;
-        Ok(mu(&self.grid, &self.traj, data))
+        Ok(self
+            .phi
+            .iter()
+            .zip(data)
+            .map(|(p, d)| Complex::new(B::Real::of(p * d.re), B::Real::of(p * d.im)))
+            .collect())
     }
 
-    /// `out = F^H D` on the image grid.
+    /// `out = F^H D` on the image grid, on the host.
     pub fn adjoint(
         &self,
         out: &mut [Complex<B::Real>],
@@ -210,26 +216,52 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
         progress: Progress<'_>,
     ) -> Result<()> {
         Error::check_len("F^H D (one value per voxel)", self.grid.len(), out.len())?;
-        let mu = self.mu(data)?;
         match &self.nufft {
             None => exact::lattice_sum(
                 self.backend,
                 out,
                 self.grid.voxels(),
                 &self.traj,
-                &mu,
+                &self.mu(data)?,
                 progress,
             ),
-            Some(p) => {
-                progress(0, 1);
-                let b = self.backend;
-                let mut fhd = b.zeros(out.len())?;
-                b.nufft_type1(p, &mut fhd, &b.upload(&mu)?)?;
-                b.download(out, &fhd)?;
-                progress(1, 1);
-                Ok(())
+            Some(_) => {
+                let mut fhd = self.backend.zeros(out.len())?;
+                self.adjoint_on_device(&mut fhd, data, progress)?;
+                self.backend.download(out, &fhd)
             }
         }
+    }
+
+    /// `out = F^H D` on the image grid, left on the device for the solver:
+    /// only the data go up.
+    pub fn adjoint_on_device(
+        &self,
+        out: &mut B::Vector,
+        data: &[Complex<f64>],
+        progress: Progress<'_>,
+    ) -> Result<()> {
+        let b = self.backend;
+        Error::check_len("F^H D (one value per voxel)", self.grid.len(), b.len(out))?;
+        let mu = self.mu(data)?;
+        progress(0, 1);
+        match &self.nufft {
+            None => {
+                let mut host = vec![Complex::default(); self.grid.len()];
+                exact::lattice_sum(
+                    b,
+                    &mut host,
+                    self.grid.voxels(),
+                    &self.traj,
+                    &mu,
+                    &mut |_, _| {},
+                )?;
+                *out = b.upload(&host)?;
+            }
+            Some(p) => b.nufft_type1(p, out, &b.upload(&mu)?)?,
+        }
+        progress(1, 1);
+        Ok(())
     }
 
     /// `out = F rho`, one value per sample.

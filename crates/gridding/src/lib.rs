@@ -10,15 +10,18 @@
 //! samples with the same spreader and interpolator (a kernel four cells of
 //! the fine grid wide: it reaches the neighbours of Nyquist-spaced
 //! samples, so each weight measures the area its sample stands for).
-//! Everything is float64 on the CPU: it is a reference, not a fast path.
+//! Both NUFFTs run on the reconstruction's own backend ([`NufftBackend`]:
+//! the GPU in float32, or the CPU in its precision), so that the baseline
+//! costs no more than the reconstruction it is compared with; the weights'
+//! update and calibration, a pass over the samples, run on the host.
 //!
 //! Scaling: the weights are calibrated so that `sum_m w_m f(k_m)` is the
 //! integral of f over k-space for a smooth f at its well-sampled centre;
 //! divided by the FOV, the result estimates the same voxel values as the
 //! iterative reconstruction (the units of the phantom).
 
-use recon_core::{Complex, Error, Grid, Result};
-use recon_nufft::Plan;
+use recon_core::{Complex, Error, Grid, Real, Result};
+use recon_nufft::NufftBackend;
 
 /// Gridding settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,17 +47,28 @@ const DCF_TOLERANCE: f64 = 1e-2;
 const IMAGE_TOLERANCE: f64 = 1e-6;
 
 /// Pipe-Menon density compensation: `w <- w / (C w)` from `w = 1`.
-fn density_weights(plan: &Plan<f64>, iterations: usize) -> Result<Vec<f64>> {
-    let mut w = vec![1.0; plan.len()];
-    let mut conv = vec![Complex::default(); plan.len()];
+fn density_weights<B: NufftBackend>(
+    b: &B,
+    plan: &B::Nufft,
+    samples: usize,
+    iterations: usize,
+) -> Result<Vec<f64>> {
+    let mut w = vec![1.0; samples];
+    let mut conv = b.zeros(samples)?;
+    let mut host = vec![Complex::default(); samples];
     for _ in 0..iterations {
-        let wc: Vec<Complex<f64>> = w.iter().map(|&v| Complex::new(v, 0.0)).collect();
-        plan.convolve(&mut conv, &wc)?;
-        for (w, c) in w.iter_mut().zip(&conv) {
+        let wc: Vec<Complex<B::Real>> = w
+            .iter()
+            .map(|&v| Complex::new(B::Real::of(v), B::Real::of(0.0)))
+            .collect();
+        b.nufft_convolve(plan, &mut conv, &b.upload(&wc)?)?;
+        b.download(&mut host, &conv)?;
+        for (w, c) in w.iter_mut().zip(&host) {
             // Each sample sees at least its own weight times its kernel's
             // squared norm, so c.re > 0.
-            if c.re > 0.0 {
-                *w /= c.re;
+            let c = c.re.f64();
+            if c > 0.0 {
+                *w /= c;
             }
         }
     }
@@ -95,8 +109,10 @@ fn calibrate(mut w: Vec<f64>, grid: &Grid, traj: &[[f64; 3]]) -> Vec<f64> {
     w
 }
 
-/// The gridding reconstruction of `data` on `grid` (x fastest).
-pub fn reconstruct(
+/// The gridding reconstruction of `data` on `grid` (x fastest), computed
+/// on `b`.
+pub fn reconstruct<B: NufftBackend>(
+    b: &B,
     grid: &Grid,
     traj: &[[f64; 3]],
     data: &[Complex<f64>],
@@ -108,17 +124,28 @@ pub fn reconstruct(
         data.len(),
     )?;
     let x = recon_encoding::radians(grid, traj);
-    let mut dcf = Plan::<f64>::new(grid.n, DCF_TOLERANCE, 1)?;
-    dcf.set_points(&x)?;
-    let w = calibrate(density_weights(&dcf, params.dcf_iterations)?, grid, traj);
+    let dcf = b.nufft_plan(grid.n, DCF_TOLERANCE, 1, &x)?;
+    let w = density_weights(b, &dcf, traj.len(), params.dcf_iterations)?;
+    let w = calibrate(w, grid, traj);
     drop(dcf);
-    let mut plan = Plan::<f64>::new(grid.n, IMAGE_TOLERANCE, 1)?;
-    plan.set_points(&x)?;
+    let plan = b.nufft_plan(grid.n, IMAGE_TOLERANCE, 1, &x)?;
     // The weights sum like the k-space volume (cycles/FOV)^3, and the
     // continuous inverse transform takes 1 / FOV per axis of that integral.
     let scale = 1.0 / grid.fov_mm.iter().product::<f64>();
-    let weighted: Vec<Complex<f64>> = data.iter().zip(&w).map(|(d, w)| d * (w * scale)).collect();
+    let weighted: Vec<Complex<B::Real>> = data
+        .iter()
+        .zip(&w)
+        .map(|(d, w)| {
+            let v = d * (w * scale);
+            Complex::new(B::Real::of(v.re), B::Real::of(v.im))
+        })
+        .collect();
+    let mut image = b.zeros(grid.len())?;
+    b.nufft_type1(&plan, &mut image, &b.upload(&weighted)?)?;
     let mut out = vec![Complex::default(); grid.len()];
-    plan.type1(&mut out, &weighted)?;
-    Ok(out)
+    b.download(&mut out, &image)?;
+    Ok(out
+        .into_iter()
+        .map(|v: Complex<B::Real>| Complex::new(v.re.f64(), v.im.f64()))
+        .collect())
 }

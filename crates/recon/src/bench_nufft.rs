@@ -56,7 +56,7 @@ pub struct BenchNufftArgs {
     #[arg(long, default_value = "16x8x8")]
     pub bins: String,
     /// GPU points per shared-memory subproblem.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = recon_cuda::NufftOptions::default().maxsub)]
     pub maxsub: usize,
 }
 

@@ -63,7 +63,7 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
             0.0
         },
         output_q: l.cfg.output.q,
-        nufft: l.cfg.engine.kind == config::EngineKind::Nufft,
+        nufft: l.cfg.engine.kind == config::EngineKind::Nufft && !on_gpu,
     };
     let Some(free) = memory::available_host_bytes() else {
         return Ok(());
@@ -99,7 +99,8 @@ pub fn check_memory<B: Backend>(backend: &B, l: &Loaded, work: Work) -> Result<(
     // the largest matrix the GPU holds.
     let gpu_free = backend.memory_available();
     if let Some(free) = gpu_free {
-        check_device_memory(&backend.describe(), free, l.grid.n, samples(l)?)?;
+        let nufft = l.cfg.engine.kind == config::EngineKind::Nufft;
+        check_device_memory(&backend.describe(), free, l.grid.n, samples(l)?, nufft)?;
     }
     check_host_memory(
         l,
@@ -109,13 +110,19 @@ pub fn check_memory<B: Backend>(backend: &B, l: &Loaded, work: Work) -> Result<(
     )
 }
 
-/// The device side of [`check_memory`].
-pub fn check_device_memory(device: &str, free: u64, n: [usize; 3], samples: usize) -> Result<()> {
+/// The device side of [`check_memory`], for the exact engine or the NUFFT.
+pub fn check_device_memory(
+    device: &str,
+    free: u64,
+    n: [usize; 3],
+    samples: usize,
+    nufft: bool,
+) -> Result<()> {
     use recon_core::memory::{self, gib};
-    let (stage, need) = memory::peak_bytes(n, samples).unwrap_or(("the run", u64::MAX));
+    let (stage, need) = memory::peak_bytes(n, samples, nufft).unwrap_or(("the run", u64::MAX));
     if need > free {
         let fits = match memory::largest_cubic(free, |n| {
-            memory::peak_bytes([n; 3], samples).map(|(_, b)| b)
+            memory::peak_bytes([n; 3], samples, nufft).map(|(_, b)| b)
         }) {
             Some(n) => format!("the largest cubic matrix that fits is {n}"),
             None => "not even a small matrix fits: free some GPU memory".to_string(),

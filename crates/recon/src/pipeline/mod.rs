@@ -379,7 +379,7 @@ where
     seconds.push(("cg", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
-    let gridding = ui.stage("gridding", |_| gridding(l, inputs))?;
+    let gridding = ui.stage("gridding", |_| gridding(backend, l, inputs))?;
     seconds.push(("gridding", t.elapsed().as_secs_f64()));
 
     Ok(Outputs {
@@ -398,12 +398,17 @@ where
     })
 }
 
-/// The gridding baseline with the config's settings.
-pub fn gridding(l: &Loaded, inputs: &Inputs) -> Result<Vec<Complex<f64>>> {
+/// The gridding baseline with the config's settings, on the run's backend.
+pub fn gridding<B: NufftBackend>(
+    backend: &B,
+    l: &Loaded,
+    inputs: &Inputs,
+) -> Result<Vec<Complex<f64>>> {
     let gp = recon_gridding::Params {
         dcf_iterations: l.cfg.gridding.dcf_iterations,
     };
-    recon_gridding::reconstruct(&l.grid, &inputs.traj, &inputs.data, &gp).context("gridding")
+    recon_gridding::reconstruct(backend, &l.grid, &inputs.traj, &inputs.data, &gp)
+        .context("gridding")
 }
 
 /// Image-quality figures of one reconstruction against the truth.

@@ -345,7 +345,9 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
     };
     let (priors, prior_gridding) = match prior_info {
         Some(info) => {
-            let g = ui.stage("gridding", |_| pipeline::gridding(case, inputs))?;
+            // The baseline of the priors' table, in float64 on the CPU.
+            let cpu = recon_core::CpuBackend::<f64>::new();
+            let g = ui.stage("gridding", |_| pipeline::gridding(&cpu, case, inputs))?;
             let truth = inputs.truth.as_deref().expect("checked");
             let p = compare_priors(case_name, case, truth, &g, &swept, info, &mut checks);
             (Some(p), Some(g))

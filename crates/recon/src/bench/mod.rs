@@ -5,17 +5,21 @@
 //! it times F^H D on a leading share of the voxels, and reports voxel-sample
 //! pairs per second, the share of the device's special-function bound, and
 //! the largest error against float64 at sampled voxels (max |out - ref| over
-//! max |ref|). Then, with the configured variant: Q, F^H D, the CG time per
-//! iteration, and F^H D + CG end to end.
+//! max |ref|). Then, for each engine of `--engines` (the exact engine with
+//! the fastest variant 5 shape, and the NUFFT at `--tolerance`): Q, F^H D,
+//! the CG time per iteration, and F^H D + CG end to end ([`stages`]).
+
+mod problem;
+mod stages;
+
+use problem::{max_rel_error, problem, time_fhd, Problem, Size};
 
 use anyhow::{Context, Result};
-use recon_cg::{Params, Regularised, Toeplitz};
-use recon_core::{Backend, Complex, CpuBackend, Grid, Real, Sign, Stencil, Targets};
+use recon_core::CpuBackend;
 use recon_encoding::NufftBackend;
-use recon_synth::{Phantom, Trajectory};
+use recon_synth::Phantom;
 use serde::Serialize;
 use std::path::PathBuf;
-use std::time::Instant;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -42,6 +46,12 @@ pub struct BenchArgs {
     /// CG iterations for the end-to-end time.
     #[arg(long, default_value_t = 60)]
     pub iterations: usize,
+    /// Engines whose stages are timed: exact, nufft, or both.
+    #[arg(long, value_delimiter = ',', default_values_t = [String::from("exact"), String::from("nufft")])]
+    pub engines: Vec<String>,
+    /// The NUFFT engine's tolerance.
+    #[arg(long, default_value_t = recon_encoding::Engine::DEFAULT_TOLERANCE)]
+    pub tolerance: f64,
     /// Also try these per-thread x block shapes for variant 5, e.g. 2x256,4x128.
     #[arg(long, value_delimiter = ',')]
     pub tune: Vec<String>,
@@ -71,140 +81,7 @@ struct Results {
     q_grid: usize,
     sfu_bound_pairs_per_s: Option<f64>,
     variants: Vec<Row>,
-    q_seconds: f64,
-    q_max_rel_error: f64,
-    fhd_seconds: f64,
-    cg_ms_per_iteration: f64,
-    fhd_plus_cg_seconds: f64,
-    iterations: usize,
-}
-
-/// The benchmark's inputs: trajectory, data, and check points with their
-/// float64 references.
-struct Problem {
-    grid: Grid,
-    traj: Vec<[f64; 3]>,
-    data: Vec<Complex<f64>>,
-    /// Indices of the voxels checked (all below `timing_voxels`).
-    check: Vec<usize>,
-    fhd_ref: Vec<Complex<f64>>,
-    q_check: Vec<usize>,
-    q_ref: Vec<Complex<f64>>,
-}
-
-/// The problem's size, settled from the arguments and the device.
-#[derive(Debug, Clone, Copy)]
-struct Size {
-    matrix: usize,
-    samples: usize,
-}
-
-fn problem(args: &BenchArgs, size: Size, phantom: &Phantom) -> Result<Problem> {
-    let grid = Grid::new([size.matrix; 3], [240.0; 3])?;
-    let per_spoke = 112;
-    let spokes = size.samples.div_ceil(per_spoke);
-    let mut traj = Trajectory::Radial {
-        spokes,
-        samples: per_spoke,
-        kmax: 1.0,
-    }
-    .generate(&grid)?;
-    traj.truncate(size.samples);
-    let data = phantom.kspace(&grid, &traj);
-    // Check points spread over the timed voxels and over all of Q, fixed by a hash.
-    let spread = |count: usize, len: usize, salt: u64| -> Vec<usize> {
-        (0..count as u64)
-            .map(|i| {
-                let mut z = (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt;
-                z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                (z % len as u64) as usize
-            })
-            .collect()
-    };
-    let timing = args.timing_voxels.min(grid.len());
-    let check = spread(args.check_voxels, timing, 1);
-    let q_check = spread(args.check_voxels, grid.doubled().iter().product(), 2);
-    let cpu = CpuBackend::<f64>::new();
-    let vox = grid.voxels();
-    let pts: Vec<[f64; 3]> = check.iter().map(|&i| vox.point(i)).collect();
-    let mu = recon_encoding::mu::<f64>(&grid, &traj, &data);
-    let mut fhd_ref = vec![Complex::default(); pts.len()];
-    cpu.sum_exp(
-        &mut fhd_ref,
-        Targets::List(&pts),
-        &traj,
-        &mu,
-        Sign::Plus,
-        &mut |_, _| {},
-    )?;
-    let disp = grid.displacements();
-    let qpts: Vec<[f64; 3]> = q_check.iter().map(|&i| disp.point(i)).collect();
-    let phi2: Vec<Complex<f64>> = traj
-        .iter()
-        .map(|k| Complex::new(grid.phi(*k).powi(2), 0.0))
-        .collect();
-    let mut q_ref = vec![Complex::default(); qpts.len()];
-    cpu.sum_exp(
-        &mut q_ref,
-        Targets::List(&qpts),
-        &traj,
-        &phi2,
-        Sign::Plus,
-        &mut |_, _| {},
-    )?;
-    Ok(Problem {
-        grid,
-        traj,
-        data,
-        check,
-        fhd_ref,
-        q_check,
-        q_ref,
-    })
-}
-
-/// max |out[idx] - ref| / max |ref|
-fn max_rel_error<T: Real>(out: &[Complex<T>], idx: &[usize], reference: &[Complex<f64>]) -> f64 {
-    let peak = reference.iter().map(|c| c.norm()).fold(0.0, f64::max);
-    idx.iter()
-        .zip(reference)
-        .map(|(&i, r)| (Complex::new(out[i].re.f64(), out[i].im.f64()) - r).norm())
-        .fold(0.0, f64::max)
-        / peak
-}
-
-/// Times F^H D over the leading `voxels` voxels: best of a few runs.
-fn time_fhd<B: NufftBackend>(
-    b: &B,
-    p: &Problem,
-    voxels: usize,
-) -> Result<(f64, Vec<Complex<B::Real>>)> {
-    let mu = recon_encoding::mu::<B::Real>(&p.grid, &p.traj, &p.data);
-    // A leading share of the voxels, in whole z-planes.
-    let mut lat = p.grid.voxels();
-    let plane = lat.n[0] * lat.n[1];
-    let take = voxels.min(p.grid.len()).div_ceil(plane) * plane;
-    lat.n[2] = take / plane;
-    let mut out = vec![Complex::default(); take];
-    let mut best = f64::INFINITY;
-    let mut spent = 0.0;
-    let mut runs = 0;
-    while runs < 2 || (spent < 1.0 && runs < 10) {
-        let t = Instant::now();
-        b.sum_exp(
-            &mut out,
-            Targets::Lattice(lat),
-            &p.traj,
-            &mu,
-            Sign::Plus,
-            &mut |_, _| {},
-        )?;
-        let s = t.elapsed().as_secs_f64();
-        best = best.min(s);
-        spent += s;
-        runs += 1;
-    }
-    Ok((best, out))
+    stages: Vec<stages::Stages>,
 }
 
 impl BenchArgs {
@@ -256,7 +133,31 @@ impl BenchArgs {
         for t in &self.tune {
             parse_tuning(t)?;
         }
+        self.engines()?;
         Ok(())
+    }
+
+    /// `--engines` and `--tolerance`, checked for float32 (both backends
+    /// are timed in float32).
+    fn engines(&self) -> Result<Vec<recon_encoding::Engine>> {
+        use recon_encoding::Engine;
+        if self.engines.is_empty() {
+            anyhow::bail!("--engines needs exact, nufft or both");
+        }
+        self.engines
+            .iter()
+            .map(|e| match e.as_str() {
+                "exact" => Ok(Engine::Exact),
+                "nufft" => {
+                    let n = Engine::Nufft {
+                        tolerance: self.tolerance,
+                    };
+                    n.check(4).context("--tolerance")?;
+                    Ok(n)
+                }
+                e => anyhow::bail!("--engines takes exact and nufft, got {e:?}"),
+            })
+            .collect()
     }
 }
 
@@ -338,7 +239,7 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
             .samples
             .unwrap_or(if use_gpu { 284_592 } else { 15_008 }),
     };
-    check_memory(size, use_gpu)?;
+    check_memory(size, use_gpu, args.engines.iter().any(|e| e == "nufft"))?;
     ui.log(&format!(
         "bench: {}^3 image, {} samples, Q on {}^3; computing float64 references on the CPU...",
         size.matrix,
@@ -417,7 +318,7 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
         }
         b.options.variant = recon_cuda::Variant::Tuned;
         b.options.tuning = best.map(|(_, t)| t).unwrap_or(default_tuning);
-        end_to_end(&b, args, &p, rows, Some(sfu), ui)?
+        results(&b, args, &p, rows, Some(sfu), ui)?
     } else {
         let b = CpuBackend::<f32>::new();
         let (s, out) = time_fhd(&b, &p, timing)?;
@@ -430,7 +331,7 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
             sfu_percent: None,
             max_rel_error: err,
         });
-        end_to_end(&b, args, &p, rows, None, ui)?
+        results(&b, args, &p, rows, None, ui)?
     };
     print_table(&results, timed);
     if let Some(path) = &args.json {
@@ -440,7 +341,8 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
     Ok(())
 }
 
-fn end_to_end<B: NufftBackend>(
+/// Every engine's stages on `b`, after the memory check.
+fn results<B: NufftBackend>(
     b: &B,
     args: &BenchArgs,
     p: &Problem,
@@ -448,57 +350,15 @@ fn end_to_end<B: NufftBackend>(
     sfu: Option<f64>,
     ui: &crate::Bars,
 ) -> Result<Results> {
-    use crate::pipeline::Ui;
     if let Some(free) = b.memory_available() {
-        crate::pipeline::check_device_memory(&b.describe(), free, p.grid.n, p.traj.len())?;
+        let nufft = args.engines.iter().any(|e| e == "nufft");
+        crate::pipeline::check_device_memory(&b.describe(), free, p.grid.n, p.traj.len(), nufft)?;
     }
-    ui.log(&format!(
-        "bench: Q on {:?} with {}",
-        p.grid.doubled(),
-        b.describe()
-    ));
-    // The exact engine: this benchmark times the summation ladder.
-    let plan = recon_encoding::Plan::new(b, recon_encoding::Engine::Exact, &p.grid, &p.traj)?;
-    let t = Instant::now();
-    let q = ui.stage("Q", |pr| recon_q::compute(&plan, pr))?;
-    let q_seconds = t.elapsed().as_secs_f64();
-    let q_err = max_rel_error(&q, &p.q_check, &p.q_ref);
-
-    // F^H D, then F^H D + CG end to end (the Toeplitz set-up, FFT of Q, included).
-    let t = Instant::now();
-    let mut fhd = vec![Complex::default(); p.grid.len()];
-    ui.stage("F^H D", |pr| plan.adjoint(&mut fhd, &p.data, pr))?;
-    let fhd_seconds = t.elapsed().as_secs_f64();
-    let t_cg = Instant::now();
-    let mut toeplitz = Toeplitz::new(b, &p.grid, &q)?;
-    let t_toeplitz = t_cg.elapsed().as_secs_f64();
-    let lambda = recon_cg::lambda_abs(0.01, &p.grid, &q)?;
-    let mut a = Regularised::new(b, &mut toeplitz, &Stencil::uniform(p.grid.n), lambda)?;
-    let rhs = b.upload(&fhd)?;
-    let mut x = b.zeros(p.grid.len())?;
-    let params = Params {
-        iterations: args.iterations,
-        tolerance: 0.0,
-    };
-    let t_setup = t_cg.elapsed().as_secs_f64();
-    let t_it = Instant::now();
-    let info = ui.solver(params.iterations, |cb| {
-        recon_cg::solve(b, &mut a, &mut x, &rhs, &params, cb)
-    })?;
-    let iters = t_it.elapsed().as_secs_f64();
-    let mut xh = vec![Complex::default(); p.grid.len()];
-    b.download(&mut xh, &x)?;
-    let cg_total = t_cg.elapsed().as_secs_f64();
-    // A second Toeplitz set-up shows what the first paid once per process
-    // (loading cuFFT, planning the (2N)^3 transform).
-    let t = Instant::now();
-    drop(Toeplitz::new(b, &p.grid, &q)?);
-    let t_toeplitz_warm = t.elapsed().as_secs_f64();
-    eprintln!(
-        "bench: CG set-up {t_setup:.3} s (Toeplitz {t_toeplitz:.3} s; again, warm: {t_toeplitz_warm:.3} s), \
-         {} iterations {iters:.3} s, with download {cg_total:.3} s",
-        info.iterations
-    );
+    let stages = args
+        .engines()?
+        .into_iter()
+        .map(|e| stages::stages(b, e, args, p, ui))
+        .collect::<Result<Vec<_>>>()?;
     Ok(Results {
         device: b.describe(),
         matrix: p.grid.n[0],
@@ -506,12 +366,7 @@ fn end_to_end<B: NufftBackend>(
         q_grid: 2 * p.grid.n[0],
         sfu_bound_pairs_per_s: sfu,
         variants,
-        q_seconds,
-        q_max_rel_error: q_err,
-        fhd_seconds,
-        cg_ms_per_iteration: 1e3 * iters / info.iterations.max(1) as f64,
-        fhd_plus_cg_seconds: fhd_seconds + cg_total,
-        iterations: info.iterations,
+        stages,
     })
 }
 
@@ -538,23 +393,11 @@ fn print_table(r: &Results, timed: usize) {
             row.variant, row.seconds, row.pairs_per_s, sfu, row.max_rel_error
         );
     }
-    println!(
-        "Q ({}^3)                  {:>8.3} s   (max err {:.2e})",
-        r.q_grid, r.q_seconds, r.q_max_rel_error
-    );
-    println!("F^H D                      {:>8.3} s", r.fhd_seconds);
-    println!(
-        "CG per iteration           {:>8.3} ms",
-        r.cg_ms_per_iteration
-    );
-    println!(
-        "F^H D + {} CG iterations   {:>8.3} s",
-        r.iterations, r.fhd_plus_cg_seconds
-    );
+    stages::print(&r.stages, r.q_grid);
 }
 
 /// The benchmark's host memory: the pipeline's estimate for its problem.
-fn check_memory(size: Size, use_gpu: bool) -> Result<()> {
+fn check_memory(size: Size, use_gpu: bool, nufft: bool) -> Result<()> {
     use recon_core::memory::{self, gib};
     let run = memory::HostRun {
         q: true,
@@ -564,8 +407,8 @@ fn check_memory(size: Size, use_gpu: bool) -> Result<()> {
         anatomy_voxels: 0,
         gridding_oversampling: 0.0,
         output_q: false,
-        // The benchmark times the exact engine.
-        nufft: false,
+        // The NUFFT's fine grids are on the host only on the CPU.
+        nufft: !use_gpu && nufft,
     };
     let Some(free) = memory::available_host_bytes() else {
         return Ok(());

@@ -1,0 +1,148 @@
+//! The pipeline's stages timed for one engine. Per trajectory: the plan,
+//! Q (to the host, as the cache stores it) and the Toeplitz set-up (FFT of
+//! Q on the device). Per scan: F^H D from the host's data to the device,
+//! the CG iterations, and both together with the image brought back.
+
+use super::{max_rel_error, BenchArgs, Problem};
+use anyhow::Result;
+use recon_cg::{Params, Regularised, Toeplitz};
+use recon_core::{Complex, Stencil};
+use recon_encoding::{Engine, NufftBackend, Plan};
+use serde::Serialize;
+use std::time::Instant;
+
+#[derive(Debug, Serialize)]
+pub(super) struct Stages {
+    pub engine: String,
+    /// Making the plan (for the NUFFT: kernel, FFT plans, sorted points).
+    pub plan_seconds: f64,
+    pub q_seconds: f64,
+    pub q_max_rel_error: f64,
+    /// FFT of Q on the device, once per trajectory.
+    pub toeplitz_seconds: f64,
+    pub fhd_seconds: f64,
+    pub fhd_max_rel_error: f64,
+    pub cg_ms_per_iteration: f64,
+    pub fhd_plus_cg_seconds: f64,
+    pub iterations: usize,
+}
+
+/// The time of `f` in seconds and its result: of one run if `once`, else
+/// the best of two (the first run of a stage may load libraries or make
+/// FFT plans once per process).
+fn timed<T>(once: bool, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)> {
+    let t = Instant::now();
+    let out = f()?;
+    let first = t.elapsed().as_secs_f64();
+    if once {
+        return Ok((first, out));
+    }
+    let t = Instant::now();
+    let out = f()?;
+    Ok((first.min(t.elapsed().as_secs_f64()), out))
+}
+
+pub(super) fn stages<B: NufftBackend>(
+    b: &B,
+    engine: Engine,
+    args: &BenchArgs,
+    p: &Problem,
+    ui: &crate::Bars,
+) -> Result<Stages> {
+    use crate::pipeline::Ui;
+    ui.log(&format!(
+        "bench: {} on {}: Q on {:?}, F^H D, {} CG iterations",
+        engine.describe(),
+        b.describe(),
+        p.grid.doubled(),
+        args.iterations
+    ));
+    let t = Instant::now();
+    let plan = Plan::new(b, engine, &p.grid, &p.traj)?;
+    let plan_seconds = t.elapsed().as_secs_f64();
+    // The exact engine's sums are long and steady: timed once.
+    let exact = engine == Engine::Exact;
+    let (q_seconds, q) = ui.stage("Q", |pr| {
+        timed(exact, || Ok(recon_q::compute(&plan, &mut *pr)?))
+    })?;
+
+    // Per trajectory, once Q is known: the Toeplitz set-up.
+    let t = Instant::now();
+    let mut toeplitz = Toeplitz::new(b, &p.grid, &q)?;
+    b.synchronize()?;
+    let toeplitz_seconds = t.elapsed().as_secs_f64();
+
+    // Per scan: F^H D, left on the device, then CG from it.
+    let (fhd_seconds, rhs) = ui.stage("F^H D", |pr| {
+        timed(exact, || {
+            let mut fhd = b.zeros(p.grid.len())?;
+            plan.adjoint_on_device(&mut fhd, &p.data, &mut *pr)?;
+            b.synchronize()?;
+            Ok(fhd)
+        })
+    })?;
+    let mut fhd = vec![Complex::default(); p.grid.len()];
+    b.download(&mut fhd, &rhs)?;
+    let lambda = recon_cg::lambda_abs(0.01, &p.grid, &q)?;
+    let mut a = Regularised::new(b, &mut toeplitz, &Stencil::uniform(p.grid.n), lambda)?;
+    let mut x = b.zeros(p.grid.len())?;
+    let params = Params {
+        iterations: args.iterations,
+        tolerance: 0.0,
+    };
+    let t_cg = Instant::now();
+    let info = ui.solver(params.iterations, |cb| {
+        recon_cg::solve(b, &mut a, &mut x, &rhs, &params, cb)
+    })?;
+    let iters = t_cg.elapsed().as_secs_f64();
+    let mut xh = vec![Complex::default(); p.grid.len()];
+    b.download(&mut xh, &x)?;
+    let cg_total = t_cg.elapsed().as_secs_f64();
+    Ok(Stages {
+        engine: engine.describe(),
+        plan_seconds,
+        q_seconds,
+        q_max_rel_error: max_rel_error(&q, &p.q_check, &p.q_ref),
+        toeplitz_seconds,
+        fhd_seconds,
+        fhd_max_rel_error: max_rel_error(&fhd, &p.check, &p.fhd_ref),
+        cg_ms_per_iteration: 1e3 * iters / info.iterations.max(1) as f64,
+        fhd_plus_cg_seconds: fhd_seconds + cg_total,
+        iterations: info.iterations,
+    })
+}
+
+pub(super) fn print(stages: &[Stages], q_grid: usize) {
+    println!(
+        "{:<64} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "engine",
+        "plan (s)",
+        "Q (s)",
+        "Q err",
+        "FFT Q (s)",
+        "F^H D (s)",
+        "FHD err",
+        "CG (ms/it)",
+        "F^H D + CG"
+    );
+    for s in stages {
+        println!(
+            "{:<64} {:>9.4} {:>9.4} {:>9.2e} {:>9.4} {:>9.4} {:>9.2e} {:>10.3} {:>10.4}",
+            s.engine,
+            s.plan_seconds,
+            s.q_seconds,
+            s.q_max_rel_error,
+            s.toeplitz_seconds,
+            s.fhd_seconds,
+            s.fhd_max_rel_error,
+            s.cg_ms_per_iteration,
+            s.fhd_plus_cg_seconds
+        );
+    }
+    if let Some(s) = stages.first() {
+        println!(
+            "(Q on {q_grid}^3, and its FFT: per trajectory; F^H D + CG: per scan, {} iterations, the image brought back)",
+            s.iterations
+        );
+    }
+}
