@@ -282,11 +282,13 @@ impl Device {
         exponent: i32,
     ) -> Result<()> {
         Error::check_len("fft3", 2 * shape.iter().product::<usize>(), x.len())?;
+        use std::collections::hash_map::Entry;
         let mut ffts = self.ffts.lock().expect("FFT plans poisoned");
-        if !ffts.contains_key(&shape) {
-            ffts.insert(shape, self.fft_plan(shape)?);
-        }
-        self.fft_exec(&ffts[&shape], x, exponent)
+        let plan = match ffts.entry(shape) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(self.fft_plan(shape)?),
+        };
+        self.fft_exec(plan, x, exponent)
     }
 
     /// Runs `plan` in place on `x` (of the plan's size).
