@@ -102,10 +102,12 @@ enum Command {
     Simulate(SimulateArgs),
     /// Run the config through every engine, noiseless and noisy, with gridding.
     Validate(validate::ValidateArgs),
-    /// Time the book's reference problem: each GPU variant, Q, F^H D and CG.
+    /// Time the book's reference problem: each GPU variant, then each
+    /// engine's Q, F^H D and CG.
     Bench(bench::BenchArgs),
-    /// Time the CPU NUFFT engine on a scan file's trajectory (plan, F^H D,
-    /// F and Q), as scripts/nufft-vs-finufft.py compares it with FINUFFT.
+    /// Time the NUFFT engine on the CPU or GPU: on a scan file's trajectory
+    /// (plan, F^H D, F and Q, as scripts/nufft-vs-finufft.py compares it
+    /// with FINUFFT), or on random points.
     BenchNufft(bench_nufft::BenchNufftArgs),
     /// Q for a Parboil mri-q input file, in Parboil's output format.
     ParboilQ(parboil::ParboilArgs),
