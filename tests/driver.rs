@@ -434,9 +434,9 @@ fn validate_writes_the_matrix_checks_and_sweep() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap())
             .unwrap();
-    // Two data cases x (4 exact-engine rows, 2 NUFFT rows, gridding).
+    // Two data cases x (4 exact-engine rows, 3 NUFFT rows, gridding).
     let rows = v["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 14);
+    assert_eq!(rows.len(), 16);
     assert!(rows
         .iter()
         .all(|r| r["psnr_db"].as_f64().unwrap().is_finite()));
@@ -456,10 +456,10 @@ fn validate_writes_the_matrix_checks_and_sweep() {
         assert_eq!(d.len(), 2, "{method}: a row per data case");
         assert!(d.iter().all(|&d| d < bound), "{method}: {d:?}");
     }
-    // Checks: f32, hardware sin/cos and the NUFFT per case, and iterative
-    // over gridding.
+    // Checks: f32, hardware sin/cos, the NUFFT and the GPU NUFFT per case,
+    // and iterative over gridding.
     let checks = v["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 7);
+    assert_eq!(checks.len(), 9);
     for c in checks
         .iter()
         .filter(|c| c["what"].as_str().unwrap().contains("NUFFT against exact"))

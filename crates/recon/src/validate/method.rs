@@ -6,7 +6,8 @@ use crate::pipeline::{self, Inputs, Outputs, Ui};
 use anyhow::Result;
 
 /// A row of the matrix: the exact engine on each device and precision,
-/// and the NUFFT engine at two tolerances, all on the same data.
+/// the NUFFT engine at two tolerances in float64 on the CPU, and the NUFFT
+/// on the GPU, all on the same data.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Method {
     CpuF64,
@@ -15,17 +16,28 @@ pub(super) enum Method {
     GpuFast,
     /// The NUFFT engine in float64 on the CPU at this tolerance.
     Nufft(f64),
+    /// The NUFFT engine at 1e-6 on the GPU (float32).
+    GpuNufft,
 }
 
 impl Method {
-    pub(super) const ALL: [Method; 6] = [
+    pub(super) const ALL: [Method; 7] = [
         Method::CpuF64,
         Method::CpuF32,
         Method::GpuAccurate,
         Method::GpuFast,
         Method::Nufft(1e-3),
         Method::Nufft(1e-6),
+        Method::GpuNufft,
     ];
+
+    /// A GPU row, run on the CPU in float32 where there is no GPU.
+    pub(super) fn wants_gpu(self) -> bool {
+        matches!(
+            self,
+            Method::GpuAccurate | Method::GpuFast | Method::GpuNufft
+        )
+    }
 
     pub(super) fn name(self) -> String {
         match self {
@@ -34,6 +46,7 @@ impl Method {
             Method::GpuAccurate => "exact, GPU accurate sin/cos (variant 2)".into(),
             Method::GpuFast => "exact, GPU hardware sin/cos (variant 5)".into(),
             Method::Nufft(t) => format!("NUFFT {t:e}, CPU float64"),
+            Method::GpuNufft => "NUFFT 1e-6, GPU float32".into(),
         }
     }
 
@@ -60,6 +73,14 @@ impl Method {
                 e.kind = EngineKind::Nufft;
                 e.tolerance = Some(t);
             }
+            Method::GpuNufft => {
+                e.kind = EngineKind::Nufft;
+                e.tolerance = Some(1e-6);
+                e.precision = Precision::F32;
+                if gpu {
+                    e.device = DeviceChoice::Cuda;
+                }
+            }
         }
         e
     }
@@ -79,7 +100,7 @@ pub(super) fn run_method(
     let chosen = crate::choose_backend(&case.cfg.engine)?;
     let out = crate::on_backend!(chosen, b => pipeline::reconstruct(b, &case, inputs, ui))?;
     let name = match m {
-        Method::GpuAccurate | Method::GpuFast if !gpu => {
+        _ if m.wants_gpu() && !gpu => {
             format!("{} -> CPU float32 (no GPU)", m.name())
         }
         _ => m.name(),

@@ -259,13 +259,15 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
                     Method::CpuF32 => (0.05, "float32 against float64"),
                     Method::GpuFast => (0.1, "hardware sin/cos against float64"),
                     Method::Nufft(t) if t <= 1e-6 => (0.01, "NUFFT against exact, float64"),
+                    // float32's own bound, as for the exact engine in float32.
+                    Method::GpuNufft => (0.05, "NUFFT on the GPU against exact, float64"),
                     _ => (f64::INFINITY, ""),
                 };
                 if bound.is_finite() {
                     let d = (r.psnr_db - f64_psnr).abs();
                     // Without a GPU the GPU rows ran on the CPU: their
                     // check would compare two CPU runs.
-                    let not_run = (e == Method::GpuFast && !gpu)
+                    let not_run = (e.wants_gpu() && !gpu)
                         .then(|| "no GPU: the row ran on the CPU in float32".to_string());
                     checks.push(Check {
                         what: format!("{name}: {what} ({})", r.method),
