@@ -21,6 +21,11 @@
 //! over slabs of the fine grid that never write the same plane at once,
 //! interpolation over points, the FFT over lines, pruned to the lines
 //! the modes need ([`fft`]).
+//!
+//! The crate also holds what a NUFFT on any device shares: [`Layout`]
+//! (kernel, fine grid and deconvolution factors from modes and tolerance)
+//! and [`NufftBackend`], the plan interface the pipeline calls, which this
+//! CPU plan and recon-cuda's GPU plan implement.
 
 use recon_core::{Backend, Complex, CpuBackend, Error, Real, Result};
 
