@@ -123,21 +123,6 @@ pub struct CudaNufft {
 }
 
 impl CudaNufft {
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
-    /// "shared-memory subproblems (N bytes)" or "global atomics".
-    pub fn describe_spreading(&self) -> String {
-        match self.method {
-            Method::Shared(b) => format!(
-                "shared-memory subproblems ({} points, {b} bytes, bins {:?})",
-                self.maxsub, self.geometry.bs
-            ),
-            Method::Global => "global atomics".into(),
-        }
-    }
-
     fn modes_len(&self) -> usize {
         self.layout.modes.iter().product()
     }
@@ -174,18 +159,7 @@ impl Device {
                 ),
             });
         }
-        if points.len() > i32::MAX as usize {
-            return Err(Error::Invalid {
-                what: "NUFFT points",
-                reason: format!("at most 2^31 - 1 on the GPU, got {}", points.len()),
-            });
-        }
-        if let Some(m) = points.iter().position(|p| p.iter().any(|v| !v.is_finite())) {
-            return Err(Error::Invalid {
-                what: "NUFFT points",
-                reason: format!("point {m} is {:?}", points[m]),
-            });
-        }
+        recon_nufft::check_points(points, i32::MAX as usize)?;
         if options.maxsub == 0 || options.bins.contains(&0) {
             return Err(Error::Invalid {
                 what: "GPU NUFFT options",

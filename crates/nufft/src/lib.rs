@@ -122,6 +122,24 @@ impl Layout {
     }
 }
 
+/// Checks points for any device's plan: finite, and at most `max` of them
+/// (what the device's indices hold).
+pub fn check_points(x: &[[f64; 3]], max: usize) -> Result<()> {
+    if x.len() > max {
+        return Err(Error::Invalid {
+            what: "NUFFT points",
+            reason: format!("at most {max} on this device, got {}", x.len()),
+        });
+    }
+    if let Some(m) = x.iter().position(|p| p.iter().any(|v| !v.is_finite())) {
+        return Err(Error::Invalid {
+            what: "NUFFT points",
+            reason: format!("point {m} is {:?}", x[m]),
+        });
+    }
+    Ok(())
+}
+
 /// The NUFFT on a backend's own vectors: what differs between devices,
 /// as [`Backend`] is for the rest of the pipeline (it lives here, not in
 /// recon-core, because the CPU's implementation is this crate's [`Plan`]).
@@ -232,18 +250,7 @@ impl<T: Real> Plan<T> {
     /// Sets the points (radians, finite; at most 2^32 of them), sorted
     /// once for every later execution.
     pub fn set_points(&mut self, x: &[[f64; 3]]) -> Result<()> {
-        if x.len() > u32::MAX as usize {
-            return Err(Error::Invalid {
-                what: "NUFFT points",
-                reason: format!("at most 2^32, got {}", x.len()),
-            });
-        }
-        if let Some(m) = x.iter().position(|p| p.iter().any(|v| !v.is_finite())) {
-            return Err(Error::Invalid {
-                what: "NUFFT points",
-                reason: format!("point {m} is {:?}", x[m]),
-            });
-        }
+        check_points(x, u32::MAX as usize)?;
         self.points = Some(Points::new(x, self.fine, &self.horner));
         Ok(())
     }
