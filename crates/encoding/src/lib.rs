@@ -85,10 +85,14 @@ impl Engine {
 /// `Mu_m = conj(phi(k_m)) D_m = phi(k_m) D_m` (phi is real), in `T`: the
 /// strengths of F^H D's sum.
 pub fn mu<T: Real>(grid: &Grid, traj: &[[f64; 3]], data: &[Complex<f64>]) -> Vec<Complex<T>> {
-    traj.iter()
-        .zip(data)
-        .map(|(k, d)| {
-            let m = d * grid.phi(*k);
+    weighted(traj.iter().map(|k| grid.phi(*k)), data)
+}
+
+/// `phi_m D_m` in `T`, for phi given per sample.
+fn weighted<T: Real>(phi: impl Iterator<Item = f64>, data: &[Complex<f64>]) -> Vec<Complex<T>> {
+    phi.zip(data)
+        .map(|(p, d)| {
+            let m = d * p;
             Complex::new(T::of(m.re), T::of(m.im))
         })
         .collect()
@@ -184,13 +188,24 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
                 progress(0, 1);
                 let b = self.backend;
                 let p = b.nufft_plan(d, tolerance, 1, &radians(&self.grid, &self.traj))?;
-                let mut q = b.zeros(out.len())?;
-                b.nufft_type1(&p, &mut q, &b.upload(&coef)?)?;
-                b.download(out, &q)?;
+                self.on_device(out, &coef, |q, c| b.nufft_type1(&p, q, c))?;
                 progress(1, 1);
                 Ok(())
             }
         }
+    }
+
+    /// `out = f(input)` for a device operation `f`, host data in and out.
+    fn on_device(
+        &self,
+        out: &mut [Complex<B::Real>],
+        input: &[Complex<B::Real>],
+        f: impl FnOnce(&mut B::Vector, &B::Vector) -> Result<()>,
+    ) -> Result<()> {
+        let b = self.backend;
+        let mut o = b.zeros(out.len())?;
+        f(&mut o, &b.upload(input)?)?;
+        b.download(out, &o)
     }
 
     /// `phi(k_m) D_m` from the plan's phi, in the backend's precision.
@@ -200,12 +215,7 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
             self.traj.len(),
             data.len(),
         )?;
-        Ok(self
-            .phi
-            .iter()
-            .zip(data)
-            .map(|(p, d)| Complex::new(B::Real::of(p * d.re), B::Real::of(p * d.im)))
-            .collect())
+        Ok(weighted(self.phi.iter().copied(), data))
     }
 
     /// `out = F^H D` on the image grid, on the host.
@@ -216,25 +226,27 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
         progress: Progress<'_>,
     ) -> Result<()> {
         Error::check_len("F^H D (one value per voxel)", self.grid.len(), out.len())?;
+        let mu = self.mu(data)?;
         match &self.nufft {
             None => exact::lattice_sum(
                 self.backend,
                 out,
                 self.grid.voxels(),
                 &self.traj,
-                &self.mu(data)?,
+                &mu,
                 progress,
             ),
-            Some(_) => {
-                let mut fhd = self.backend.zeros(out.len())?;
-                self.adjoint_on_device(&mut fhd, data, progress)?;
-                self.backend.download(out, &fhd)
+            Some(p) => {
+                progress(0, 1);
+                self.on_device(out, &mu, |o, m| self.backend.nufft_type1(p, o, m))?;
+                progress(1, 1);
+                Ok(())
             }
         }
     }
 
     /// `out = F^H D` on the image grid, left on the device for the solver:
-    /// only the data go up.
+    /// for the NUFFT only the data go up.
     pub fn adjoint_on_device(
         &self,
         out: &mut B::Vector,
@@ -243,24 +255,19 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
     ) -> Result<()> {
         let b = self.backend;
         Error::check_len("F^H D (one value per voxel)", self.grid.len(), b.len(out))?;
-        let mu = self.mu(data)?;
-        progress(0, 1);
         match &self.nufft {
             None => {
                 let mut host = vec![Complex::default(); self.grid.len()];
-                exact::lattice_sum(
-                    b,
-                    &mut host,
-                    self.grid.voxels(),
-                    &self.traj,
-                    &mu,
-                    &mut |_, _| {},
-                )?;
+                self.adjoint(&mut host, data, progress)?;
                 *out = b.upload(&host)?;
             }
-            Some(p) => b.nufft_type1(p, out, &b.upload(&mu)?)?,
+            Some(p) => {
+                let mu = b.upload(&self.mu(data)?)?;
+                progress(0, 1);
+                b.nufft_type1(p, out, &mu)?;
+                progress(1, 1);
+            }
         }
-        progress(1, 1);
         Ok(())
     }
 
@@ -277,10 +284,7 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
             None => exact::forward(self.backend, out, &self.grid, &self.traj, rho, progress)?,
             Some(p) => {
                 progress(0, 1);
-                let b = self.backend;
-                let mut d = b.zeros(out.len())?;
-                b.nufft_type1_adjoint(p, &mut d, &b.upload(rho)?)?;
-                b.download(out, &d)?;
+                self.on_device(out, rho, |d, r| self.backend.nufft_type1_adjoint(p, d, r))?;
                 progress(1, 1);
             }
         }
