@@ -407,8 +407,7 @@ fn check_memory(size: Size, use_gpu: bool, nufft: bool) -> Result<()> {
         anatomy_voxels: 0,
         gridding_oversampling: 0.0,
         output_q: false,
-        // The NUFFT's fine grids are on the host only on the CPU.
-        nufft: !use_gpu && nufft,
+        nufft,
     };
     let Some(free) = memory::available_host_bytes() else {
         return Ok(());

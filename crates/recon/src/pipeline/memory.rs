@@ -63,7 +63,7 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
             0.0
         },
         output_q: l.cfg.output.q,
-        nufft: l.cfg.engine.kind == config::EngineKind::Nufft && !on_gpu,
+        nufft: l.cfg.engine.kind == config::EngineKind::Nufft,
     };
     let Some(free) = memory::available_host_bytes() else {
         return Ok(());
