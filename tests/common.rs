@@ -71,6 +71,18 @@ pub fn random_traj(grid: &Grid, m: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
         .collect()
 }
 
+/// The GPU backend, or `None` after printing why the test is skipped: a
+/// GPU test without a GPU says so and checks nothing.
+pub fn gpu(options: recon_cuda::Options) -> Option<recon_cuda::CudaBackend> {
+    match recon_cuda::probe() {
+        Err(why) => {
+            println!("skipped: no usable GPU ({why})");
+            None
+        }
+        Ok(_) => Some(recon_cuda::CudaBackend::new(options).expect("open the GPU")),
+    }
+}
+
 /// float32 values widened to float64.
 pub fn up(v: &[Complex<f32>]) -> Vec<Complex<f64>> {
     v.iter()

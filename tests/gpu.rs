@@ -17,17 +17,6 @@ use recon_cuda::{CudaBackend, Options, Tuning, Variant};
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The GPU backend, or `None` after printing why the test is skipped.
-fn gpu(options: Options) -> Option<CudaBackend> {
-    match recon_cuda::probe() {
-        Err(why) => {
-            println!("skipped: no usable GPU ({why})");
-            None
-        }
-        Ok(_) => Some(CudaBackend::new(options).expect("open the GPU")),
-    }
-}
-
 /// Every variant, and the tuned kernels at each outputs-per-thread count.
 fn all_shapes() -> Vec<(Variant, Tuning)> {
     let mut v: Vec<(Variant, Tuning)> = Variant::ALL

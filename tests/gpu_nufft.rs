@@ -10,22 +10,12 @@ use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid};
 use recon_cuda::{CudaBackend, NufftOptions, Options, Spreading};
 use recon_encoding::{Engine, NufftBackend, Plan};
 
-/// The GPU backend with these NUFFT settings, or `None` after printing why
-/// the test is skipped.
-fn gpu(nufft: NufftOptions) -> Option<CudaBackend> {
-    match recon_cuda::probe() {
-        Err(why) => {
-            println!("skipped: no usable GPU ({why})");
-            None
-        }
-        Ok(_) => Some(
-            CudaBackend::new(Options {
-                nufft,
-                ..Options::default()
-            })
-            .expect("open the GPU"),
-        ),
-    }
+/// The GPU backend with these NUFFT settings, or `None` (skipped).
+fn gpu_with(nufft: NufftOptions) -> Option<CudaBackend> {
+    gpu(Options {
+        nufft,
+        ..Options::default()
+    })
 }
 
 /// The modes `-M/2 .. M/2` per axis, x fastest.
@@ -90,7 +80,7 @@ fn allowed(tol: f64) -> f64 {
 #[test]
 fn type1_and_adjoint_meet_the_tolerance_with_either_spreading() {
     for spreading in [Spreading::Shared, Spreading::Global] {
-        let Some(b) = gpu(NufftOptions {
+        let Some(b) = gpu_with(NufftOptions {
             spreading,
             ..NufftOptions::default()
         }) else {
@@ -130,7 +120,7 @@ fn clustered_points_split_into_many_subproblems() {
     // Small bins and subproblems of 16 points: the cluster's bins hold
     // hundreds of points each, split over many blocks, and its footprints
     // wrap around the periodic edge.
-    let Some(b) = gpu(NufftOptions {
+    let Some(b) = gpu_with(NufftOptions {
         spreading: Spreading::Shared,
         bins: [4, 4, 4],
         maxsub: 16,
@@ -158,7 +148,7 @@ fn clustered_points_split_into_many_subproblems() {
 
 #[test]
 fn gpu_nufft_matches_the_cpu_nufft_and_is_adjoint() {
-    let Some(b) = gpu(NufftOptions::default()) else {
+    let Some(b) = gpu_with(NufftOptions::default()) else {
         return;
     };
     let cpu = CpuBackend::<f64>::new();
@@ -209,7 +199,7 @@ fn gpu_nufft_matches_the_cpu_nufft_and_is_adjoint() {
 
 #[test]
 fn encoding_plan_on_the_gpu_matches_the_exact_engine_in_f64() {
-    let Some(b) = gpu(NufftOptions::default()) else {
+    let Some(b) = gpu_with(NufftOptions::default()) else {
         return;
     };
     let cpu = CpuBackend::<f64>::new();
@@ -244,7 +234,7 @@ fn encoding_plan_on_the_gpu_matches_the_exact_engine_in_f64() {
 
 #[test]
 fn bad_plans_and_lengths_are_refused() {
-    let Some(b) = gpu(NufftOptions::default()) else {
+    let Some(b) = gpu_with(NufftOptions::default()) else {
         return;
     };
     // float32 cannot reach 1e-7; a NaN is not a point.
@@ -264,7 +254,7 @@ fn bad_plans_and_lengths_are_refused() {
 
 #[test]
 fn gridding_on_the_gpu_matches_the_cpu_f64_baseline() {
-    let Some(b) = gpu(NufftOptions::default()) else {
+    let Some(b) = gpu_with(NufftOptions::default()) else {
         return;
     };
     let grid = Grid::new([16, 16, 12], [220.0, 220.0, 180.0]).unwrap();
