@@ -139,6 +139,14 @@ impl BenchArgs {
 
     /// `--engines` and `--tolerance`, checked for float32 (both backends
     /// are timed in float32).
+    /// Whether `--engines` names the NUFFT (its grids count in memory).
+    fn times_nufft(&self) -> Result<bool> {
+        Ok(self
+            .engines()?
+            .iter()
+            .any(|e| matches!(e, recon_encoding::Engine::Nufft { .. })))
+    }
+
     fn engines(&self) -> Result<Vec<recon_encoding::Engine>> {
         use recon_encoding::Engine;
         if self.engines.is_empty() {
@@ -239,7 +247,7 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
             .samples
             .unwrap_or(if use_gpu { 284_592 } else { 15_008 }),
     };
-    check_memory(size, use_gpu, args.engines.iter().any(|e| e == "nufft"))?;
+    check_memory(size, use_gpu, args.times_nufft()?)?;
     ui.log(&format!(
         "bench: {}^3 image, {} samples, Q on {}^3; computing float64 references on the CPU...",
         size.matrix,
@@ -351,7 +359,7 @@ fn results<B: NufftBackend>(
     ui: &crate::Bars,
 ) -> Result<Results> {
     if let Some(free) = b.memory_available() {
-        let nufft = args.engines.iter().any(|e| e == "nufft");
+        let nufft = args.times_nufft()?;
         crate::pipeline::check_device_memory(&b.describe(), free, p.grid.n, p.traj.len(), nufft)?;
     }
     let stages = args
