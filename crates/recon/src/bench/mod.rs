@@ -137,8 +137,6 @@ impl BenchArgs {
         Ok(())
     }
 
-    /// `--engines` and `--tolerance`, checked for float32 (both backends
-    /// are timed in float32).
     /// Whether `--engines` names the NUFFT (its grids count in memory).
     fn times_nufft(&self) -> Result<bool> {
         Ok(self
@@ -147,6 +145,8 @@ impl BenchArgs {
             .any(|e| matches!(e, recon_encoding::Engine::Nufft { .. })))
     }
 
+    /// `--engines` and `--tolerance`, checked for float32 (both backends
+    /// are timed in float32).
     fn engines(&self) -> Result<Vec<recon_encoding::Engine>> {
         use recon_encoding::Engine;
         if self.engines.is_empty() {
