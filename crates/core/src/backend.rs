@@ -123,6 +123,22 @@ pub trait Backend: Send + Sync {
     /// Takes the corner `0..n` of the `2n` grid `x` into `out`: the adjoint of `pad`.
     fn crop(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()>;
 
+    /// The Toeplitz product `out = crop(IFFT(fq .* FFT(pad(x))))` on the
+    /// `2n` grid, with `work` a `(2n)^3` scratch vector. The default composes
+    /// the pieces above; a device may instead skip the FFT work on the zero
+    /// part of the padded input and on the cropped-away part of the output,
+    /// and fuse the pieces.
+    fn toeplitz(
+        &self,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        fq: &Self::Vector,
+        work: &mut Self::Vector,
+        n: [usize; 3],
+    ) -> Result<()> {
+        toeplitz_by_pieces(self, out, x, fq, work, n)
+    }
+
     // --- regulariser ----------------------------------------------------
 
     /// Copies the stencil's squared weights to the device.
@@ -135,4 +151,22 @@ pub trait Backend: Send + Sync {
         x: &Self::Vector,
         w: &Self::Weights,
     ) -> Result<()>;
+}
+
+/// [`Backend::toeplitz`] from its pieces: pad, FFT, product, inverse FFT, crop.
+pub fn toeplitz_by_pieces<B: Backend + ?Sized>(
+    backend: &B,
+    out: &mut B::Vector,
+    x: &B::Vector,
+    fq: &B::Vector,
+    work: &mut B::Vector,
+    n: [usize; 3],
+) -> Result<()> {
+    let d = n.map(|n| 2 * n);
+    // out = crop(IFFT(FFT(Q) . FFT(pad(x))))
+    backend.pad(work, x, n)?;
+    backend.fft3(work, d, Direction::Forward)?;
+    backend.mul(work, fq)?;
+    backend.fft3(work, d, Direction::Inverse)?;
+    backend.crop(out, work, n)
 }

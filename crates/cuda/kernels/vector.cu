@@ -38,10 +38,11 @@ extern "C" __global__ void scale(float2* x, float s, long long n)
     }
 }
 
-// out (2nx x 2ny x 2nz) = x (nx x ny x nz) in the corner, zeros elsewhere. Every element is written.
-extern "C" __global__ void pad(float2* out, const float2* __restrict__ x, int nx, int ny, int nz)
+// The first `planes` z-planes of out (2nx x 2ny x 2nz) = x (nx x ny x nz) in
+// the corner, zeros elsewhere. Every element of those planes is written.
+extern "C" __global__ void pad(float2* out, const float2* __restrict__ x, int nx, int ny, int nz, int planes)
 {
-    long long total = 8LL * nx * ny * nz;
+    long long total = 4LL * nx * ny * planes;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
         int X = (int)(i % (2 * nx));
         long long r = i / (2 * nx);

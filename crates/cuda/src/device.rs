@@ -3,7 +3,7 @@
 //! is in engine.rs, the kernel sources and names in kernels.rs.
 
 use crate::error::Ctx;
-use crate::kernels::{ptx, sum_kernels, NUFFT_CU, SUM_CU, VECTOR_CU, VECTOR_FUNCS};
+use crate::kernels::{ptx, sum_kernels, NUFFT_CU, SUM_CU, TOEPLITZ_CU, VECTOR_CU, VECTOR_FUNCS};
 use cudarc::cufft::{result as fft_result, sys as fft_sys, CudaFft};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr,
@@ -38,6 +38,8 @@ pub(crate) struct Device {
     pub(crate) sum: Arc<CudaModule>,
     pub(crate) funcs: HashMap<String, CudaFunction>,
     pub(crate) ffts: Mutex<HashMap<[usize; 3], CudaFft>>,
+    /// The pruned Toeplitz product's plans, per image shape (toeplitz.rs).
+    pub(crate) toeplitz: Mutex<HashMap<[usize; 3], crate::toeplitz::Columns>>,
     pub(crate) partial: Mutex<CudaSlice<f64>>,
 }
 
@@ -63,8 +65,11 @@ impl Device {
             .load_module(ptx("vector.cu", VECTOR_CU, arch.clone())?)
             .at("load vector.cu")?;
         let nufft = ctx
-            .load_module(ptx("nufft.cu", NUFFT_CU, arch)?)
+            .load_module(ptx("nufft.cu", NUFFT_CU, arch.clone())?)
             .at("load nufft.cu")?;
+        let toeplitz = ctx
+            .load_module(ptx("toeplitz.cu", TOEPLITZ_CU, arch)?)
+            .at("load toeplitz.cu")?;
         let mut funcs = HashMap::new();
         for f in sum_kernels() {
             let func = sum.load_function(&f).at(&format!("load kernel {f}"))?;
@@ -78,6 +83,10 @@ impl Device {
         }
         for f in crate::nufft::kernel_names() {
             let func = nufft.load_function(&f).at(&format!("load kernel {f}"))?;
+            funcs.insert(f, func);
+        }
+        for f in crate::toeplitz::kernel_names() {
+            let func = toeplitz.load_function(&f).at(&format!("load kernel {f}"))?;
             funcs.insert(f, func);
         }
         let partial = stream
@@ -94,6 +103,7 @@ impl Device {
             sum,
             funcs,
             ffts: Mutex::new(HashMap::new()),
+            toeplitz: Mutex::new(HashMap::new()),
             partial: Mutex::new(partial),
         })
     }
@@ -189,11 +199,20 @@ impl Device {
             .map(|_| ())
     }
 
-    pub fn pad(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
+    /// The first `planes` z-planes of the 2n grid `out` = x zero-padded
+    /// (all of it for `planes` = 2 nz).
+    pub fn pad(
+        &self,
+        out: &mut CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+        n: [usize; 3],
+        planes: usize,
+    ) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
+        let p = planes as i32;
         let mut b = self.stream.launch_builder(self.f("pad"));
-        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
-        unsafe { b.launch(self.cfg(8 * n.iter().product::<usize>())) }
+        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz).arg(&p);
+        unsafe { b.launch(self.cfg(4 * n[0] * n[1] * planes)) }
             .at("launch pad")
             .map(|_| ())
     }

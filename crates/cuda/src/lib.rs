@@ -20,6 +20,7 @@ mod engine;
 mod error;
 mod kernels;
 mod nufft;
+mod toeplitz;
 
 use device::Device;
 use recon_core::{Backend, Complex, Direction, Error, Progress, Result, Sign, Stencil, Targets};
@@ -98,6 +99,9 @@ pub struct Options {
     pub devices: Option<Vec<usize>>,
     /// The NUFFT's spreading method and bins.
     pub nufft: NufftOptions,
+    /// The Toeplitz product pruned and fused where the grid allows
+    /// (toeplitz.rs); `false`: always the pieces, for comparison.
+    pub pruned_toeplitz: bool,
 }
 
 impl Default for Options {
@@ -107,6 +111,7 @@ impl Default for Options {
             tuning: Tuning::default(),
             devices: None,
             nufft: NufftOptions::default(),
+            pruned_toeplitz: true,
         }
     }
 }
@@ -373,7 +378,7 @@ impl Backend for CudaBackend {
         let len: usize = n.iter().product();
         Error::check_len("pad input", 2 * len, x.len())?;
         Error::check_len("pad output", 16 * len, out.len())?;
-        self.dev0().pad(out, x, n)
+        self.dev0().pad(out, x, n, 2 * n[2])
     }
 
     fn crop(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
@@ -381,6 +386,25 @@ impl Backend for CudaBackend {
         Error::check_len("crop input", 16 * len, x.len())?;
         Error::check_len("crop output", 2 * len, out.len())?;
         self.dev0().crop(out, x, n)
+    }
+
+    fn toeplitz(
+        &self,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        fq: &Self::Vector,
+        work: &mut Self::Vector,
+        n: [usize; 3],
+    ) -> Result<()> {
+        let len: usize = n.iter().product();
+        Error::check_len("Toeplitz input", 2 * len, x.len())?;
+        Error::check_len("Toeplitz output", 2 * len, out.len())?;
+        Error::check_len("FFT(Q)", 16 * len, fq.len())?;
+        Error::check_len("Toeplitz work", 16 * len, work.len())?;
+        if self.options.pruned_toeplitz && self.dev0().toeplitz(out, x, fq, work, n)? {
+            return Ok(());
+        }
+        recon_core::toeplitz_by_pieces(self, out, x, fq, work, n)
     }
 
     fn upload_weights(&self, w: &Stencil) -> Result<Self::Weights> {

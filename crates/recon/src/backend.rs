@@ -56,8 +56,7 @@ pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
             per_thread: e.per_thread(),
             block: e.block(),
         },
-        devices: None,
-        nufft: recon_cuda::NufftOptions::default(),
+        ..Default::default()
     };
     match e.device {
         DeviceChoice::Cpu => Ok(Chosen::Cpu(e.precision)),

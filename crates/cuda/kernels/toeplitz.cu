@@ -1,0 +1,239 @@
+// The middle of the pruned Toeplitz product (see toeplitz.rs): along z, for
+// each (x, y) column of the 2N grid,
+//     column = IFFT_z( scale * fq_column .* FFT_z(column) ),
+// in one pass through shared memory. Only the planes z < nz are read (the
+// rest of the padded input is zero) and written (the rest is cropped away),
+// so the z transforms cost half a grid of traffic each way and the product
+// none. The grid is x fastest: element z of column `col` is at z * P + col,
+// P = (2nx)(2ny), so a block's C adjacent columns are adjacent in memory.
+//
+// Each column's transform is a Stockham autosort FFT (Govindaraju et al.
+// 2008) of mixed radix 8, 4, 2, 3, 5, a radix-R DFT per thread in registers
+// and a shared-memory exchange per pass. A column of length L has L / 8
+// threads; a radix-R pass gives each up to ceil(8 / R) groups of R points.
+// Everything is compiled per column length (toeplitz_columns_L), so that
+// the passes, strides and twiddle steps are constants: a kernel with them
+// as run-time values needed 156 registers a thread.
+
+__device__ __forceinline__ float2 cmul(float2 a, float2 b)
+{
+    return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+__device__ __forceinline__ float2 cadd(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
+__device__ __forceinline__ float2 csub(float2 a, float2 b) { return make_float2(a.x - b.x, a.y - b.y); }
+
+// a * (s i), s = +-1
+__device__ __forceinline__ float2 times_i(float2 a, float s) { return make_float2(-s * a.y, s * a.x); }
+
+// v[q] = sum_r v[r] exp(s i 2pi r q / R), in registers, s = +-1.
+template <int R>
+__device__ __forceinline__ void dft(float2* v, float s)
+{
+    if constexpr (R == 2) {
+        float2 a = v[0], b = v[1];
+        v[0] = cadd(a, b);
+        v[1] = csub(a, b);
+    } else if constexpr (R == 4) {
+        float2 a0 = cadd(v[0], v[2]), a1 = csub(v[0], v[2]);
+        float2 a2 = cadd(v[1], v[3]), a3 = times_i(csub(v[1], v[3]), s);
+        v[0] = cadd(a0, a2);
+        v[2] = csub(a0, a2);
+        v[1] = cadd(a1, a3);
+        v[3] = csub(a1, a3);
+    } else if constexpr (R == 8) {
+        // Two DFTs of 4 (even and odd points), then X_q = E_q + w^q O_q and
+        // X_{q+4} = E_q - w^q O_q with w = exp(s i 2pi / 8).
+        float2 e[4] = {v[0], v[2], v[4], v[6]};
+        float2 o[4] = {v[1], v[3], v[5], v[7]};
+        dft<4>(e, s);
+        dft<4>(o, s);
+        const float h = 0.70710678118654752f;
+        o[1] = make_float2(h * (o[1].x - s * o[1].y), h * (o[1].y + s * o[1].x));
+        o[2] = times_i(o[2], s);
+        o[3] = make_float2(-h * (o[3].x + s * o[3].y), h * (s * o[3].x - o[3].y));
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            v[q] = cadd(e[q], o[q]);
+            v[q + 4] = csub(e[q], o[q]);
+        }
+    } else if constexpr (R == 3) {
+        // w = exp(s i 2pi / 3) = -1/2 + s i sqrt(3)/2
+        float2 t = cadd(v[1], v[2]);
+        float2 d = times_i(csub(v[1], v[2]), s * 0.86602540378443865f);
+        float2 m = make_float2(v[0].x - 0.5f * t.x, v[0].y - 0.5f * t.y);
+        v[0] = cadd(v[0], t);
+        v[1] = cadd(m, d);
+        v[2] = csub(m, d);
+    } else {
+        static_assert(R == 5, "radices are 2, 3, 4, 5 and 8");
+        const float c[5] = {1.0f, 0.30901699437494742f, -0.80901699437494742f, -0.80901699437494742f,
+                            0.30901699437494742f};
+        const float sn[5] = {0.0f, 0.95105651629515357f, 0.58778525229247313f, -0.58778525229247313f,
+                             -0.95105651629515357f};
+        float2 in[5] = {v[0], v[1], v[2], v[3], v[4]};
+#pragma unroll
+        for (int q = 0; q < 5; q++) {
+            float2 acc = in[0];
+#pragma unroll
+            for (int r = 1; r < 5; r++) {
+                float2 w = make_float2(c[(r * q) % 5], s * sn[(r * q) % 5]);
+                acc = cadd(acc, cmul(in[r], w));
+            }
+            v[q] = acc;
+        }
+    }
+}
+
+// Columns per block for length L: a power of two from 4 to 32, about 256
+// threads a block. toeplitz.rs computes the same.
+__host__ __device__ constexpr int columns_for(int L)
+{
+    int c = 1;
+    while (2 * c * (L / 8) <= 256 && 2 * c <= 32) c *= 2;
+    return c < 4 ? 4 : c;
+}
+
+// The radix of the next pass when `rest` points remain to be combined.
+__host__ __device__ constexpr int next_radix(int rest)
+{
+    return rest % 8 == 0 ? 8 : rest % 4 == 0 ? 4 : rest % 2 == 0 ? 2 : rest % 3 == 0 ? 3 : 5;
+}
+
+// Shared-memory position of point i of column c: columns interleaved (a
+// warp's threads touch adjacent words), one word of padding per 32.
+template <int C>
+__device__ __forceinline__ int at(int i, int c)
+{
+    int a = i * C + c;
+    return a + (a >> 5);
+}
+
+// One radix-R Stockham pass over every column of the block, in place:
+// every thread reads its groups into registers, the block synchronises,
+// then every thread writes. NS is the product of the earlier radices;
+// tw[k] = exp(i 2pi k / L), conjugated for s = -1.
+template <int L, int C, int R, int NS>
+__device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s)
+{
+    constexpr int TC = L / 8;
+    constexpr int G = (8 + R - 1) / R;
+    constexpr int GROUPS = L / R;
+    constexpr int STEP = L / (NS * R);
+    float2 v[G][R];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        int j = tj + g * TC;
+        if (j < GROUPS) {
+            int k = j % NS;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                float2 a = S[at<C>(j + r * GROUPS, c)];
+                if (r > 0 && NS > 1) {
+                    float2 w = tw[k * r * STEP];
+                    a = cmul(a, make_float2(w.x, s * w.y));
+                }
+                v[g][r] = a;
+            }
+            dft<R>(v[g], s);
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        int j = tj + g * TC;
+        if (j < GROUPS) {
+            int d = (j / NS) * NS * R + j % NS;
+#pragma unroll
+            for (int r = 0; r < R; r++) S[at<C>(d + r * NS, c)] = v[g][r];
+        }
+    }
+    __syncthreads();
+}
+
+// The FFT of length L of every column in S, in place, sign s: the passes
+// from NS (points combined so far) on.
+template <int L, int C, int NS>
+__device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s)
+{
+    if constexpr (NS < L) {
+        constexpr int R = next_radix(L / NS);
+        pass<L, C, R, NS>(S, tw, c, tj, s);
+        fft_columns<L, C, NS * R>(S, tw, c, tj, s);
+    }
+}
+
+// work: the planes z < nz of the 2N grid (P points each), transformed
+// along x and y already; fq: FFT(Q), all L = 2 nz planes; twiddles: L
+// points exp(i 2pi k / L). Blocks of C * L / 8 threads, C columns each;
+// dynamic shared memory: L + at<C>(L, 0) float2.
+template <int L>
+__device__ __forceinline__ void columns(float2* work, const float2* __restrict__ fq,
+                                        const float2* __restrict__ twiddles, long long P, int nz, float scale)
+{
+    constexpr int C = columns_for(L);
+    constexpr int THREADS = C * (L / 8);
+    extern __shared__ float2 smem[];
+    float2* tw = smem;
+    float2* S = smem + L;
+    const int t = threadIdx.x;
+    // Thread t serves column c at points tj, tj + L/8, ...
+    const int c = t % C, tj = t / C;
+    const long long col = (long long)blockIdx.x * C + c;
+    const bool inside = col < P;
+
+    for (int i = t; i < L; i += THREADS) tw[i] = twiddles[i];
+    // This thread's points of the column and of FFT(Q), loaded together so
+    // that the product does not wait for memory after the first FFT.
+    float2 f[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int z = tj + i * (L / 8);
+        float2 v = make_float2(0.0f, 0.0f);
+        if (z < nz && inside) v = work[z * P + col];
+        S[at<C>(z, c)] = v; // column = [work planes, zeros]
+        f[i] = inside ? fq[z * P + col] : make_float2(0.0f, 0.0f);
+    }
+    __syncthreads();
+
+    fft_columns<L, C, 1>(S, tw, c, tj, -1.0f);
+    // column = scale * fq .* column
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int k = tj + i * (L / 8);
+        float2 a = cmul(S[at<C>(k, c)], f[i]);
+        S[at<C>(k, c)] = make_float2(scale * a.x, scale * a.y);
+    }
+    __syncthreads();
+    fft_columns<L, C, 1>(S, tw, c, tj, 1.0f);
+
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int z = tj + i * (L / 8);
+        if (z < nz && inside) work[z * P + col] = S[at<C>(z, c)];
+    }
+}
+
+// One kernel per column length; toeplitz.rs lists the same lengths.
+#define COLUMNS(L)                                                                                            \
+    extern "C" __global__ void __launch_bounds__(columns_for(L) * (L) / 8, 1024 / (columns_for(L) * (L) / 8)) \
+        toeplitz_columns_##L(float2* work, const float2* __restrict__ fq, const float2* __restrict__ tw,    \
+                             long long P, int nz, float scale)                                               \
+    {                                                                                                         \
+        columns<L>(work, fq, tw, P, nz, scale);                                                               \
+    }
+
+COLUMNS(16)
+COLUMNS(32)
+COLUMNS(64)
+COLUMNS(96)
+COLUMNS(128)
+COLUMNS(160)
+COLUMNS(192)
+COLUMNS(256)
+COLUMNS(320)
+COLUMNS(384)
+COLUMNS(512)
+COLUMNS(640)
+COLUMNS(768)
+COLUMNS(1024)
