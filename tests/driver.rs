@@ -166,7 +166,16 @@ fn small_pipeline_end_to_end() {
     ] {
         assert!(r.get(key).is_some(), "report.json lacks {key}");
     }
-    for stage in ["synthesis", "q", "fhd", "cg", "gridding", "total"] {
+    for stage in [
+        "synthesis",
+        "plan",
+        "q",
+        "fhd",
+        "fft_q",
+        "cg",
+        "gridding",
+        "total",
+    ] {
         assert!(
             r["seconds"][stage].as_f64().unwrap() >= 0.0,
             "seconds.{stage}"

@@ -12,7 +12,7 @@
 mod problem;
 mod stages;
 
-use problem::{max_rel_error, problem, time_fhd, Problem, Size};
+use problem::{max_rel_error, problem, radial, time_fhd, Problem};
 
 use anyhow::{Context, Result};
 use recon_core::CpuBackend;
@@ -52,9 +52,17 @@ pub struct BenchArgs {
     /// The NUFFT engine's tolerance.
     #[arg(long, default_value_t = recon_encoding::Engine::DEFAULT_TOLERANCE)]
     pub tolerance: f64,
+    /// The GPU's Toeplitz product in CG: pruned and fused (where the grid
+    /// allows), or the pieces (pad, 3-D FFTs, product, crop) for comparison.
+    #[arg(long, value_enum, default_value = "pruned")]
+    pub toeplitz: ToeplitzChoice,
     /// Also try these per-thread x block shapes for variant 5, e.g. 2x256,4x128.
     #[arg(long, value_delimiter = ',')]
     pub tune: Vec<String>,
+    /// Time the stages on this scan file's trajectory and data (as
+    /// `recon simulate` writes, say) instead of the radial problem.
+    #[arg(long, conflicts_with_all = ["matrix", "samples", "phantom"])]
+    pub scan: Option<PathBuf>,
     /// Phantom whose analytic k-space gives the data (default: the shipped
     /// phantoms/sodium-brain.toml, found beside the installed binary).
     #[arg(long)]
@@ -62,6 +70,13 @@ pub struct BenchArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToeplitzChoice {
+    Pruned,
+    Pieces,
 }
 
 #[derive(Debug, Serialize)]
@@ -76,10 +91,11 @@ struct Row {
 #[derive(Debug, Serialize)]
 struct Results {
     device: String,
-    matrix: usize,
+    matrix: [usize; 3],
     samples: usize,
-    q_grid: usize,
+    q_grid: [usize; 3],
     sfu_bound_pairs_per_s: Option<f64>,
+    toeplitz: ToeplitzChoice,
     variants: Vec<Row>,
     stages: Vec<stages::Stages>,
 }
@@ -216,12 +232,6 @@ pub fn shipped(rel: &str) -> Result<PathBuf> {
 pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
     use crate::pipeline::Ui;
     args.check()?;
-    let phantom_path = match &args.phantom {
-        Some(p) => p.clone(),
-        None => shipped("phantoms/sodium-brain.toml")?,
-    };
-    let phantom = Phantom::load(&phantom_path)
-        .with_context(|| format!("--phantom {}", phantom_path.display()))?;
     if let Some(path) = &args.json {
         recon_io::check_writable_file(path).context("--json")?;
     }
@@ -239,26 +249,43 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
             }
         },
     };
-    // The book's problem on a GPU; the same sampling density at 48^3 on
-    // the CPU, where the book's problem would take over an hour.
-    let size = Size {
-        matrix: args.matrix.unwrap_or(if use_gpu { 128 } else { 48 }),
-        samples: args
-            .samples
-            .unwrap_or(if use_gpu { 284_592 } else { 15_008 }),
+    let (grid, traj, data) = match &args.scan {
+        Some(path) => {
+            let scan = recon_io::scan::read_scan(path, false)
+                .with_context(|| format!("--scan {}", path.display()))?;
+            (scan.grid, scan.traj, scan.data)
+        }
+        // The book's problem on a GPU; the same sampling density at 48^3
+        // on the CPU, where the book's problem would take over an hour.
+        None => {
+            let matrix = args.matrix.unwrap_or(if use_gpu { 128 } else { 48 });
+            let samples = args
+                .samples
+                .unwrap_or(if use_gpu { 284_592 } else { 15_008 });
+            check_memory([matrix; 3], samples, use_gpu, args.times_nufft()?)?;
+            let phantom_path = match &args.phantom {
+                Some(p) => p.clone(),
+                None => shipped("phantoms/sodium-brain.toml")?,
+            };
+            let phantom = Phantom::load(&phantom_path)
+                .with_context(|| format!("--phantom {}", phantom_path.display()))?;
+            radial(matrix, samples, &phantom)?
+        }
     };
-    check_memory(size, use_gpu, args.times_nufft()?)?;
+    if args.scan.is_some() {
+        check_memory(grid.n, traj.len(), use_gpu, args.times_nufft()?)?;
+    }
     ui.log(&format!(
-        "bench: {}^3 image, {} samples, Q on {}^3; computing float64 references on the CPU...",
-        size.matrix,
-        size.samples,
-        2 * size.matrix
+        "bench: {} image, {} samples, Q on {}; computing float64 references on the CPU...",
+        shape(grid.n),
+        traj.len(),
+        shape(grid.doubled())
     ));
-    let p = problem(args, size, &phantom).context("building the benchmark problem")?;
+    let p = problem(args, grid, traj, data).context("building the benchmark problem")?;
     let mut rows = Vec::new();
     let pairs = |voxels: usize| voxels as f64 * p.traj.len() as f64;
     let timing = args.timing_voxels.min(p.grid.len());
-    let plane = size.matrix * size.matrix;
+    let plane = p.grid.n[0] * p.grid.n[1];
     let timed = timing.div_ceil(plane) * plane;
     // The backend factory every command uses, for the exact engine in f32.
     let engine = crate::config::EngineCfg {
@@ -272,6 +299,7 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
         ..Default::default()
     };
     let results = if let crate::Chosen::Cuda(mut b) = crate::choose_backend(&engine)? {
+        b.options.pruned_toeplitz = args.toeplitz == ToeplitzChoice::Pruned;
         let sfu = b.sfu_bound_pairs_per_s();
         let default_tuning = b.options.tuning;
         let mut shapes: Vec<(recon_cuda::Variant, recon_cuda::Tuning, String)> = Vec::new();
@@ -369,10 +397,11 @@ fn results<B: NufftBackend>(
         .collect::<Result<Vec<_>>>()?;
     Ok(Results {
         device: b.describe(),
-        matrix: p.grid.n[0],
+        matrix: p.grid.n,
         samples: p.traj.len(),
-        q_grid: 2 * p.grid.n[0],
+        q_grid: p.grid.doubled(),
         sfu_bound_pairs_per_s: sfu,
+        toeplitz: args.toeplitz,
         variants,
         stages,
     })
@@ -381,8 +410,11 @@ fn results<B: NufftBackend>(
 fn print_table(r: &Results, timed: usize) {
     println!("recon bench: {}", r.device);
     println!(
-        "problem: {}^3 image, {} samples, Q on {}^3; variants timed on F^H D over {} voxels",
-        r.matrix, r.samples, r.q_grid, timed
+        "problem: {} image, {} samples, Q on {}; variants timed on F^H D over {} voxels",
+        shape(r.matrix),
+        r.samples,
+        shape(r.q_grid),
+        timed
     );
     if let Some(s) = r.sfu_bound_pairs_per_s {
         println!("special-function bound: {s:.3e} pairs/s (1 sin + 1 cos per pair, 16/clock/SM)");
@@ -401,11 +433,20 @@ fn print_table(r: &Results, timed: usize) {
             row.variant, row.seconds, row.pairs_per_s, sfu, row.max_rel_error
         );
     }
-    stages::print(&r.stages, r.q_grid);
+    stages::print(&r.stages, &shape(r.q_grid));
 }
 
 /// The benchmark's host memory: the pipeline's estimate for its problem.
-fn check_memory(size: Size, use_gpu: bool, nufft: bool) -> Result<()> {
+/// `128^3`, or `96x64x48` where the sizes differ.
+fn shape(n: [usize; 3]) -> String {
+    if n[0] == n[1] && n[1] == n[2] {
+        format!("{}^3", n[0])
+    } else {
+        format!("{}x{}x{}", n[0], n[1], n[2])
+    }
+}
+
+fn check_memory(n: [usize; 3], samples: usize, use_gpu: bool, nufft: bool) -> Result<()> {
     use recon_core::memory::{self, gib};
     let run = memory::HostRun {
         q: true,
@@ -420,17 +461,16 @@ fn check_memory(size: Size, use_gpu: bool, nufft: bool) -> Result<()> {
     let Some(free) = memory::available_host_bytes() else {
         return Ok(());
     };
-    let need =
-        memory::host_bytes([size.matrix; 3], size.samples, &run).map_or(u64::MAX, |(_, b)| b);
+    let need = memory::host_bytes(n, samples, &run).map_or(u64::MAX, |(_, b)| b);
     if need > free {
         let fits = memory::largest_cubic(free, |n| {
-            memory::host_bytes([n; 3], size.samples, &run).map(|(_, b)| b)
+            memory::host_bytes([n; 3], samples, &run).map(|(_, b)| b)
         });
         anyhow::bail!(
-            "not enough memory: the benchmark on {}^3 with {} samples needs about {:.2} GiB of host memory, \
+            "not enough memory: the benchmark on {} with {} samples needs about {:.2} GiB of host memory, \
              but {:.2} GiB is available; {}",
-            size.matrix,
-            size.samples,
+            shape(n),
+            samples,
             gib(need),
             gib(free),
             fits.map_or("not even a small matrix fits".into(), |n| format!("the largest cubic matrix that fits is {n}"))

@@ -1,5 +1,5 @@
-//! The benchmark's problem: the book's radial trajectory, the phantom's
-//! analytic data, and float64 references at check points; and the
+//! The benchmark's problem: the book's radial trajectory and the phantom's
+//! analytic data, or a scan file's, and float64 references at check points; and the
 //! summation ladder's timing of F^H D.
 
 use super::BenchArgs;
@@ -22,25 +22,33 @@ pub(super) struct Problem {
     pub q_ref: Vec<Complex<f64>>,
 }
 
-/// The problem's size, settled from the arguments and the device.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Size {
-    pub matrix: usize,
-    pub samples: usize,
-}
+/// A problem's grid, trajectory (cycles/FOV) and data.
+pub(super) type Inputs = (Grid, Vec<[f64; 3]>, Vec<Complex<f64>>);
 
-pub(super) fn problem(args: &BenchArgs, size: Size, phantom: &Phantom) -> Result<Problem> {
-    let grid = Grid::new([size.matrix; 3], [240.0; 3])?;
+/// The book's problem: a cubic `matrix`, `samples` on the radial
+/// trajectory (spokes of 112), and the phantom's analytic data.
+pub(super) fn radial(matrix: usize, samples: usize, phantom: &Phantom) -> Result<Inputs> {
+    let grid = Grid::new([matrix; 3], [240.0; 3])?;
     let per_spoke = 112;
-    let spokes = size.samples.div_ceil(per_spoke);
+    let spokes = samples.div_ceil(per_spoke);
     let mut traj = Trajectory::Radial {
         spokes,
         samples: per_spoke,
         kmax: 1.0,
     }
     .generate(&grid)?;
-    traj.truncate(size.samples);
+    traj.truncate(samples);
     let data = phantom.kspace(&grid, &traj);
+    Ok((grid, traj, data))
+}
+
+/// The problem of `grid`, `traj` and `data` with its float64 references.
+pub(super) fn problem(
+    args: &BenchArgs,
+    grid: Grid,
+    traj: Vec<[f64; 3]>,
+    data: Vec<Complex<f64>>,
+) -> Result<Problem> {
     // Check points spread over the timed voxels and over all of Q, fixed by a hash.
     let spread = |count: usize, len: usize, salt: u64| -> Vec<usize> {
         (0..count as u64)
