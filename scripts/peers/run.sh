@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root, with .gpu/ (made here by
+# scripts/gpu-build.sh) and .whl/ (the peers' wheels: see peers.py): makes
+# the comparison's three scan files with `recon simulate` and runs peers.py
+# on each. Tables and JSON go to $PEERS_OUT (default
+# /tmp/recon-peers).
+# PROBLEMS picks some of: sodium radial-128 radial-256.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${PEERS_OUT:-/tmp/recon-peers}
+mkdir -p "$out"
+
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/peers-site .whl/*.whl
+export PYTHONPATH=/tmp/peers-site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+# NVRTC and cuFFT for recon: the CUDA toolkit's, else the Python wheels'.
+for d in /usr/local/cuda/lib64 /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib; do
+    [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
+export LD_LIBRARY_PATH
+
+for p in ${PROBLEMS:-sodium radial-128 radial-256}; do
+    case $p in
+        sodium) cfg=configs/sodium.toml iterations=60 ;;
+        radial-128) cfg=scripts/peers/radial-128.toml iterations=60 ;;
+        radial-256) cfg=scripts/peers/radial-256.toml iterations=30 ;;
+        *) echo "unknown problem $p" >&2; exit 2 ;;
+    esac
+    .gpu/recon simulate --config "$cfg" --out "$out/$p.h5"
+    python3 scripts/peers/peers.py --scan "$out/$p.h5" --recon .gpu/recon \
+        --iterations "$iterations" --json "$out/peers-$p.json" | tee "$out/peers-$p.txt"
+done
