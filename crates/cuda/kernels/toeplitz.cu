@@ -109,12 +109,47 @@ __device__ __forceinline__ int at(int i, int c)
     return a + (a >> 5);
 }
 
-// One radix-R Stockham pass over every column of the block, in place:
-// every thread reads its groups into registers, the block synchronises,
-// then every thread writes. NS is the product of the earlier radices;
-// tw[k] = exp(i 2pi k / L), conjugated for s = -1.
-template <int L, int C, int R, int NS>
-__device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s)
+// This thread's column in global memory: its points z < nz are the
+// grid's lower planes, those above are zero.
+struct Column {
+    float2* work;
+    long long P, col;
+    int nz;
+    bool inside;
+    __device__ __forceinline__ float2 load(int z) const
+    {
+        return (z < nz && inside) ? work[z * P + col] : make_float2(0.0f, 0.0f);
+    }
+    __device__ __forceinline__ void store(int z, float2 v) const
+    {
+        if (z < nz && inside) work[z * P + col] = v;
+    }
+};
+
+// Where a pass reads its points and writes its results: shared memory, or
+// the column in global memory (the first pass reads it, the last writes it).
+enum Place { SHARED, GLOBAL };
+
+// The last radix of length L's passes.
+__host__ __device__ constexpr int last_radix(int L)
+{
+    int ns = 1, r = 1;
+    while (ns < L) {
+        r = next_radix(L / ns);
+        ns *= r;
+    }
+    return r;
+}
+
+// One radix-R Stockham pass over every column of the block: every thread
+// reads its groups into registers, transforms them, and writes them. Where
+// both sides are shared memory the block synchronises between reading and
+// writing (the pass is in place) and after. NS is the product of the
+// earlier radices; tw[k] = exp(i 2pi k / L), conjugated for s = -1. With
+// `f`, each result is multiplied by f[g * R + r] before it is written.
+template <int L, int C, int R, int NS, Place SRC, Place DST>
+__device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Column& col,
+                                     const float2* f)
 {
     constexpr int TC = L / 8;
     constexpr int G = (8 + R - 1) / R;
@@ -128,7 +163,7 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
             int k = j % NS;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                float2 a = S[at<C>(j + r * GROUPS, c)];
+                float2 a = SRC == GLOBAL ? col.load(j + r * GROUPS) : S[at<C>(j + r * GROUPS, c)];
                 if (r > 0 && NS > 1) {
                     float2 w = tw[k * r * STEP];
                     a = cmul(a, make_float2(w.x, s * w.y));
@@ -138,28 +173,39 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
             dft<R>(v[g], s);
         }
     }
-    __syncthreads();
+    if (SRC == SHARED && DST == SHARED) __syncthreads();
 #pragma unroll
     for (int g = 0; g < G; g++) {
         int j = tj + g * TC;
         if (j < GROUPS) {
             int d = (j / NS) * NS * R + j % NS;
 #pragma unroll
-            for (int r = 0; r < R; r++) S[at<C>(d + r * NS, c)] = v[g][r];
+            for (int r = 0; r < R; r++) {
+                float2 a = f ? cmul(v[g][r], f[g * R + r]) : v[g][r];
+                if (DST == GLOBAL)
+                    col.store(d + r * NS, a);
+                else
+                    S[at<C>(d + r * NS, c)] = a;
+            }
         }
     }
-    __syncthreads();
+    if (DST == SHARED) __syncthreads();
 }
 
-// The FFT of length L of every column in S, in place, sign s: the passes
-// from NS (points combined so far) on.
-template <int L, int C, int NS>
-__device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s)
+// The FFT of length L of every column, sign s: the passes from NS (points
+// combined so far) on. The first reads from FIRST, the last writes to LAST
+// (multiplied by `f`); the others work in shared memory.
+template <int L, int C, int NS, Place FIRST, Place LAST>
+__device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s,
+                                            const Column& col, const float2* f)
 {
     if constexpr (NS < L) {
         constexpr int R = next_radix(L / NS);
-        pass<L, C, R, NS>(S, tw, c, tj, s);
-        fft_columns<L, C, NS * R>(S, tw, c, tj, s);
+        static_assert(NS > 1 || R < L, "one pass: the first would also be the last");
+        constexpr Place SRC = NS == 1 ? FIRST : SHARED;
+        constexpr Place DST = NS * R == L ? LAST : SHARED;
+        pass<L, C, R, NS, SRC, DST>(S, tw, c, tj, s, col, NS * R == L ? f : nullptr);
+        fft_columns<L, C, NS * R, FIRST, LAST>(S, tw, c, tj, s, col, f);
     }
 }
 
@@ -167,51 +213,46 @@ __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, 
 // along x and y already; fq: FFT(Q), all L = 2 nz planes; twiddles: L
 // points exp(i 2pi k / L). Blocks of C * L / 8 threads, C columns each;
 // dynamic shared memory: L + at<C>(L, 0) float2.
+//
+// The forward FFT's first pass reads the column from global memory and its
+// last pass multiplies by scale * FFT(Q) on the way to shared memory; the
+// inverse FFT's last pass writes the lower half back to global memory.
 template <int L>
 __device__ __forceinline__ void columns(float2* work, const float2* __restrict__ fq,
                                         const float2* __restrict__ twiddles, long long P, int nz, float scale)
 {
     constexpr int C = columns_for(L);
     constexpr int THREADS = C * (L / 8);
+    constexpr int R = last_radix(L);
+    constexpr int G = (8 + R - 1) / R;
     extern __shared__ float2 smem[];
     float2* tw = smem;
     float2* S = smem + L;
     const int t = threadIdx.x;
-    // Thread t serves column c at points tj, tj + L/8, ...
+    // Thread t serves column c; its groups start at tj, tj + L/8, ...
     const int c = t % C, tj = t / C;
-    const long long col = (long long)blockIdx.x * C + c;
-    const bool inside = col < P;
+    const long long x = (long long)blockIdx.x * C + c;
+    const Column col{work, P, x, nz, x < P};
 
     for (int i = t; i < L; i += THREADS) tw[i] = twiddles[i];
-    // This thread's points of the column and of FFT(Q), loaded together so
-    // that the product does not wait for memory after the first FFT.
-    float2 f[8];
+    // scale * FFT(Q) at the points this thread's last forward pass writes
+    // (j + r L/R for its groups j), loaded before the FFT so that the
+    // product does not wait for memory.
+    float2 f[G * R];
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int z = tj + i * (L / 8);
-        float2 v = make_float2(0.0f, 0.0f);
-        if (z < nz && inside) v = work[z * P + col];
-        S[at<C>(z, c)] = v; // column = [work planes, zeros]
-        f[i] = inside ? fq[z * P + col] : make_float2(0.0f, 0.0f);
+    for (int g = 0; g < G; g++) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int k = tj + g * (L / 8) + r * (L / R);
+            float2 q = (col.inside && tj + g * (L / 8) < L / R) ? fq[k * P + x] : make_float2(0.0f, 0.0f);
+            f[g * R + r] = make_float2(scale * q.x, scale * q.y);
+        }
     }
-    __syncthreads();
 
-    fft_columns<L, C, 1>(S, tw, c, tj, -1.0f);
-    // column = scale * fq .* column
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int k = tj + i * (L / 8);
-        float2 a = cmul(S[at<C>(k, c)], f[i]);
-        S[at<C>(k, c)] = make_float2(scale * a.x, scale * a.y);
-    }
-    __syncthreads();
-    fft_columns<L, C, 1>(S, tw, c, tj, 1.0f);
-
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int z = tj + i * (L / 8);
-        if (z < nz && inside) work[z * P + col] = S[at<C>(z, c)];
-    }
+    // The twiddles are first read by the second pass, after the first's
+    // synchronisation.
+    fft_columns<L, C, 1, GLOBAL, SHARED>(S, tw, c, tj, -1.0f, col, f);
+    fft_columns<L, C, 1, SHARED, GLOBAL>(S, tw, c, tj, 1.0f, col, nullptr);
 }
 
 // One kernel per column length; toeplitz.rs lists the same lengths.
