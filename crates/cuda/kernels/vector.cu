@@ -38,31 +38,32 @@ extern "C" __global__ void scale(float2* x, float s, long long n)
     }
 }
 
+// pad, crop and add_whw run a block per row of x (fixed y and z) and a
+// thread per x: the row's y and z come from the block index by one 32-bit
+// division, where a flat index cost four 64-bit ones per element.
+
 // The first `planes` z-planes of out (2nx x 2ny x 2nz) = x (nx x ny x nz) in
 // the corner, zeros elsewhere. Every element of those planes is written.
+// Blocks: planes * 2ny rows.
 extern "C" __global__ void pad(float2* out, const float2* __restrict__ x, int nx, int ny, int nz, int planes)
 {
-    long long total = 4LL * nx * ny * planes;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-        int X = (int)(i % (2 * nx));
-        long long r = i / (2 * nx);
-        int Y = (int)(r % (2 * ny));
-        int Z = (int)(r / (2 * ny));
-        out[i] = (X < nx && Y < ny && Z < nz) ? x[((long long)Z * ny + Y) * nx + X] : make_float2(0.0f, 0.0f);
-    }
+    const unsigned row = blockIdx.x;
+    const int Y = (int)(row % (unsigned)(2 * ny)), Z = (int)(row / (unsigned)(2 * ny));
+    const bool inside = Y < ny && Z < nz;
+    float2* o = out + (long long)row * 2 * nx;
+    const float2* src = x + ((long long)Z * ny + Y) * nx;
+    for (int X = threadIdx.x; X < 2 * nx; X += blockDim.x)
+        o[X] = (inside && X < nx) ? src[X] : make_float2(0.0f, 0.0f);
 }
 
-// out (nx x ny x nz) = the corner of x (2nx x 2ny x 2nz).
+// out (nx x ny x nz) = the corner of x (2nx x 2ny x 2nz). Blocks: nz * ny rows.
 extern "C" __global__ void crop(float2* out, const float2* __restrict__ x, int nx, int ny, int nz)
 {
-    long long total = (long long)nx * ny * nz;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-        int X = (int)(i % nx);
-        long long r = i / nx;
-        int Y = (int)(r % ny);
-        int Z = (int)(r / ny);
-        out[i] = x[((long long)Z * 2 * ny + Y) * 2 * nx + X];
-    }
+    const unsigned row = blockIdx.x;
+    const int Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
+    const float2* src = x + ((long long)Z * 2 * ny + Y) * 2 * nx;
+    float2* o = out + (long long)row * nx;
+    for (int X = threadIdx.x; X < nx; X += blockDim.x) o[X] = src[X];
 }
 
 #define REDUCE_THREADS 256
@@ -108,13 +109,12 @@ extern "C" __global__ void add_whw(float2* out, float a, const float2* __restric
                                    const float* __restrict__ w2y, const float* __restrict__ w2z,
                                    const float* __restrict__ d2, int nx, int ny, int nz)
 {
-    long long total = (long long)nx * ny * nz;
-    long long sy = nx, sz = (long long)nx * ny;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-        int X = (int)(i % nx);
-        long long r = i / nx;
-        int Y = (int)(r % ny);
-        int Z = (int)(r / ny);
+    // Blocks: nz * ny rows.
+    const unsigned row = blockIdx.x;
+    const int Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
+    const long long sy = nx, sz = (long long)nx * ny;
+    for (int X = threadIdx.x; X < nx; X += blockDim.x) {
+        const long long i = (long long)row * nx + X;
         float2 xi = x[i];
         float accr = 0.0f, acci = 0.0f;
 #define EDGE(cond, j, w)                   \

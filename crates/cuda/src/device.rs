@@ -151,6 +151,15 @@ impl Device {
         }
     }
 
+    /// A block per row of `width` points, `rows` of them (pad, crop, W^H W).
+    pub(crate) fn rows_cfg(&self, rows: usize, width: usize) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (rows as u32, 1, 1),
+            block_dim: (width.next_power_of_two().clamp(32, 256) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
     // --- vectors --------------------------------------------------------
 
     pub fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>> {
@@ -212,7 +221,7 @@ impl Device {
         let p = planes as i32;
         let mut b = self.stream.launch_builder(self.f("pad"));
         b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz).arg(&p);
-        unsafe { b.launch(self.cfg(4 * n[0] * n[1] * planes)) }
+        unsafe { b.launch(self.rows_cfg(2 * n[1] * planes, 2 * n[0])) }
             .at("launch pad")
             .map(|_| ())
     }
@@ -221,7 +230,7 @@ impl Device {
         let [nx, ny, nz] = n.map(|v| v as i32);
         let mut b = self.stream.launch_builder(self.f("crop"));
         b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
-        unsafe { b.launch(self.cfg(n.iter().product())) }
+        unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }
             .at("launch crop")
             .map(|_| ())
     }
@@ -355,7 +364,7 @@ impl Device {
             None => b.arg(&null),
         };
         b.arg(&nx).arg(&ny).arg(&nz);
-        unsafe { b.launch(self.cfg(n.iter().product())) }
+        unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }
             .at("launch add_whw")
             .map(|_| ())
     }
