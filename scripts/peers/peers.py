@@ -289,13 +289,14 @@ def run_recon(binary, device, scan_path, scan, lambdas, iterations, workdir):
     with open(bench) as f:
         s = json.load(f)["stages"][0]
     print(
-        f"  recon bench: plan {s['plan_seconds']:.3f} s, Q {s['q_seconds']:.3f} s, FFT(Q) {s['toeplitz_seconds']:.3f} s, "
+        f"  recon bench: plan {s['plan_seconds']:.3f} s, Q plan {s.get('q_plan_seconds', 0):.3f} s, "
+        f"Q {s['q_seconds']:.3f} s, FFT(Q) {s['toeplitz_seconds']:.3f} s, "
         f"F^H D {1e3 * s['fhd_seconds']:.2f} ms, CG {s['cg_ms_per_iteration']:.3f} ms/iteration",
         flush=True,
     )
     return {
         "tool": "recon",
-        "precompute_s": s["plan_seconds"] + s["q_seconds"] + s["toeplitz_seconds"],
+        "precompute_s": s["plan_seconds"] + s.get("q_plan_seconds", 0) + s["q_seconds"] + s["toeplitz_seconds"],
         "adjoint_s": s["fhd_seconds"],
         "iteration_s": s["cg_ms_per_iteration"] / 1e3,
         "per_scan_s": s["fhd_plus_cg_seconds"],

@@ -110,6 +110,12 @@ pub struct Plan<'b, B: NufftBackend> {
     nufft: Option<B::Nufft>,
 }
 
+/// Q's plan ([`Plan::q_plan`]): the NUFFT engine's plan on the doubled
+/// grid, or nothing for the exact engine.
+pub struct QPlan<B: NufftBackend> {
+    nufft: Option<B::Nufft>,
+}
+
 /// k in cycles/FOV to NUFFT points in radians for `grid`, `2 pi k_d / N_d`:
 /// the voxel offsets `n - N/2` are then exactly the NUFFT's centred modes,
 /// and the same points serve Q's doubled grid (`k / N = 2k / 2N`), whose
@@ -164,8 +170,37 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
         self.backend
     }
 
-    /// `out = Q` on the `(2N)^3` grid.
+    /// `out = Q` on the `(2N)^3` grid: [`Plan::q_plan`], then
+    /// [`Plan::q_execute`].
     pub fn q(&self, out: &mut [Complex<B::Real>], progress: Progress<'_>) -> Result<()> {
+        let qp = self.q_plan()?;
+        self.q_execute(&qp, out, progress)
+    }
+
+    /// The make-plan half of Q: for the NUFFT engine, a plan on the doubled
+    /// grid with the same points (`k / N = 2k / 2N`), its fine grid and FFT
+    /// plan. Made only when Q is computed (a cached Q needs none), and freed
+    /// with it.
+    pub fn q_plan(&self) -> Result<QPlan<B>> {
+        let nufft = match self.engine {
+            Engine::Exact => None,
+            Engine::Nufft { tolerance } => Some(self.backend.nufft_plan(
+                self.grid.doubled(),
+                tolerance,
+                1,
+                &radians(&self.grid, &self.traj),
+            )?),
+        };
+        Ok(QPlan { nufft })
+    }
+
+    /// The execute half of Q, into `out` on the host.
+    pub fn q_execute(
+        &self,
+        qp: &QPlan<B>,
+        out: &mut [Complex<B::Real>],
+        progress: Progress<'_>,
+    ) -> Result<()> {
         let d = self.grid.doubled();
         Error::check_len("Q (2N)^3", d.iter().product(), out.len())?;
         // |phi(k_m)|^2: real, so Q is Hermitian-symmetric: Q(-y) = conj Q(y).
@@ -174,8 +209,8 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
             .iter()
             .map(|p| Complex::new(B::Real::of(p * p), B::Real::of(0.0)))
             .collect();
-        match self.engine {
-            Engine::Exact => exact::lattice_sum(
+        match &qp.nufft {
+            None => exact::lattice_sum(
                 self.backend,
                 out,
                 self.grid.displacements(),
@@ -183,12 +218,10 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
                 &coef,
                 progress,
             ),
-            Engine::Nufft { tolerance } => {
-                // On the doubled grid, with the same points: k / N = 2k / 2N.
+            Some(p) => {
                 progress(0, 1);
                 let b = self.backend;
-                let p = b.nufft_plan(d, tolerance, 1, &radians(&self.grid, &self.traj))?;
-                self.on_device(out, &coef, |q, c| b.nufft_type1(&p, q, c))?;
+                self.on_device(out, &coef, |q, c| b.nufft_type1(p, q, c))?;
                 progress(1, 1);
                 Ok(())
             }
