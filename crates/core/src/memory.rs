@@ -15,9 +15,10 @@ pub fn stage_bytes(n: [usize; 3], samples: usize, nufft: bool) -> Option<[(&'sta
     let big = vox.checked_mul(8)?; // the (2N)^3 grid
     let c = 8u64; // one complex float32
     let m = samples as u64;
-    let s = m.checked_mul(20)?; // one sample: k (3) and a complex coefficient
-                                // A plan: points in float64 and sorting scratch while it is made (32),
-                                // then sorted cells, offsets and order (28), and strengths (8).
+    // One sample: k (3) and a complex coefficient.
+    let s = m.checked_mul(20)?;
+    // A NUFFT plan: points in float64 and sorting scratch while it is made
+    // (32), then sorted cells, offsets and order (28), and strengths (8).
     let points = m.checked_mul(68)?;
     let kept = m.checked_mul(28)?;
     let (q, fhd, plan) = if nufft {

@@ -127,16 +127,14 @@ impl CudaNufft {
         self.layout.modes.iter().product()
     }
 
-    fn fine_len(&self) -> usize {
-        self.layout.fine.iter().product()
-    }
-}
-
-impl CudaNufft {
     /// The sorted points' arguments every spreading and interpolation
     /// kernel takes after its output and input: first cells, offsets, order.
     fn point_args<'a>(&'a self, b: &mut cudarc::driver::LaunchArgs<'a>) {
         b.arg(&self.first).arg(&self.frac).arg(&self.perm);
+    }
+
+    fn fine_len(&self) -> usize {
+        self.layout.fine.iter().product()
     }
 }
 

@@ -22,7 +22,7 @@
 use crate::device::Device;
 use crate::error::Ctx;
 use cudarc::cufft::{sys as fft_sys, CudaFft};
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use recon_core::Result;
 
 /// The column lengths `2 nz` with a kernel (`toeplitz_columns_L`), as in
@@ -64,6 +64,9 @@ pub(crate) struct Columns {
     planes: CudaFft,
     /// exp(i 2pi k / L), k < L, as float2.
     twiddles: CudaSlice<f32>,
+    /// The column kernel for this length, and its launch shape.
+    kernel: CudaFunction,
+    cfg: LaunchConfig,
 }
 
 impl Device {
@@ -95,9 +98,16 @@ impl Device {
                 [a.cos() as f32, a.sin() as f32]
             })
             .collect();
+        let c = columns_per_block(l);
         Ok(Some(Columns {
             planes,
             twiddles: self.upload(&tw)?,
+            kernel: self.f(&kernel(l)).clone(),
+            cfg: LaunchConfig {
+                grid_dim: ((px * py).div_ceil(c) as u32, 1, 1),
+                block_dim: ((c * l / 8) as u32, 1, 1),
+                shared_mem_bytes: shared_bytes(l) as u32,
+            },
         }))
     }
 
@@ -129,24 +139,17 @@ impl Device {
         // 2. FFT along x and y
         self.fft_exec(&cols.planes, work, -1)?;
         // 3. along z: FFT, product with FFT(Q) / (2n)^3, inverse FFT
-        let c = columns_per_block(l);
-        let cfg = LaunchConfig {
-            grid_dim: (p.div_ceil(c) as u32, 1, 1),
-            block_dim: ((c * l / 8) as u32, 1, 1),
-            shared_mem_bytes: shared_bytes(l) as u32,
-        };
         // 1 / (2n)^3: cuFFT and the columns transform unnormalised.
         let scale = 1.0 / (p * l) as f32;
         let (p, nz) = (p as i64, n[2] as i32);
-        let name = kernel(l);
-        let mut b = self.stream.launch_builder(self.f(&name));
+        let mut b = self.stream.launch_builder(&cols.kernel);
         b.arg(&mut *work)
             .arg(fq)
             .arg(&cols.twiddles)
             .arg(&p)
             .arg(&nz)
             .arg(&scale);
-        unsafe { b.launch(cfg) }.at(&format!("launch {name}"))?;
+        unsafe { b.launch(cols.cfg) }.at("launch toeplitz_columns")?;
         // 4. inverse FFT along x and y
         self.fft_exec(&cols.planes, work, 1)?;
         // 5. crop
