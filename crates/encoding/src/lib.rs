@@ -88,11 +88,12 @@ pub fn mu<T: Real>(grid: &Grid, traj: &[[f64; 3]], data: &[Complex<f64>]) -> Vec
     weighted(traj.iter().map(|k| grid.phi(*k)), data)
 }
 
-/// `phi_m D_m` in `T`, for phi given per sample.
-fn weighted<T: Real>(phi: impl Iterator<Item = f64>, data: &[Complex<f64>]) -> Vec<Complex<T>> {
-    phi.zip(data)
-        .map(|(p, d)| {
-            let m = d * p;
+/// `w_m D_m` in `T`, for a real weight per sample (phi for F^H D, density
+/// weights for gridding).
+pub fn weighted<T: Real>(w: impl Iterator<Item = f64>, data: &[Complex<f64>]) -> Vec<Complex<T>> {
+    w.zip(data)
+        .map(|(w, d)| {
+            let m = d * w;
             Complex::new(T::of(m.re), T::of(m.im))
         })
         .collect()

@@ -132,14 +132,8 @@ pub fn reconstruct<B: NufftBackend>(
     // The weights sum like the k-space volume (cycles/FOV)^3, and the
     // continuous inverse transform takes 1 / FOV per axis of that integral.
     let scale = 1.0 / grid.fov_mm.iter().product::<f64>();
-    let weighted: Vec<Complex<B::Real>> = data
-        .iter()
-        .zip(&w)
-        .map(|(d, w)| {
-            let v = d * (w * scale);
-            Complex::new(B::Real::of(v.re), B::Real::of(v.im))
-        })
-        .collect();
+    let weighted: Vec<Complex<B::Real>> =
+        recon_encoding::weighted(w.iter().map(|w| w * scale), data);
     let mut image = b.zeros(grid.len())?;
     b.nufft_type1(&plan, &mut image, &b.upload(&weighted)?)?;
     let mut out = vec![Complex::default(); grid.len()];
