@@ -4,7 +4,7 @@
 
 use super::BenchArgs;
 use anyhow::Result;
-use recon_core::{Backend, Complex, CpuBackend, Grid, Real, Sign, Targets};
+use recon_core::{Backend, Complex, CpuBackend, Grid, Lattice, Real, Sign, Targets};
 use recon_encoding::NufftBackend;
 use recon_synth::{Phantom, Trajectory};
 use std::time::Instant;
@@ -62,34 +62,32 @@ pub(super) fn problem(
     let timing = args.timing_voxels.min(grid.len());
     let check = spread(args.check_voxels, timing, 1);
     let q_check = spread(args.check_voxels, grid.doubled().iter().product(), 2);
+    // sum_m coef_m exp(+i 2pi k_m . x) at the lattice's points `idx`, in
+    // float64 on the CPU.
     let cpu = CpuBackend::<f64>::new();
-    let vox = grid.voxels();
-    let pts: Vec<[f64; 3]> = check.iter().map(|&i| vox.point(i)).collect();
-    let mu = recon_encoding::mu::<f64>(&grid, &traj, &data);
-    let mut fhd_ref = vec![Complex::default(); pts.len()];
-    cpu.sum_exp(
-        &mut fhd_ref,
-        Targets::List(&pts),
-        &traj,
-        &mu,
-        Sign::Plus,
-        &mut |_, _| {},
+    let direct = |lattice: Lattice, idx: &[usize], coef: &[Complex<f64>]| -> Result<_> {
+        let pts: Vec<[f64; 3]> = idx.iter().map(|&i| lattice.point(i)).collect();
+        let mut out = vec![Complex::default(); pts.len()];
+        cpu.sum_exp(
+            &mut out,
+            Targets::List(&pts),
+            &traj,
+            coef,
+            Sign::Plus,
+            &mut |_, _| {},
+        )?;
+        Ok(out)
+    };
+    let fhd_ref = direct(
+        grid.voxels(),
+        &check,
+        &recon_encoding::mu(&grid, &traj, &data),
     )?;
-    let disp = grid.displacements();
-    let qpts: Vec<[f64; 3]> = q_check.iter().map(|&i| disp.point(i)).collect();
     let phi2: Vec<Complex<f64>> = traj
         .iter()
         .map(|k| Complex::new(grid.phi(*k).powi(2), 0.0))
         .collect();
-    let mut q_ref = vec![Complex::default(); qpts.len()];
-    cpu.sum_exp(
-        &mut q_ref,
-        Targets::List(&qpts),
-        &traj,
-        &phi2,
-        Sign::Plus,
-        &mut |_, _| {},
-    )?;
+    let q_ref = direct(grid.displacements(), &q_check, &phi2)?;
     Ok(Problem {
         grid,
         traj,

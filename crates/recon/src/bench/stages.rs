@@ -45,6 +45,13 @@ fn timed<T>(once: bool, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)> {
     Ok((first.min(t.elapsed().as_secs_f64()), out))
 }
 
+/// A host buffer of `len` values, filled so that its pages are mapped
+/// before a clock starts (a fresh vector's first writes cost as much as
+/// the copy that fills it).
+fn mapped<T: Real>(len: usize) -> Vec<Complex<T>> {
+    vec![Complex::new(T::of(1.0), T::of(0.0)); len]
+}
+
 pub(super) fn stages<B: NufftBackend>(
     b: &B,
     engine: Engine,
@@ -65,23 +72,23 @@ pub(super) fn stages<B: NufftBackend>(
     let plan_seconds = t.elapsed().as_secs_f64();
     // The exact engine's sums are long and steady: timed once.
     let exact = engine == Engine::Exact;
-    // Q's plan (the NUFFT's on the doubled grid), made twice for the NUFFT
-    // (the first may initialise cuFFT), one at a time: each holds a fine
-    // grid eight times Q.
-    let mut q_plan_seconds = f64::INFINITY;
-    let mut qp = None;
-    for _ in 0..if exact { 1 } else { 2 } {
-        drop(qp.take());
+    // Q's plan (the NUFFT's on the doubled grid): for the NUFFT the better
+    // of two (the first may initialise cuFFT), made one at a time, since
+    // each holds a fine grid eight times Q.
+    let make_q_plan = || -> Result<(f64, _)> {
         let t = Instant::now();
-        qp = Some(plan.q_plan()?);
+        let qp = plan.q_plan()?;
         b.synchronize()?;
-        q_plan_seconds = q_plan_seconds.min(t.elapsed().as_secs_f64());
+        Ok((t.elapsed().as_secs_f64(), qp))
+    };
+    let (mut q_plan_seconds, mut qp) = make_q_plan()?;
+    if !exact {
+        drop(qp);
+        let (s, again) = make_q_plan()?;
+        (q_plan_seconds, qp) = (q_plan_seconds.min(s), again);
     }
-    let qp = qp.expect("made above");
-    // Then Q itself, into a host buffer made beforehand (filled, so that
-    // its pages are mapped before the clock starts).
-    let mut q =
-        vec![Complex::new(B::Real::of(1.0), B::Real::of(0.0)); p.grid.doubled().iter().product()];
+    // Then Q itself, into a host buffer made beforehand.
+    let mut q = mapped(p.grid.doubled().iter().product());
     let (q_seconds, ()) = ui.stage("Q", |pr| {
         timed(exact, || Ok(plan.q_execute(&qp, &mut q, &mut *pr)?))
     })?;
@@ -112,8 +119,7 @@ pub(super) fn stages<B: NufftBackend>(
         tolerance: 0.0,
     };
     // The host's image buffer, made once per run like the plan.
-    // (Filled, so that its pages are mapped before the clock starts.)
-    let mut xh = vec![Complex::new(B::Real::of(1.0), B::Real::of(0.0)); p.grid.len()];
+    let mut xh = mapped(p.grid.len());
     let t_cg = Instant::now();
     let info = ui.solver(params.iterations, |cb| {
         recon_cg::solve(b, &mut a, &mut x, &rhs, &params, cb)
