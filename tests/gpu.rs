@@ -220,42 +220,58 @@ fn toeplitz_product_pruned_and_by_pieces_matches_cpu_f64() {
     // swapped unseen. Each operator is applied twice, to catch state left
     // by the first call.
     let shapes = [
-        [16, 12, 8],
-        [6, 4, 48],
-        [4, 6, 80],
-        [4, 4, 128],
-        [10, 8, 12],
+        ([16, 12, 8], true),
+        ([6, 4, 48], true),
+        ([4, 6, 80], true),
+        ([4, 4, 128], true),
+        ([10, 8, 12], false),
     ];
-    for pruned in [true, false] {
-        let Some(b) = gpu(Options {
-            pruned_toeplitz: pruned,
-            ..Default::default()
-        }) else {
-            return;
-        };
-        let cpu = CpuBackend::<f64>::new();
-        for n in shapes {
-            let grid = Grid::new(n, [200.0; 3]).unwrap();
-            let mut rng = Rng::new(7);
-            // Any Q will do: the product is linear in it.
-            let q64 = rng.complex(8 * grid.len());
-            let mut t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();
-            let mut t32 = Toeplitz::new(&b, &grid, &down(&q64)).unwrap();
-            for round in 0..2 {
-                let v = rng.complex(grid.len());
-                let mut want = cpu.zeros(grid.len()).unwrap();
-                t64.apply(&cpu, &mut want, &v).unwrap();
-                let gv = b.upload(&down(&v)).unwrap();
-                let mut got = b.zeros(grid.len()).unwrap();
-                t32.apply(&b, &mut got, &gv).unwrap();
-                let mut gh = vec![Complex::default(); grid.len()];
-                b.download(&mut gh, &got).unwrap();
-                let err = nrmse(&up(&gh), &want);
-                println!("Toeplitz {n:?} pruned {pruned} round {round}: {err:.2e}");
+    let Some(pruned) = gpu(Options::default()) else {
+        return;
+    };
+    let pieces = CudaBackend::new(Options {
+        pruned_toeplitz: false,
+        ..Default::default()
+    })
+    .unwrap();
+    let cpu = CpuBackend::<f64>::new();
+    let apply = |b: &CudaBackend, t: &mut Toeplitz<CudaBackend>, v: &[Complex<f64>]| {
+        let gv = b.upload(&down(v)).unwrap();
+        let mut got = b.zeros(v.len()).unwrap();
+        t.apply(b, &mut got, &gv).unwrap();
+        let mut gh = vec![Complex::default(); v.len()];
+        b.download(&mut gh, &got).unwrap();
+        gh
+    };
+    for (n, covered) in shapes {
+        let grid = Grid::new(n, [200.0; 3]).unwrap();
+        let mut rng = Rng::new(7);
+        // Any Q will do: the product is linear in it.
+        let q64 = rng.complex(8 * grid.len());
+        let mut t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();
+        let mut t_pruned = Toeplitz::new(&pruned, &grid, &down(&q64)).unwrap();
+        let mut t_pieces = Toeplitz::new(&pieces, &grid, &down(&q64)).unwrap();
+        for round in 0..2 {
+            let v = rng.complex(grid.len());
+            let mut want = cpu.zeros(grid.len()).unwrap();
+            t64.apply(&cpu, &mut want, &v).unwrap();
+            let by_pruned = apply(&pruned, &mut t_pruned, &v);
+            let by_pieces = apply(&pieces, &mut t_pieces, &v);
+            for (gh, path) in [(&by_pruned, "pruned"), (&by_pieces, "pieces")] {
+                let err = nrmse(&up(gh), &want);
+                println!("Toeplitz {n:?} {path} round {round}: {err:.2e}");
                 // float32 FFTs of these sizes round to a few 1e-7 relative;
                 // a wrong index or twiddle gives order 1.
-                assert!(err < 1e-5, "Toeplitz {n:?} pruned {pruned}: {err:e}");
+                assert!(err < 1e-5, "Toeplitz {n:?} {path}: {err:e}");
             }
+            // The two paths round differently, so a covered shape that
+            // silently took the pieces would give the same bits.
+            assert_eq!(
+                by_pruned != by_pieces,
+                covered,
+                "Toeplitz {n:?}: the pruned path ran where it should {}",
+                if covered { "have" } else { "not have" }
+            );
         }
     }
 }

@@ -153,6 +153,12 @@ fn f32_engine_agrees_with_f64_on_q_and_fhd() {
     assert!(nrmse(&up(f32_), &f64_) < 1e-5);
 }
 
+/// The gridding baseline in float64 on the CPU, default settings.
+fn cpu_gridding(grid: &Grid, traj: &[[f64; 3]], data: &[Complex<f64>]) -> Vec<Complex<f64>> {
+    let p = recon_gridding::Params::default();
+    recon_gridding::reconstruct(&CpuBackend::<f64>::new(), grid, traj, data, &p).unwrap()
+}
+
 #[test]
 fn gridding_estimates_voxel_values() {
     // A dense radial scan of one smooth ellipsoid: the baseline must recover
@@ -174,14 +180,7 @@ fn gridding_estimates_voxel_values() {
     .generate(&grid)
     .unwrap();
     let data = phantom.kspace(&grid, &traj);
-    let img = recon_gridding::reconstruct(
-        &CpuBackend::<f64>::new(),
-        &grid,
-        &traj,
-        &data,
-        &recon_gridding::Params::default(),
-    )
-    .unwrap();
+    let img = cpu_gridding(&grid, &traj, &data);
     let truth = phantom.rasterise(&grid, 4);
     let sum: f64 = img.iter().map(|c| c.re).sum::<f64>() * grid.voxel_volume();
     let integral = phantom.fourier([0.0; 3]).re;
@@ -222,14 +221,7 @@ fn gridding_mean_inside_the_object_matches_the_truth() {
         .generate(&grid)
         .unwrap();
         let data = phantom.kspace(&grid, &traj);
-        let img = recon_gridding::reconstruct(
-            &CpuBackend::<f64>::new(),
-            &grid,
-            &traj,
-            &data,
-            &recon_gridding::Params::default(),
-        )
-        .unwrap();
+        let img = cpu_gridding(&grid, &traj, &data);
         let truth = phantom.rasterise(&grid, 4);
         let peak = truth.iter().cloned().fold(0.0, f64::max);
         // Inside the object: where the truth is at least a tenth of its peak.
