@@ -28,30 +28,15 @@ comes within 0.05 dB of plain CG's PSNR at the last iteration.
 
 import argparse
 import json
-import math
 import os
+import sys
 
 import h5py
 import numpy as np
 
-
-def psnr(x, truth):
-    rmse = math.sqrt(float(np.mean((np.abs(x) - truth) ** 2)))
-    return 20 * math.log10(float(np.abs(truth).max()) / rmse)
-
-
-def whw(x):
-    """W^H W x, W the first differences without wrap (recon's uniform W)."""
-    out = np.zeros_like(x)
-    for axis in range(3):
-        d = np.diff(x, axis=axis)  # x[n + 1] - x[n]
-        lo = [slice(None)] * 3
-        hi = [slice(None)] * 3
-        lo[axis] = slice(0, -1)
-        hi[axis] = slice(1, None)
-        out[tuple(lo)] -= d
-        out[tuple(hi)] += d
-    return out
+# PSNR and the uniform W^H W as the peers comparison computes them.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+from peers import psnr, whw  # noqa: E402
 
 
 def main():
@@ -78,7 +63,7 @@ def main():
     def normal(x):
         p = np.zeros(2 * n, dtype=complex)
         p[: n[0], : n[1], : n[2]] = x
-        return np.fft.ifftn(fq * np.fft.fftn(p))[: n[0], : n[1], : n[2]] + lam * whw(x)
+        return np.fft.ifftn(fq * np.fft.fftn(p))[: n[0], : n[1], : n[2]] + lam * whw(np, x)
 
     # Chan's circulant of the Toeplitz kernel, axis by axis.
     c = np.zeros(tuple(n), dtype=complex)
@@ -114,7 +99,7 @@ def main():
             rz_new = np.vdot(r, z).real
             p = z + (rz_new / rz) * p
             rz = rz_new
-            out.append((psnr(x, truth), x))
+            out.append((psnr(x, truth, scaled=False), x))
         return out
 
     plain = run(None)
