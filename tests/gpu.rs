@@ -214,17 +214,21 @@ fn cg_solve_matches_cpu_f64() {
 
 #[test]
 fn toeplitz_product_pruned_and_by_pieces_matches_cpu_f64() {
-    // Column lengths 2 nz with kernels of radices 8 and 2 (16), 8, 4 and 3
-    // (96), 8, 4 and 5 (160), 8, 8 and 4 (256), and 24, which has none (it
-    // falls back to the pieces); non-cubic, so that x, y and z cannot be
-    // swapped unseen. Each operator is applied twice, to catch state left
-    // by the first call.
+    // Line lengths 2n with kernels of radices 8 and 2 (16), 8 and 4 (32),
+    // 8, 4 and 3 (96), 8, 4 and 5 (160), 8, 8 and 4 (256) and 8, 8 and 8
+    // (512), each along x, y and z in turn; non-cubic, so that x, y and z
+    // cannot be swapped unseen. Sizes with a doubled length of 20 or 24 in
+    // any direction have no kernel and fall back to the pieces. Each
+    // operator is applied twice, to catch state left by the first call.
     let shapes = [
-        ([16, 12, 8], true),
-        ([6, 4, 48], true),
-        ([4, 6, 80], true),
-        ([4, 4, 128], true),
-        ([10, 8, 12], false),
+        ([8, 48, 80], true),
+        ([80, 8, 48], true),
+        ([48, 80, 8], true),
+        ([128, 16, 8], true),
+        ([8, 8, 256], true),
+        ([10, 8, 16], false),
+        ([16, 12, 8], false),
+        ([8, 16, 12], false),
     ];
     let Some(pruned) = gpu(Options::default()) else {
         return;

@@ -1,19 +1,24 @@
-// The middle of the pruned Toeplitz product (see toeplitz.rs): along z, for
-// each (x, y) column of the 2N grid,
-//     column = IFFT_z( scale * fq_column .* FFT_z(column) ),
-// in one pass through shared memory. Only the planes z < nz are read (the
-// rest of the padded input is zero) and written (the rest is cropped away),
-// so the z transforms cost half a grid of traffic each way and the product
-// none. The grid is x fastest: element z of column `col` is at z * P + col,
-// P = (2nx)(2ny), so a block's C adjacent columns are adjacent in memory.
+// The pruned Toeplitz product (see toeplitz.rs) as five passes of FFTs
+// along lines of the 2N grid, of which only the lower half in z is held:
+//     1. x lines (y < ny, z < nz): pad x into them and FFT   (toeplitz_lines_L)
+//     2. y lines (z < nz):         FFT, upper half zero      (toeplitz_lines_L)
+//     3. z lines, every (x, y):    IFFT( scale * fq .* FFT ) (toeplitz_columns_L)
+//     4. y lines (z < nz):         IFFT, lower half kept     (toeplitz_lines_L)
+//     5. x lines (y < ny, z < nz): IFFT and crop into out    (toeplitz_lines_L)
+// A line is read once from global memory (points past its known length are
+// zero, not read) and written once (points not needed later are not
+// written). The z lines' pass holds the product with FFT(Q), so its traffic
+// is one read and one write of half the grid and one read of FFT(Q).
 //
-// Each column's transform is a Stockham autosort FFT (Govindaraju et al.
+// Each line's transform is a Stockham autosort FFT (Govindaraju et al.
 // 2008) of mixed radix 8, 4, 2, 3, 5, a radix-R DFT per thread in registers
-// and a shared-memory exchange per pass. A column of length L has L / 8
+// and a shared-memory exchange per pass. A line of length L has L / 8
 // threads; a radix-R pass gives each up to ceil(8 / R) groups of R points.
-// Everything is compiled per column length (toeplitz_columns_L), so that
-// the passes, strides and twiddle steps are constants: a kernel with them
-// as run-time values needed 156 registers a thread.
+// A block holds C lines adjacent in memory (or, for x lines, whose points
+// adjacent threads read 4 at a time: a warp still reads whole sectors).
+// Everything is compiled per line length, so that the passes, strides and
+// twiddle steps are constants: a kernel with them as run-time values needed
+// 156 registers a thread.
 
 __device__ __forceinline__ float2 cmul(float2 a, float2 b)
 {
@@ -109,20 +114,35 @@ __device__ __forceinline__ int at(int i, int c)
     return a + (a >> 5);
 }
 
-// This thread's column in global memory: its points z < nz are the
-// grid's lower planes, those above are zero.
-struct Column {
-    float2* work;
-    long long P, col;
-    int nz;
+// Where line q's points are in global memory: point i at
+// (q / a) * b + (q % a) * d + i * step, for i < n (beyond: zero on reading,
+// dropped on writing).
+struct Map {
+    long long b, d, step;
+    int a, n;
+};
+
+// This thread's line: read from src through one map, written to dst
+// through another (the same buffer for the passes in place).
+struct Line {
+    const float2* src;
+    float2* dst;
+    long long in, out, in_step, out_step;
+    int n_in, n_out;
     bool inside;
-    __device__ __forceinline__ float2 load(int z) const
+    __device__ __forceinline__ Line(const float2* src_, float2* dst_, Map mi, Map mo, int q, bool inside_)
+        : src(src_), dst(dst_), in_step(mi.step), out_step(mo.step), n_in(mi.n), n_out(mo.n), inside(inside_)
     {
-        return (z < nz && inside) ? work[z * P + col] : make_float2(0.0f, 0.0f);
+        in = (long long)(q / mi.a) * mi.b + (long long)(q % mi.a) * mi.d;
+        out = (long long)(q / mo.a) * mo.b + (long long)(q % mo.a) * mo.d;
     }
-    __device__ __forceinline__ void store(int z, float2 v) const
+    __device__ __forceinline__ float2 load(int i) const
     {
-        if (z < nz && inside) work[z * P + col] = v;
+        return (i < n_in && inside) ? src[in + i * in_step] : make_float2(0.0f, 0.0f);
+    }
+    __device__ __forceinline__ void store(int i, float2 v) const
+    {
+        if (i < n_out && inside) dst[out + i * out_step] = v;
     }
 };
 
@@ -148,7 +168,7 @@ __host__ __device__ constexpr int last_radix(int L)
 // earlier radices; tw[k] = exp(i 2pi k / L), conjugated for s = -1. With
 // `f`, each result is multiplied by f[g * R + r] before it is written.
 template <int L, int C, int R, int NS, Place SRC, Place DST>
-__device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Column& col,
+__device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Line& col,
                                      const float2* f)
 {
     constexpr int TC = L / 8;
@@ -197,7 +217,7 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
 // (multiplied by `f`); the others work in shared memory.
 template <int L, int C, int NS, Place FIRST, Place LAST>
 __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s,
-                                            const Column& col, const float2* f)
+                                            const Line& col, const float2* f)
 {
     if constexpr (NS < L) {
         constexpr int R = next_radix(L / NS);
@@ -232,7 +252,9 @@ __device__ __forceinline__ void columns(float2* work, const float2* __restrict__
     // Thread t serves column c; its groups start at tj, tj + L/8, ...
     const int c = t % C, tj = t / C;
     const long long x = (long long)blockIdx.x * C + c;
-    const Column col{work, P, x, nz, x < P};
+    // Column x: point z at z * P + x.
+    const Map m{0, 1, P, 1 << 30, nz};
+    const Line col(work, work, m, m, (int)x, x < P);
 
     for (int i = t; i < L; i += THREADS) tw[i] = twiddles[i];
     // scale * FFT(Q) at the points this thread's last forward pass writes
@@ -255,26 +277,54 @@ __device__ __forceinline__ void columns(float2* work, const float2* __restrict__
     fft_columns<L, C, 1, SHARED, GLOBAL>(S, tw, c, tj, 1.0f, col, nullptr);
 }
 
-// One kernel per column length; toeplitz.rs lists the same lengths.
-#define COLUMNS(L)                                                                                            \
-    extern "C" __global__ void __launch_bounds__(columns_for(L) * (L) / 8, 1024 / (columns_for(L) * (L) / 8)) \
-        toeplitz_columns_##L(float2* work, const float2* __restrict__ fq, const float2* __restrict__ tw,    \
-                             long long P, int nz, float scale)                                               \
-    {                                                                                                         \
-        columns<L>(work, fq, tw, P, nz, scale);                                                               \
+// The FFT of sign s of `lines` lines of length L, from src (map mi) to dst
+// (map mo), through shared memory: the first pass reads global memory, the
+// last writes it. A null src reads dst: in place (a block reads all of its
+// lines before it writes any). Blocks and shared memory as columns<L>.
+template <int L>
+__device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Map mi, int count,
+                                      const float2* __restrict__ twiddles, float s)
+{
+    constexpr int C = columns_for(L);
+    constexpr int THREADS = C * (L / 8);
+    extern __shared__ float2 smem[];
+    float2* tw = smem;
+    float2* S = smem + L;
+    const int t = threadIdx.x;
+    const int c = t % C, tj = t / C;
+    const long long q = (long long)blockIdx.x * C + c;
+    const Line line(src ? src : dst, dst, mi, mo, (int)q, q < count);
+    for (int i = t; i < L; i += THREADS) tw[i] = twiddles[i];
+    fft_columns<L, C, 1, GLOBAL, GLOBAL>(S, tw, c, tj, s, line, nullptr);
+}
+
+// One kernel of each kind per line length; toeplitz.rs lists the same
+// lengths.
+#define BOUNDS(L) __launch_bounds__(columns_for(L) * (L) / 8, 1024 / (columns_for(L) * (L) / 8))
+#define KERNELS(L)                                                                                           \
+    extern "C" __global__ void BOUNDS(L) toeplitz_columns_##L(float2* work, const float2* __restrict__ fq,  \
+                                                             const float2* __restrict__ tw, long long P,   \
+                                                             int nz, float scale)                          \
+    {                                                                                                        \
+        columns<L>(work, fq, tw, P, nz, scale);                                                              \
+    }                                                                                                        \
+    extern "C" __global__ void BOUNDS(L) toeplitz_lines_##L(float2* dst, const float2* src, Map mo, Map mi, \
+                                                           int count, const float2* __restrict__ tw, float s) \
+    {                                                                                                        \
+        lines<L>(dst, src, mo, mi, count, tw, s);                                                            \
     }
 
-COLUMNS(16)
-COLUMNS(32)
-COLUMNS(64)
-COLUMNS(96)
-COLUMNS(128)
-COLUMNS(160)
-COLUMNS(192)
-COLUMNS(256)
-COLUMNS(320)
-COLUMNS(384)
-COLUMNS(512)
-COLUMNS(640)
-COLUMNS(768)
-COLUMNS(1024)
+KERNELS(16)
+KERNELS(32)
+KERNELS(64)
+KERNELS(96)
+KERNELS(128)
+KERNELS(160)
+KERNELS(192)
+KERNELS(256)
+KERNELS(320)
+KERNELS(384)
+KERNELS(512)
+KERNELS(640)
+KERNELS(768)
+KERNELS(1024)

@@ -42,10 +42,9 @@ extern "C" __global__ void scale(float2* x, float s, long long n)
 // thread per x: the row's y and z come from the block index by one 32-bit
 // division, where a flat index cost four 64-bit ones per element.
 
-// The first `planes` z-planes of out (2nx x 2ny x 2nz) = x (nx x ny x nz) in
-// the corner, zeros elsewhere. Every element of those planes is written.
-// Blocks: planes * 2ny rows.
-extern "C" __global__ void pad(float2* out, const float2* __restrict__ x, int nx, int ny, int nz, int planes)
+// out (2nx x 2ny x 2nz) = x (nx x ny x nz) in the corner, zeros elsewhere.
+// Every element of out is written. Blocks: 2nz * 2ny rows.
+extern "C" __global__ void pad(float2* out, const float2* __restrict__ x, int nx, int ny, int nz)
 {
     const unsigned row = blockIdx.x;
     const int Y = (int)(row % (unsigned)(2 * ny)), Z = (int)(row / (unsigned)(2 * ny));

@@ -39,7 +39,7 @@ pub(crate) struct Device {
     pub(crate) funcs: HashMap<String, CudaFunction>,
     pub(crate) ffts: Mutex<HashMap<[usize; 3], CudaFft>>,
     /// The pruned Toeplitz product's plans, per image shape (toeplitz.rs).
-    pub(crate) toeplitz: Mutex<HashMap<[usize; 3], crate::toeplitz::Columns>>,
+    pub(crate) toeplitz: Mutex<HashMap<[usize; 3], crate::toeplitz::Passes>>,
     pub(crate) partial: Mutex<CudaSlice<f64>>,
 }
 
@@ -208,20 +208,12 @@ impl Device {
             .map(|_| ())
     }
 
-    /// The first `planes` z-planes of the 2n grid `out` = x zero-padded
-    /// (all of it for `planes` = 2 nz).
-    pub fn pad(
-        &self,
-        out: &mut CudaSlice<f32>,
-        x: &CudaSlice<f32>,
-        n: [usize; 3],
-        planes: usize,
-    ) -> Result<()> {
+    /// The 2n grid `out` = x zero-padded.
+    pub fn pad(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
-        let p = planes as i32;
         let mut b = self.stream.launch_builder(self.f("pad"));
-        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz).arg(&p);
-        unsafe { b.launch(self.rows_cfg(2 * n[1] * planes, 2 * n[0])) }
+        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
+        unsafe { b.launch(self.rows_cfg(4 * n[1] * n[2], 2 * n[0])) }
             .at("launch pad")
             .map(|_| ())
     }

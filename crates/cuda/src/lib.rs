@@ -378,7 +378,7 @@ impl Backend for CudaBackend {
         let len: usize = n.iter().product();
         Error::check_len("pad input", 2 * len, x.len())?;
         Error::check_len("pad output", 16 * len, out.len())?;
-        self.dev0().pad(out, x, n, 2 * n[2])
+        self.dev0().pad(out, x, n)
     }
 
     fn crop(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {

@@ -1,47 +1,47 @@
 //! The Toeplitz product on the GPU, pruned and fused:
-//! `out = crop(IFFT(fq .* FFT(pad(x))))` on the `2n` grid without ever
-//! touching its upper half in z.
+//! `out = crop(IFFT(fq .* FFT(pad(x))))` on the `2n` grid, as five passes of
+//! FFTs along lines, of our own (kernels/toeplitz.cu), with no cuFFT call:
+//! 1. x lines: each row of x, zero-padded to 2nx, transformed (rows y < ny,
+//!    z < nz only: the others are zero);
+//! 2. y lines: transformed for z < nz, their upper half read as zero;
+//! 3. z lines, every (x, y): the FFT (upper half zero), the product with
+//!    FFT(Q) scaled by `1 / (2n)^3` and the inverse FFT, lower half kept;
+//! 4. y lines: the inverse FFT for z < nz, lower half kept;
+//! 5. x lines: the inverse FFT of the rows y < ny, z < nz, cropped into out.
 //!
-//! The padded input is zero for z >= nz and only z < nz of the output is
-//! kept, so the grid is held as its lower half only:
-//! 1. pad x into the planes z < nz (zeros beyond nx and ny);
-//! 2. cuFFT: batched 2-D FFTs of those planes (x and y);
-//! 3. `toeplitz_columns` (kernels/toeplitz.cu): per (x, y) column, the z FFT
-//!    of the column (upper half zero), the product with FFT(Q) scaled by
-//!    `1 / (2n)^3`, and the inverse z FFT, keeping the lower half, in one
-//!    pass through shared memory;
-//! 4. cuFFT: batched inverse 2-D FFTs of the planes;
-//! 5. crop.
-//!
-//! Against cuFFT's 3-D transforms on the whole grid, half the planes are
-//! transformed in x and y, the z transforms and the product cost one read
-//! and one write of half the grid, and the separate scaling and product
-//! passes are gone. The column lengths of [`LENGTHS`] take this path;
-//! others fall back to the pieces.
+//! The grid is held as its lower half in z only. Each pass reads and writes
+//! global memory once and skips the points that are zero or not needed: in
+//! units of x's size, 34 reads and writes against about 55 for padding and
+//! cropping around cuFFT's 2-D transforms of the planes, and 90 for 3-D
+//! transforms of the whole grid. Shapes whose doubled sizes are all in
+//! [`LENGTHS`] take this path; others fall back to the pieces.
 
 use crate::device::Device;
 use crate::error::Ctx;
-use cudarc::cufft::{sys as fft_sys, CudaFft};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use recon_core::Result;
 
-/// The column lengths `2 nz` with a kernel (`toeplitz_columns_L`), as in
-/// toeplitz.cu: the even matrices of 8 to 512 whose doubled size has no
-/// prime factor above 5 and divides by 8.
+/// The line lengths `2 n` with kernels (`toeplitz_lines_L` and
+/// `toeplitz_columns_L`), as in toeplitz.cu: the even sizes of 8 to 512
+/// whose double has no prime factor above 5 and divides by 8.
 pub(crate) const LENGTHS: [usize; 14] = [
     16, 32, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024,
 ];
 
 /// Every kernel of toeplitz.cu.
 pub(crate) fn kernel_names() -> Vec<String> {
-    LENGTHS.iter().map(|l| kernel(*l)).collect()
+    LENGTHS
+        .iter()
+        .flat_map(|l| {
+            [
+                format!("toeplitz_columns_{l}"),
+                format!("toeplitz_lines_{l}"),
+            ]
+        })
+        .collect()
 }
 
-fn kernel(l: usize) -> String {
-    format!("toeplitz_columns_{l}")
-}
-
-/// Columns per block for length `l`, as `columns_for` in toeplitz.cu: a
+/// Lines per block for length `l`, as `columns_for` in toeplitz.cu: a
 /// power of two from 4 to 32, about 256 threads a block.
 fn columns_per_block(l: usize) -> usize {
     let mut c = 1;
@@ -51,47 +51,51 @@ fn columns_per_block(l: usize) -> usize {
     c.max(4)
 }
 
-/// The kernel's dynamic shared memory: the twiddles, then the block's
-/// columns of `l` float2, one word of padding per 32.
+/// The kernels' dynamic shared memory: the twiddles, then the block's lines
+/// of `l` float2, one word of padding per 32.
 fn shared_bytes(l: usize) -> usize {
     let words = l * columns_per_block(l);
     8 * (l + words + words / 32)
 }
 
-/// What the fused path needs per grid shape, made once.
-pub(crate) struct Columns {
-    /// Batched 2-D FFTs of the nz lower planes of the 2n grid.
-    planes: CudaFft,
-    /// exp(i 2pi k / L), k < L, as float2.
-    twiddles: CudaSlice<f32>,
-    /// The column kernel for this length, and its launch shape.
+/// Where line q's points lie: point i at `(q / a) * b + (q % a) * d + i *
+/// step` (in float2), for i < n. `Map` in toeplitz.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Map {
+    b: i64,
+    d: i64,
+    step: i64,
+    a: i32,
+    n: i32,
+}
+
+// SAFETY: plain integers, laid out as the C struct (8 + 8 + 8 + 4 + 4 bytes).
+unsafe impl DeviceRepr for Map {}
+
+/// Lines one after another in memory, `len` points each, `n` of them read
+/// or written.
+fn rows(len: usize, n: usize) -> Map {
+    Map {
+        b: 0,
+        d: len as i64,
+        step: 1,
+        a: 1 << 30,
+        n: n as i32,
+    }
+}
+
+/// One kernel for lines of length `l`, with its twiddles and launch shape
+/// for `count` lines.
+struct Pass {
     kernel: CudaFunction,
+    twiddles: CudaSlice<f32>,
     cfg: LaunchConfig,
+    count: i32,
 }
 
 impl Device {
-    fn columns(&self, n: [usize; 3]) -> Result<Option<Columns>> {
-        let l = 2 * n[2];
-        if !LENGTHS.contains(&l) {
-            return Ok(None);
-        }
-        let (px, py) = (2 * n[0], 2 * n[1]);
-        let plane = (px * py) as i32;
-        self.ensure_fits(8 * px * py * n[2], "the Toeplitz product's cuFFT plan")?;
-        // cuFFT is row-major: a plane is (2ny, 2nx), nz of them, contiguous.
-        let planes = CudaFft::plan_many(
-            &[py as i32, px as i32],
-            None,
-            1,
-            plane,
-            None,
-            1,
-            plane,
-            fft_sys::cufftType::CUFFT_C2C,
-            n[2] as i32,
-            self.stream.clone(),
-        )
-        .at(&format!("cuFFT plan for the planes of {n:?}"))?;
+    fn pass(&self, kind: &str, l: usize, count: usize) -> Result<Pass> {
         let tw: Vec<f32> = (0..l)
             .flat_map(|k| {
                 let a = std::f64::consts::TAU * k as f64 / l as f64;
@@ -99,15 +103,60 @@ impl Device {
             })
             .collect();
         let c = columns_per_block(l);
-        Ok(Some(Columns {
-            planes,
+        Ok(Pass {
+            kernel: self.f(&format!("toeplitz_{kind}_{l}")).clone(),
             twiddles: self.upload(&tw)?,
-            kernel: self.f(&kernel(l)).clone(),
             cfg: LaunchConfig {
-                grid_dim: ((px * py).div_ceil(c) as u32, 1, 1),
+                grid_dim: (count.div_ceil(c) as u32, 1, 1),
                 block_dim: ((c * l / 8) as u32, 1, 1),
                 shared_mem_bytes: shared_bytes(l) as u32,
             },
+            count: count as i32,
+        })
+    }
+
+    /// Lines' FFT of sign `s` from `src` (None: in place) into `dst`.
+    fn lines(
+        &self,
+        p: &Pass,
+        dst: &mut CudaSlice<f32>,
+        src: Option<&CudaSlice<f32>>,
+        mo: Map,
+        mi: Map,
+        s: f32,
+    ) -> Result<()> {
+        let none = 0u64;
+        let mut b = self.stream.launch_builder(&p.kernel);
+        b.arg(&mut *dst);
+        match src {
+            Some(src) => b.arg(src),
+            None => b.arg(&none),
+        };
+        b.arg(&mo).arg(&mi).arg(&p.count).arg(&p.twiddles).arg(&s);
+        unsafe { b.launch(p.cfg) }
+            .at("launch toeplitz_lines")
+            .map(|_| ())
+    }
+}
+
+/// What the fused path needs per grid shape, made once: the passes along
+/// x (rows of x), y and z.
+pub(crate) struct Passes {
+    x: Pass,
+    y: Pass,
+    z: Pass,
+}
+
+impl Device {
+    fn passes(&self, n: [usize; 3]) -> Result<Option<Passes>> {
+        let [nx, ny, nz] = n;
+        if ![nx, ny, nz].iter().all(|v| LENGTHS.contains(&(2 * v))) {
+            return Ok(None);
+        }
+        Ok(Some(Passes {
+            x: self.pass("lines", 2 * nx, ny * nz)?,
+            y: self.pass("lines", 2 * ny, 2 * nx * nz)?,
+            z: self.pass("columns", 2 * nz, 4 * nx * ny)?,
         }))
     }
 
@@ -124,36 +173,54 @@ impl Device {
     ) -> Result<bool> {
         use std::collections::hash_map::Entry;
         let mut cache = self.toeplitz.lock().expect("Toeplitz plans poisoned");
-        let cols = match cache.entry(n) {
+        let p = match cache.entry(n) {
             Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => match self.columns(n)? {
-                Some(c) => e.insert(c),
+            Entry::Vacant(e) => match self.passes(n)? {
+                Some(p) => e.insert(p),
                 None => return Ok(false),
             },
         };
-        let l = 2 * n[2];
-        let p = 4 * n[0] * n[1];
-        // The lower half of `work` holds the planes z < nz.
-        // 1. those planes of pad(x)
-        self.pad(work, x, n, n[2])?;
-        // 2. FFT along x and y
-        self.fft_exec(&cols.planes, work, -1)?;
-        // 3. along z: FFT, product with FFT(Q) / (2n)^3, inverse FFT
-        // 1 / (2n)^3: cuFFT and the columns transform unnormalised.
-        let scale = 1.0 / (p * l) as f32;
-        let (p, nz) = (p as i64, n[2] as i32);
-        let mut b = self.stream.launch_builder(&cols.kernel);
+        let [nx, ny, nz] = n;
+        let (px, py) = (2 * nx, 2 * ny);
+        let plane = (px * py) as i64;
+        // The lower half of `work` holds the planes z < nz: point (x, y, z)
+        // at z * plane + y * px + x.
+        // Rows of work, y < ny: row q = z ny + y.
+        let work_rows = |n| Map {
+            b: plane,
+            d: px as i64,
+            step: 1,
+            a: ny as i32,
+            n: n as i32,
+        };
+        // y lines of work: line q = z px + x.
+        let work_ys = |n| Map {
+            b: plane,
+            d: 1,
+            step: px as i64,
+            a: px as i32,
+            n: n as i32,
+        };
+        // 1. x: FFT of x's rows zero-padded to 2nx
+        self.lines(&p.x, work, Some(x), work_rows(px), rows(nx, nx), -1.0)?;
+        // 2. y: FFT, points y >= ny zero
+        self.lines(&p.y, work, None, work_ys(py), work_ys(ny), -1.0)?;
+        // 3. z: FFT, product with FFT(Q) / (2n)^3, inverse FFT
+        // 1 / (2n)^3: every pass transforms unnormalised.
+        let scale = 1.0 / (plane as usize * 2 * nz) as f32;
+        let nz32 = nz as i32;
+        let mut b = self.stream.launch_builder(&p.z.kernel);
         b.arg(&mut *work)
             .arg(fq)
-            .arg(&cols.twiddles)
-            .arg(&p)
-            .arg(&nz)
+            .arg(&p.z.twiddles)
+            .arg(&plane)
+            .arg(&nz32)
             .arg(&scale);
-        unsafe { b.launch(cols.cfg) }.at("launch toeplitz_columns")?;
-        // 4. inverse FFT along x and y
-        self.fft_exec(&cols.planes, work, 1)?;
-        // 5. crop
-        self.crop(out, work, n)?;
+        unsafe { b.launch(p.z.cfg) }.at("launch toeplitz_columns")?;
+        // 4. y: inverse FFT, points y < ny kept
+        self.lines(&p.y, work, None, work_ys(ny), work_ys(py), 1.0)?;
+        // 5. x: inverse FFT of the rows y < ny, cropped into out
+        self.lines(&p.x, out, Some(work), rows(nx, nx), work_rows(px), 1.0)?;
         Ok(true)
     }
 }
@@ -182,5 +249,6 @@ mod tests {
         assert_eq!(columns_per_block(256), 8);
         assert_eq!(columns_per_block(96), 16);
         assert_eq!(columns_per_block(1024), 4);
+        assert_eq!(std::mem::size_of::<Map>(), 32);
     }
 }
