@@ -86,9 +86,10 @@ fn type1_and_adjoint_meet_the_tolerance_with_either_spreading() {
         }) else {
             return;
         };
-        // An even, a non-cubic odd shape; points anywhere in [-3pi, 3pi)
-        // (periodic, so any real value is a point).
-        for (seed, m) in [(1, [16, 14, 18]), (2, [10, 12, 7])] {
+        // An even and a non-cubic odd shape (cuFFT on the fine grid), and
+        // one whose fine sizes 32, 16 and 96 have line FFTs; points
+        // anywhere in [-3pi, 3pi) (periodic, so any real value is a point).
+        for (seed, m) in [(1, [16, 14, 18]), (2, [10, 12, 7]), (3, [16, 8, 48])] {
             let mut rng = Rng::new(seed);
             let x: Vec<[f64; 3]> = (0..2000)
                 .map(|_| [0, 1, 2].map(|_| 3.0 * std::f64::consts::PI * rng.sym()))
@@ -152,7 +153,13 @@ fn gpu_nufft_matches_the_cpu_nufft_and_is_adjoint() {
         return;
     };
     let cpu = CpuBackend::<f64>::new();
-    let m = [20, 18, 16];
+    // Fine sizes 40, 36, 32 (cuFFT) and 64, 16, 160 (line FFTs).
+    for (m, lines) in [([20, 18, 16], false), ([32, 8, 80], true)] {
+        matches_the_cpu_nufft(&b, &cpu, m, lines);
+    }
+}
+
+fn matches_the_cpu_nufft(b: &CudaBackend, cpu: &CpuBackend<f64>, m: [usize; 3], lines: bool) {
     let mut rng = Rng::new(4);
     let x: Vec<[f64; 3]> = (0..20_000)
         .map(|_| [0, 1, 2].map(|_| std::f64::consts::PI * rng.sym()))
@@ -167,8 +174,9 @@ fn gpu_nufft_matches_the_cpu_nufft_and_is_adjoint() {
         cpu.nufft_type1(&pc, &mut want1, &c).unwrap();
         cpu.nufft_type1_adjoint(&pc, &mut want2, &f).unwrap();
         cpu.nufft_convolve(&pc, &mut want3, &c).unwrap();
-        let (got1, got2) = gpu_pair(&b, m, tol, &x, &c, &f);
+        let (got1, got2) = gpu_pair(b, m, tol, &x, &c, &f);
         let pg = b.nufft_plan(m, tol, 1, &x).unwrap();
+        assert_eq!(pg.line_fft(), lines, "{m:?}: which FFT");
         let mut conv = b.zeros(x.len()).unwrap();
         b.nufft_convolve(&pg, &mut conv, &b.upload(&down(&c)).unwrap())
             .unwrap();
@@ -182,17 +190,17 @@ fn gpu_nufft_matches_the_cpu_nufft_and_is_adjoint() {
             nrmse(&got3, &want3),
         );
         println!(
-            "tol {tol:e}, GPU against CPU: type 1 {e1:.2e}, adjoint {e2:.2e}, convolve {e3:.2e}"
+            "{m:?} tol {tol:e}, GPU against CPU: type 1 {e1:.2e}, adjoint {e2:.2e}, convolve {e3:.2e}"
         );
         for (what, e) in [("type 1", e1), ("adjoint", e2), ("convolve", e3)] {
-            assert!(e < 1e-5, "tol {tol:e}: {what} differs by {e:e}");
+            assert!(e < 1e-5, "{m:?} tol {tol:e}: {what} differs by {e:e}");
         }
         // <type1 c, f> = <c, type1^H f>, to float32 rounding.
         let lhs = inner(&got1, &f);
         let rhs = inner(&c, &got2);
         assert!(
             (lhs - rhs).norm() < 1e-5 * lhs.norm(),
-            "tol {tol:e}: {lhs} vs {rhs}"
+            "{m:?} tol {tol:e}: {lhs} vs {rhs}"
         );
     }
 }

@@ -3,7 +3,7 @@
 //! is in engine.rs, the kernel sources and names in kernels.rs.
 
 use crate::error::Ctx;
-use crate::kernels::{ptx, sum_kernels, NUFFT_CU, SUM_CU, TOEPLITZ_CU, VECTOR_CU, VECTOR_FUNCS};
+use crate::kernels::{ptx, sum_kernels, LINES_CU, NUFFT_CU, SUM_CU, VECTOR_CU, VECTOR_FUNCS};
 use cudarc::cufft::{result as fft_result, sys as fft_sys, CudaFft};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr,
@@ -67,9 +67,9 @@ impl Device {
         let nufft = ctx
             .load_module(ptx("nufft.cu", NUFFT_CU, arch.clone())?)
             .at("load nufft.cu")?;
-        let toeplitz = ctx
-            .load_module(ptx("toeplitz.cu", TOEPLITZ_CU, arch)?)
-            .at("load toeplitz.cu")?;
+        let lines = ctx
+            .load_module(ptx("lines.cu", LINES_CU, arch)?)
+            .at("load lines.cu")?;
         let mut funcs = HashMap::new();
         for f in sum_kernels() {
             let func = sum.load_function(&f).at(&format!("load kernel {f}"))?;
@@ -85,8 +85,8 @@ impl Device {
             let func = nufft.load_function(&f).at(&format!("load kernel {f}"))?;
             funcs.insert(f, func);
         }
-        for f in crate::toeplitz::kernel_names() {
-            let func = toeplitz.load_function(&f).at(&format!("load kernel {f}"))?;
+        for f in crate::lines::kernel_names() {
+            let func = lines.load_function(&f).at(&format!("load kernel {f}"))?;
             funcs.insert(f, func);
         }
         let partial = stream

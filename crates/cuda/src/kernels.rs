@@ -12,7 +12,7 @@ use std::sync::{Mutex, OnceLock};
 pub(crate) const SUM_CU: &str = include_str!("../kernels/sum.cu");
 pub(crate) const VECTOR_CU: &str = include_str!("../kernels/vector.cu");
 pub(crate) const NUFFT_CU: &str = include_str!("../kernels/nufft.cu");
-pub(crate) const TOEPLITZ_CU: &str = include_str!("../kernels/toeplitz.cu");
+pub(crate) const LINES_CU: &str = include_str!("../kernels/lines.cu");
 
 /// PTX per (source, architecture), compiled once per process.
 pub(crate) fn ptx(name: &'static str, src: &'static str, arch: String) -> Result<Ptx> {
@@ -101,7 +101,7 @@ mod tests {
             ("sum.cu", SUM_CU, sum_kernels()),
             ("vector.cu", VECTOR_CU, vector),
             ("nufft.cu", NUFFT_CU, crate::nufft::kernel_names()),
-            ("toeplitz.cu", TOEPLITZ_CU, crate::toeplitz::kernel_names()),
+            ("lines.cu", LINES_CU, crate::lines::kernel_names()),
         ] {
             let p = ptx(name, src, "compute_90".into()).unwrap_or_else(|e| panic!("{e}"));
             let text = p.to_src();

@@ -19,6 +19,7 @@ mod device;
 mod engine;
 mod error;
 mod kernels;
+mod lines;
 mod nufft;
 mod toeplitz;
 

@@ -12,6 +12,7 @@
 
 use crate::device::Device;
 use crate::error::{err, Ctx};
+use crate::lines::{self, Map, Pass};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use recon_core::{Error, Result};
 use recon_nufft::Layout;
@@ -117,12 +118,33 @@ pub struct CudaNufft {
     correction: [CudaSlice<f32>; 3],
     /// The fine grid, complex.
     fine: Mutex<CudaSlice<f32>>,
-    /// The plan's own cuFFT plan: its work area goes with the plan (Q's,
-    /// on a grid 64 times the image, is freed after Q).
-    fft: cudarc::cufft::CudaFft,
+    /// The FFT of the fine grid.
+    fft: Fft,
+}
+
+/// How a plan transforms its fine grid.
+enum Fft {
+    /// Our line kernels (lines.rs), where every fine size has one: type 1
+    /// transforms x over every row, y only where x is a mode, z only where
+    /// x and y are, each keeping only the modes (centred) and multiplying
+    /// by that axis's correction; the last pass writes the output. Type 2
+    /// runs the same in reverse. No pass of its own for the deconvolution,
+    /// and under half the traffic of a full 3-D transform.
+    Lines([Pass; 3]),
+    /// cuFFT on the whole fine grid, then the deconvolution (or before it,
+    /// the amplification) as a kernel of its own. The plan's work area
+    /// goes with the plan (Q's, on a grid 64 times the image, is freed
+    /// after Q).
+    Cufft(cudarc::cufft::CudaFft),
 }
 
 impl CudaNufft {
+    /// Whether the fine grid's FFT runs on recon's line kernels (else on
+    /// cuFFT, for fine sizes without them).
+    pub fn line_fft(&self) -> bool {
+        matches!(self.fft, Fft::Lines(_))
+    }
+
     fn modes_len(&self) -> usize {
         self.layout.modes.iter().product()
     }
@@ -136,6 +158,36 @@ impl CudaNufft {
     fn fine_len(&self) -> usize {
         self.layout.fine.iter().product()
     }
+
+    /// Per axis, for the line FFTs: where its lines lie in the fine grid
+    /// (all of their points) and where its modes go (centred). x: every
+    /// row; y: the lines whose x is a mode; z: those whose x and y are,
+    /// their modes into the output (m0 m1 apart).
+    fn axes(&self) -> [Axis; 3] {
+        let [n0, n1, n2] = self.layout.fine;
+        let [m0, m1, m2] = self.layout.modes;
+        let plane = n0 * n1;
+        [
+            Axis {
+                grid: Map::rows(n0, n0),
+                modes: Map::rows(n0, m0).centred(),
+            },
+            Axis {
+                grid: Map::new(m0, plane, 1, n0, n1),
+                modes: Map::new(m0, plane, 1, n0, m1).centred(),
+            },
+            Axis {
+                grid: Map::new(m0, n0, 1, plane, n2),
+                modes: Map::new(0, 0, 1, m0 * m1, m2).centred(),
+            },
+        ]
+    }
+}
+
+/// One axis of the line FFTs: the lines in the fine grid, and the modes.
+struct Axis {
+    grid: Map,
+    modes: Map,
 }
 
 impl Device {
@@ -268,7 +320,16 @@ impl Device {
         });
         let [cx, cy, cz] = correction;
         let fine = self.zeros::<f32>(2 * n.iter().product::<usize>())?;
-        let fft = self.fft_plan(n)?;
+        let [m0, m1, _] = layout.modes;
+        let fft = if lines::covered(n) {
+            Fft::Lines([
+                self.pass("fft_lines", n[0], n[1] * n[2])?,
+                self.pass("fft_lines", n[1], m0 * n[2])?,
+                self.pass("fft_lines", n[2], m0 * m1)?,
+            ])
+        } else {
+            Fft::Cufft(self.fft_plan(n)?)
+        };
         Ok(CudaNufft {
             layout,
             geometry,
@@ -403,21 +464,39 @@ impl Device {
         self.check_lengths(p, out.len(), c.len())?;
         let mut fine = p.fine.lock().expect("NUFFT fine grid poisoned");
         self.nufft_spread(p, &mut fine, c)?;
-        self.fft_exec(&p.fft, &mut fine, p.layout.sign)?;
-        let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
         let [cx, cy, cz] = &p.correction;
-        let mut b = self.stream.launch_builder(self.f("nufft_deconvolve"));
-        b.arg(out)
-            .arg(&*fine)
-            .arg(cx)
-            .arg(cy)
-            .arg(cz)
-            .arg(&mx)
-            .arg(&my)
-            .arg(&mz)
-            .arg(&p.geometry);
-        unsafe { b.launch(self.cfg(p.modes_len())) }.at("launch nufft_deconvolve")?;
-        Ok(())
+        let fft = match &p.fft {
+            Fft::Lines(passes) => passes,
+            Fft::Cufft(plan) => {
+                self.fft_exec(plan, &mut fine, p.layout.sign)?;
+                let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
+                let mut b = self.stream.launch_builder(self.f("nufft_deconvolve"));
+                b.arg(out)
+                    .arg(&*fine)
+                    .arg(cx)
+                    .arg(cy)
+                    .arg(cz)
+                    .arg(&mx)
+                    .arg(&my)
+                    .arg(&mz)
+                    .arg(&p.geometry);
+                unsafe { b.launch(self.cfg(p.modes_len())) }.at("launch nufft_deconvolve")?;
+                return Ok(());
+            }
+        };
+        // Fft::Lines: x, then y where x is a mode, then z into out.
+        let [x, y, z] = p.axes();
+        let s = p.layout.sign as f32;
+        self.lines(&fft[0], &mut fine, None, x.modes.times(self, cx), x.grid, s)?;
+        self.lines(&fft[1], &mut fine, None, y.modes.times(self, cy), y.grid, s)?;
+        self.lines(
+            &fft[2],
+            out,
+            Some(&fine),
+            z.modes.times(self, cz),
+            z.grid,
+            s,
+        )
     }
 
     /// The adjoint of type 1: `out[m] = sum_k f[k] exp(-s i k . x[m])`.
@@ -429,20 +508,39 @@ impl Device {
     ) -> Result<()> {
         self.check_lengths(p, f.len(), out.len())?;
         let mut fine = p.fine.lock().expect("NUFFT fine grid poisoned");
-        let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
         let [cx, cy, cz] = &p.correction;
-        let mut b = self.stream.launch_builder(self.f("nufft_amplify"));
-        b.arg(&mut *fine)
-            .arg(f)
-            .arg(cx)
-            .arg(cy)
-            .arg(cz)
-            .arg(&mx)
-            .arg(&my)
-            .arg(&mz)
-            .arg(&p.geometry);
-        unsafe { b.launch(self.cfg(p.fine_len())) }.at("launch nufft_amplify")?;
-        self.fft_exec(&p.fft, &mut fine, -p.layout.sign)?;
+        match &p.fft {
+            Fft::Lines(fft) => {
+                // z from f, then y where x is a mode, then x over every row.
+                let [x, y, z] = p.axes();
+                let s = -p.layout.sign as f32;
+                self.lines(
+                    &fft[2],
+                    &mut fine,
+                    Some(f),
+                    z.grid,
+                    z.modes.times(self, cz),
+                    s,
+                )?;
+                self.lines(&fft[1], &mut fine, None, y.grid, y.modes.times(self, cy), s)?;
+                self.lines(&fft[0], &mut fine, None, x.grid, x.modes.times(self, cx), s)?;
+            }
+            Fft::Cufft(plan) => {
+                let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
+                let mut b = self.stream.launch_builder(self.f("nufft_amplify"));
+                b.arg(&mut *fine)
+                    .arg(f)
+                    .arg(cx)
+                    .arg(cy)
+                    .arg(cz)
+                    .arg(&mx)
+                    .arg(&my)
+                    .arg(&mz)
+                    .arg(&p.geometry);
+                unsafe { b.launch(self.cfg(p.fine_len())) }.at("launch nufft_amplify")?;
+                self.fft_exec(plan, &mut fine, -p.layout.sign)?;
+            }
+        }
         self.nufft_interpolate(p, out, &fine)
     }
 

@@ -1,24 +1,29 @@
-// The pruned Toeplitz product (see toeplitz.rs) as five passes of FFTs
-// along lines of the 2N grid, of which only the lower half in z is held:
-//     1. x lines (y < ny, z < nz): pad x into them and FFT   (toeplitz_lines_L)
-//     2. y lines (z < nz):         FFT, upper half zero      (toeplitz_lines_L)
-//     3. z lines, every (x, y):    IFFT( scale * fq .* FFT ) (toeplitz_columns_L)
-//     4. y lines (z < nz):         IFFT, lower half kept     (toeplitz_lines_L)
-//     5. x lines (y < ny, z < nz): IFFT and crop into out    (toeplitz_lines_L)
-// A line is read once from global memory (points past its known length are
-// zero, not read) and written once (points not needed later are not
-// written). The z lines' pass holds the product with FFT(Q), so its traffic
-// is one read and one write of half the grid and one read of FFT(Q).
+// FFTs along lines of a 3-D grid, of our own, for the pruned Toeplitz
+// product (toeplitz.rs) and the NUFFT's fine grid (nufft.rs); lines.rs
+// launches them.
+//
+// fft_lines_L transforms lines of length L from one buffer to another
+// (or in place). A line reads only the points it has (the rest are zero)
+// and writes only those wanted, either the first n or, "centred", the n
+// modes of lowest frequency in the order -n/2 .. n/2 - 1; each side may
+// multiply by a factor per point. So zero padding, cropping, picking a
+// NUFFT's modes out of its fine grid and the deconvolution cost no pass of
+// their own.
+//
+// toeplitz_columns_L is the middle of the Toeplitz product: along z, for
+// each (x, y) column of the 2N grid (of which only the planes z < N are
+// held), column = IFFT( scale * fq .* FFT(column) ), lower half kept, in
+// one pass through shared memory.
 //
 // Each line's transform is a Stockham autosort FFT (Govindaraju et al.
 // 2008) of mixed radix 8, 4, 2, 3, 5, a radix-R DFT per thread in registers
 // and a shared-memory exchange per pass. A line of length L has L / 8
 // threads; a radix-R pass gives each up to ceil(8 / R) groups of R points.
-// A block holds C lines adjacent in memory (or, for x lines, whose points
-// adjacent threads read 4 at a time: a warp still reads whole sectors).
-// Everything is compiled per line length, so that the passes, strides and
-// twiddle steps are constants: a kernel with them as run-time values needed
-// 156 registers a thread.
+// A block holds C lines adjacent in memory (or, for lines along x, whose
+// points adjacent threads read 4 at a time: a warp still reads whole
+// sectors). Everything is compiled per line length, so that the passes,
+// strides and twiddle steps are constants: a kernel with them as run-time
+// values needed 156 registers a thread.
 
 __device__ __forceinline__ float2 cmul(float2 a, float2 b)
 {
@@ -91,7 +96,7 @@ __device__ __forceinline__ void dft(float2* v, float s)
 }
 
 // Columns per block for length L: a power of two from 4 to 32, about 256
-// threads a block. toeplitz.rs computes the same.
+// threads a block. lines.rs computes the same.
 __host__ __device__ constexpr int columns_for(int L)
 {
     int c = 1;
@@ -114,35 +119,61 @@ __device__ __forceinline__ int at(int i, int c)
     return a + (a >> 5);
 }
 
-// Where line q's points are in global memory: point i at
-// (q / a) * b + (q % a) * d + i * step, for i < n (beyond: zero on reading,
-// dropped on writing).
+// Where line q's points are in global memory: point k at
+// (q / a) * b + (q % a) * d + k * step, for k < n, times f[k] where f is
+// not null. The line's transform index i holds point k = i (plain), or,
+// centred, the mode of frequency i (i - L above L/2) at k = frequency +
+// n/2: the n lowest frequencies, in the order -n/2 .. n/2 - 1.
 struct Map {
     long long b, d, step;
-    int a, n;
+    int a, n, centred, unused;
+    const float* f;
 };
+
+// The point of transform index i of a line of length len, or -1.
+__device__ __forceinline__ int point_of(const Map& m, int i, int len)
+{
+    if (!m.centred) return i < m.n ? i : -1;
+    const int h = m.n / 2;
+    return i < m.n - h ? i + h : i >= len - h ? i - (len - h) : -1;
+}
 
 // This thread's line: read from src through one map, written to dst
 // through another (the same buffer for the passes in place).
 struct Line {
     const float2* src;
     float2* dst;
-    long long in, out, in_step, out_step;
-    int n_in, n_out;
+    long long in, out;
+    Map mi, mo;
+    int len;
     bool inside;
-    __device__ __forceinline__ Line(const float2* src_, float2* dst_, Map mi, Map mo, int q, bool inside_)
-        : src(src_), dst(dst_), in_step(mi.step), out_step(mo.step), n_in(mi.n), n_out(mo.n), inside(inside_)
+    __device__ __forceinline__ Line(const float2* src_, float2* dst_, const Map& mi_, const Map& mo_, int q,
+                                    bool inside_, int len_)
+        : src(src_), dst(dst_), mi(mi_), mo(mo_), len(len_), inside(inside_)
     {
         in = (long long)(q / mi.a) * mi.b + (long long)(q % mi.a) * mi.d;
         out = (long long)(q / mo.a) * mo.b + (long long)(q % mo.a) * mo.d;
     }
     __device__ __forceinline__ float2 load(int i) const
     {
-        return (i < n_in && inside) ? src[in + i * in_step] : make_float2(0.0f, 0.0f);
+        const int k = point_of(mi, i, len);
+        if (k < 0 || !inside) return make_float2(0.0f, 0.0f);
+        float2 v = src[in + k * mi.step];
+        if (mi.f) {
+            const float f = mi.f[k];
+            v = make_float2(f * v.x, f * v.y);
+        }
+        return v;
     }
     __device__ __forceinline__ void store(int i, float2 v) const
     {
-        if (i < n_out && inside) dst[out + i * out_step] = v;
+        const int k = point_of(mo, i, len);
+        if (k < 0 || !inside) return;
+        if (mo.f) {
+            const float f = mo.f[k];
+            v = make_float2(f * v.x, f * v.y);
+        }
+        dst[out + k * mo.step] = v;
     }
 };
 
@@ -253,8 +284,8 @@ __device__ __forceinline__ void columns(float2* work, const float2* __restrict__
     const int c = t % C, tj = t / C;
     const long long x = (long long)blockIdx.x * C + c;
     // Column x: point z at z * P + x.
-    const Map m{0, 1, P, 1 << 30, nz};
-    const Line col(work, work, m, m, (int)x, x < P);
+    const Map m{0, 1, P, 1 << 30, nz, 0, 0, nullptr};
+    const Line col(work, work, m, m, (int)x, x < P, L);
 
     for (int i = t; i < L; i += THREADS) tw[i] = twiddles[i];
     // scale * FFT(Q) at the points this thread's last forward pass writes
@@ -293,12 +324,12 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
     const int t = threadIdx.x;
     const int c = t % C, tj = t / C;
     const long long q = (long long)blockIdx.x * C + c;
-    const Line line(src ? src : dst, dst, mi, mo, (int)q, q < count);
+    const Line line(src ? src : dst, dst, mi, mo, (int)q, q < count, L);
     for (int i = t; i < L; i += THREADS) tw[i] = twiddles[i];
     fft_columns<L, C, 1, GLOBAL, GLOBAL>(S, tw, c, tj, s, line, nullptr);
 }
 
-// One kernel of each kind per line length; toeplitz.rs lists the same
+// One kernel of each kind per line length; lines.rs lists the same
 // lengths.
 #define BOUNDS(L) __launch_bounds__(columns_for(L) * (L) / 8, 1024 / (columns_for(L) * (L) / 8))
 #define KERNELS(L)                                                                                           \
@@ -308,7 +339,7 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
     {                                                                                                        \
         columns<L>(work, fq, tw, P, nz, scale);                                                              \
     }                                                                                                        \
-    extern "C" __global__ void BOUNDS(L) toeplitz_lines_##L(float2* dst, const float2* src, Map mo, Map mi, \
+    extern "C" __global__ void BOUNDS(L) fft_lines_##L(float2* dst, const float2* src, Map mo, Map mi, \
                                                            int count, const float2* __restrict__ tw, float s) \
     {                                                                                                        \
         lines<L>(dst, src, mo, mi, count, tw, s);                                                            \

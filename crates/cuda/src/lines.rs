@@ -1,0 +1,190 @@
+//! FFTs along lines of a 3-D grid (kernels/lines.cu), the building block of
+//! the pruned Toeplitz product (toeplitz.rs) and of the NUFFT's FFT
+//! (nufft.rs): a [`Pass`] transforms many lines of one length, each read
+//! through one [`Map`] and written through another, so that zero padding,
+//! cropping, picking modes and per-axis factors ride along with the
+//! transform instead of costing passes over memory of their own.
+
+use crate::device::Device;
+use crate::error::Ctx;
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
+use recon_core::Result;
+
+/// The line lengths with kernels (`fft_lines_L`, `toeplitz_columns_L`),
+/// as in lines.cu: multiples of 8 from 16 to 1024 with no prime factor
+/// above 5.
+pub(crate) const LENGTHS: [usize; 14] = [
+    16, 32, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024,
+];
+
+/// Every kernel of lines.cu.
+pub(crate) fn kernel_names() -> Vec<String> {
+    LENGTHS
+        .iter()
+        .flat_map(|l| [format!("toeplitz_columns_{l}"), format!("fft_lines_{l}")])
+        .collect()
+}
+
+/// Whether every length of `n` has kernels.
+pub(crate) fn covered(n: [usize; 3]) -> bool {
+    n.iter().all(|l| LENGTHS.contains(l))
+}
+
+/// Lines per block for length `l`, as `columns_for` in lines.cu: a power of
+/// two from 4 to 32, about 256 threads a block.
+pub(crate) fn columns_per_block(l: usize) -> usize {
+    let mut c = 1;
+    while 2 * c * (l / 8) <= 256 && 2 * c <= 32 {
+        c *= 2;
+    }
+    c.max(4)
+}
+
+/// The kernels' dynamic shared memory: the twiddles, then the block's lines
+/// of `l` float2, one word of padding per 32.
+pub(crate) fn shared_bytes(l: usize) -> usize {
+    let words = l * columns_per_block(l);
+    8 * (l + words + words / 32)
+}
+
+/// Where line q's points lie: point k at `(q / a) * b + (q % a) * d + k *
+/// step` (in float2), for k < n, multiplied by `f[k]` where `f` is not
+/// null. Plain, transform index i is point i; centred, point k holds the
+/// frequency k - n/2 (the n lowest, as a NUFFT orders its modes). `Map` in
+/// lines.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Map {
+    b: i64,
+    d: i64,
+    step: i64,
+    a: i32,
+    n: i32,
+    centred: i32,
+    unused: i32,
+    f: u64,
+}
+
+// SAFETY: plain integers and a device address, laid out as the C struct.
+unsafe impl DeviceRepr for Map {}
+
+impl Map {
+    /// Line q's first point at `(q / a) * b + (q % a) * d`; n points, `step`
+    /// apart. `a` = 0: line q at `q * d`.
+    pub fn new(a: usize, b: usize, d: usize, step: usize, n: usize) -> Map {
+        Map {
+            b: b as i64,
+            d: d as i64,
+            step: step as i64,
+            a: if a == 0 { 1 << 30 } else { a as i32 },
+            n: n as i32,
+            centred: 0,
+            unused: 0,
+            f: 0,
+        }
+    }
+
+    /// Lines one after another, `len` apart, n points each.
+    pub fn rows(len: usize, n: usize) -> Map {
+        Map::new(0, 0, len, 1, n)
+    }
+
+    /// The n points are the n lowest frequencies, centred.
+    pub fn centred(mut self) -> Map {
+        self.centred = 1;
+        self
+    }
+
+    /// Each point k multiplied by `f[k]` (f holds at least n values).
+    pub fn times(mut self, dev: &Device, f: &CudaSlice<f32>) -> Map {
+        let (ptr, _sync) = f.device_ptr(&dev.stream);
+        self.f = ptr;
+        self
+    }
+}
+
+/// A kernel for lines of length `l`, with its twiddles and launch shape
+/// for `count` lines.
+pub(crate) struct Pass {
+    pub kernel: CudaFunction,
+    pub twiddles: CudaSlice<f32>,
+    pub cfg: LaunchConfig,
+    count: i32,
+}
+
+impl Device {
+    /// The pass of `kernel` (`fft_lines` or `toeplitz_columns`) for `count`
+    /// lines of length `l`, which must be one of [`LENGTHS`].
+    pub(crate) fn pass(&self, kernel: &str, l: usize, count: usize) -> Result<Pass> {
+        let tw: Vec<f32> = (0..l)
+            .flat_map(|k| {
+                let a = std::f64::consts::TAU * k as f64 / l as f64;
+                [a.cos() as f32, a.sin() as f32]
+            })
+            .collect();
+        let c = columns_per_block(l);
+        Ok(Pass {
+            kernel: self.f(&format!("{kernel}_{l}")).clone(),
+            twiddles: self.upload(&tw)?,
+            cfg: LaunchConfig {
+                grid_dim: (count.div_ceil(c) as u32, 1, 1),
+                block_dim: ((c * l / 8) as u32, 1, 1),
+                shared_mem_bytes: shared_bytes(l) as u32,
+            },
+            count: count as i32,
+        })
+    }
+
+    /// The lines' FFTs `X[i] = sum_j x[j] exp(s 2 pi i j / l)`, unnormalised,
+    /// read from `src` (None: from `dst`, in place) through `mi`, written to
+    /// `dst` through `mo`.
+    pub(crate) fn lines(
+        &self,
+        p: &Pass,
+        dst: &mut CudaSlice<f32>,
+        src: Option<&CudaSlice<f32>>,
+        mo: Map,
+        mi: Map,
+        s: f32,
+    ) -> Result<()> {
+        let none = 0u64;
+        let mut b = self.stream.launch_builder(&p.kernel);
+        b.arg(&mut *dst);
+        match src {
+            Some(src) => b.arg(src),
+            None => b.arg(&none),
+        };
+        b.arg(&mo).arg(&mi).arg(&p.count).arg(&p.twiddles).arg(&s);
+        unsafe { b.launch(p.cfg) }
+            .at("launch fft_lines")
+            .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_length_has_radices_8_4_2_3_5_and_fits_a_block() {
+        for l in LENGTHS {
+            assert_eq!(l % 8, 0, "L = {l}");
+            let mut rest = l;
+            for r in [2, 3, 5] {
+                while rest % r == 0 {
+                    rest /= r;
+                }
+            }
+            assert_eq!(rest, 1, "L = {l}");
+            let c = columns_per_block(l);
+            assert!(c.is_power_of_two() && (4..=32).contains(&c), "L = {l}");
+            assert!(c * l / 8 <= 512, "L = {l}");
+            // No opt-in to more than the default 48 KiB of shared memory.
+            assert!(shared_bytes(l) <= 48 * 1024, "L = {l}");
+        }
+        assert_eq!(columns_per_block(256), 8);
+        assert_eq!(columns_per_block(96), 16);
+        assert_eq!(columns_per_block(1024), 4);
+        assert_eq!(std::mem::size_of::<Map>(), 48);
+    }
+}
