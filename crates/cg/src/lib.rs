@@ -10,7 +10,7 @@
 //! the host per iteration. Residuals reach the caller through a callback:
 //! this crate never prints.
 
-use recon_core::{Backend, Complex, Direction, Error, Grid, Real, Result, Stencil};
+use recon_core::{Backend, Complex, Error, Grid, Real, Result, Stencil};
 
 /// A Hermitian positive (semi-)definite operator `A`, applied as `out = A x`.
 pub trait Normal<B: Backend> {
@@ -37,20 +37,7 @@ impl<B: Backend> Toeplitz<B> {
     pub fn new(backend: &B, grid: &Grid, q: &[Complex<B::Real>]) -> Result<Self> {
         let d = grid.doubled();
         Error::check_len("Q (2N)^3", d[0] * d[1] * d[2], q.len())?;
-        // ifftshift: Qc[m] = Q[(m + N) mod 2N] along each axis, a whole row
-        // (two contiguous halves) at a time.
-        let mut qc = vec![Complex::default(); q.len()];
-        let row = d[0];
-        let half = grid.n[0];
-        for (r, out) in qc.chunks_exact_mut(row).enumerate() {
-            let (y, z) = (r % d[1], r / d[1]);
-            let (sy, sz) = ((y + grid.n[1]) % d[1], (z + grid.n[2]) % d[2]);
-            let src = &q[(sz * d[1] + sy) * row..][..row];
-            out[..row - half].copy_from_slice(&src[half..]);
-            out[row - half..].copy_from_slice(&src[..half]);
-        }
-        let mut fq = backend.upload(&qc)?;
-        backend.fft3(&mut fq, d, Direction::Forward)?;
+        let fq = backend.fft_q(q, d)?;
         Ok(Toeplitz {
             n: grid.n,
             fq,

@@ -1,6 +1,6 @@
 //! The [`Backend`] trait: everything that differs between CPU and GPU.
 
-use crate::{Complex, Lattice, Progress, Real, Result, Stencil};
+use crate::{Complex, Error, Lattice, Progress, Real, Result, Stencil};
 
 /// The sign of the exponent in the summation engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +123,14 @@ pub trait Backend: Send + Sync {
     /// Takes the corner `0..n` of the `2n` grid `x` into `out`: the adjoint of `pad`.
     fn crop(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()>;
 
+    /// The Toeplitz kernel `FFT(ifftshift(q))` of Q on the `2n` grid
+    /// (shape `d`, even), uploaded: Q's lag 0 moved to index 0. The default
+    /// shifts on the host, uploads and calls `fft3`; a device may instead
+    /// fold the shift into its FFT.
+    fn fft_q(&self, q: &[Complex<Self::Real>], d: [usize; 3]) -> Result<Self::Vector> {
+        fft_q_by_pieces(self, q, d)
+    }
+
     /// The Toeplitz product `out = crop(IFFT(fq .* FFT(pad(x))))` on the
     /// `2n` grid, with `work` a `(2n)^3` scratch vector. The default composes
     /// the pieces above; a device may instead skip the FFT work on the zero
@@ -151,6 +159,29 @@ pub trait Backend: Send + Sync {
         x: &Self::Vector,
         w: &Self::Weights,
     ) -> Result<()>;
+}
+
+/// [`Backend::fft_q`] by a shift on the host, an upload and `fft3`.
+pub fn fft_q_by_pieces<B: Backend + ?Sized>(
+    backend: &B,
+    q: &[Complex<B::Real>],
+    d: [usize; 3],
+) -> Result<B::Vector> {
+    Error::check_len("Q (2N)^3", d[0] * d[1] * d[2], q.len())?;
+    // ifftshift: Qc[m] = Q[(m + N) mod 2N] along each axis, a whole row
+    // (two contiguous halves) at a time.
+    let mut qc = vec![Complex::default(); q.len()];
+    let (row, half) = (d[0], d[0] / 2);
+    for (r, out) in qc.chunks_exact_mut(row).enumerate() {
+        let (y, z) = (r % d[1], r / d[1]);
+        let (sy, sz) = ((y + d[1] / 2) % d[1], (z + d[2] / 2) % d[2]);
+        let src = &q[(sz * d[1] + sy) * row..][..row];
+        out[..row - half].copy_from_slice(&src[half..]);
+        out[row - half..].copy_from_slice(&src[..half]);
+    }
+    let mut fq = backend.upload(&qc)?;
+    backend.fft3(&mut fq, d, Direction::Forward)?;
+    Ok(fq)
 }
 
 /// [`Backend::toeplitz`] from its pieces: pad, FFT, product, inverse FFT, crop.

@@ -100,7 +100,8 @@ pub struct Options {
     pub devices: Option<Vec<usize>>,
     /// The NUFFT's spreading method and bins.
     pub nufft: NufftOptions,
-    /// The Toeplitz product pruned and fused where the grid allows
+    /// The Toeplitz product pruned and fused, and FFT(Q) by the line
+    /// kernels with its shift folded in, where the grid allows
     /// (toeplitz.rs); `false`: always the pieces, for comparison.
     pub pruned_toeplitz: bool,
 }
@@ -387,6 +388,16 @@ impl Backend for CudaBackend {
         Error::check_len("crop input", 16 * len, x.len())?;
         Error::check_len("crop output", 2 * len, out.len())?;
         self.dev0().crop(out, x, n)
+    }
+
+    fn fft_q(&self, q: &[Complex<f32>], d: [usize; 3]) -> Result<Self::Vector> {
+        Error::check_len("Q (2N)^3", d.iter().product(), q.len())?;
+        if self.options.pruned_toeplitz {
+            if let Some(fq) = self.dev0().fft_q(q, d)? {
+                return Ok(fq);
+            }
+        }
+        recon_core::fft_q_by_pieces(self, q, d)
     }
 
     fn toeplitz(

@@ -20,7 +20,7 @@ use crate::device::Device;
 use crate::error::Ctx;
 use crate::lines::{covered, Map, Pass};
 use cudarc::driver::{CudaSlice, PushKernelArg};
-use recon_core::Result;
+use recon_core::{Complex, Result};
 
 /// What the fused path needs per grid shape, made once: the passes along
 /// x (rows of x), y and z.
@@ -93,5 +93,34 @@ impl Device {
         // 5. x: inverse FFT of the rows y < ny, cropped into out
         self.lines(&p.x, out, Some(work), Map::rows(nx, nx), work_rows(px), 1.0)?;
         Ok(true)
+    }
+}
+
+impl Device {
+    /// The Toeplitz kernel `FFT(ifftshift(q))` on the grid `d` by the line
+    /// kernels, or `None` where a length has none. The shift by half of
+    /// each (even) length multiplies the transform by (-1)^k per axis, so
+    /// it rides along with each pass instead of costing a copy of Q on the
+    /// host.
+    pub fn fft_q(&self, q: &[Complex<f32>], d: [usize; 3]) -> Result<Option<CudaSlice<f32>>> {
+        if !covered(d) {
+            return Ok(None);
+        }
+        let [d0, d1, d2] = d;
+        let mut fq = self.upload(crate::device::as_floats(q))?;
+        let axes = [
+            (d0, d1 * d2, Map::rows(d0, d0)),
+            (d1, d0 * d2, Map::new(d0, d0 * d1, 1, d0, d1)),
+            (d2, d0 * d1, Map::new(0, 0, 1, d0 * d1, d2)),
+        ];
+        for (l, count, m) in axes {
+            let pass = self.pass("fft_lines", l, count)?;
+            let alternate: Vec<f32> = (0..l)
+                .map(|k| if k % 2 == 0 { 1.0 } else { -1.0 })
+                .collect();
+            let alternate = self.upload(&alternate)?;
+            self.lines(&pass, &mut fq, None, m.times(self, &alternate), m, -1.0)?;
+        }
+        Ok(Some(fq))
     }
 }
