@@ -110,6 +110,14 @@ fn anatomical_settings_are_checked() {
 }
 
 #[test]
+fn unknown_voxel_basis_lists_the_bases() {
+    rejects(
+        |t| t.replace("[engine]", "[engine]\nbasis = \"sinc\""),
+        &["engine.basis", "sinc", "box", "delta"],
+    );
+}
+
+#[test]
 fn unknown_trajectory_kind_lists_the_kinds() {
     rejects(
         |t| t.replace("kind = \"tpi\"", "kind = \"rosette\""),
@@ -182,6 +190,7 @@ fn small_pipeline_end_to_end() {
         );
     }
     assert_eq!(r["q_cache"], "miss");
+    assert_eq!(r["basis"], "box-sinc");
     assert_eq!(r["matrix"], serde_json::json!([16, 16, 16]));
     assert_eq!(r["iterations"], 30);
     let (it, grid) = (

@@ -12,7 +12,10 @@ each axis (recon's `regulariser.kind = "uniform"`), and lambda relative to
 the diagonal of A^H A, for each lambda of one sweep. The tools:
 
 - recon (the binary given by --recon, a run per lambda with its default
-  NUFFT engine; Q comes from its cache after the first run);
+  NUFFT engine; Q comes from its cache after the first run), with its
+  default box voxel basis ("recon"), and with the delta basis ("recon
+  delta", `engine.basis = "delta"`): the peers' own image model, so that
+  this row solves exactly their problem;
 - SigPy's NUFFT with `toeplitz=True`, at its default kernel (width 4,
   upsampling 1.25) and at width 6 with upsampling 2;
 - torchkbnufft's `calc_toeplitz_kernel` and `ToepNufft` (width 6,
@@ -248,18 +251,19 @@ def torchkb_setup(scan):
     return setup
 
 
-def run_recon(binary, device, scan_path, scan, lambdas, iterations, workdir):
-    """recon's PSNR from a run per lambda (`recon --config`), its times from
-    `recon bench --scan` on the same file."""
+def run_recon(binary, device, scan_path, scan, lambdas, iterations, workdir, basis="box"):
+    """recon's PSNR from a run per lambda (`recon --config`) with voxel basis
+    `basis`, its times from `recon bench --scan` on the same file (the
+    basis does not change them)."""
     runs = []
 
     def evaluate(lam):
-        out = os.path.join(workdir, f"recon-{len(runs)}")
+        out = os.path.join(workdir, f"recon-{basis}-{len(runs)}")
         cfg = out + ".toml"
         with open(cfg, "w") as f:
             f.write(
                 f'[scan]\nfile = "{os.path.abspath(scan_path)}"\n'
-                f'[engine]\ndevice = "{device}"\nprecision = "f32"\n'
+                f'[engine]\ndevice = "{device}"\nprecision = "f32"\nbasis = "{basis}"\n'
                 f'[regulariser]\nkind = "uniform"\n'
                 f"[solver]\niterations = {iterations}\nlambda = {lam}\n"
                 f'[output]\ndir = "{out}"\n'
@@ -272,7 +276,7 @@ def run_recon(binary, device, scan_path, scan, lambdas, iterations, workdir):
         with h5py.File(os.path.join(out, "recon.h5"), "r") as f:
             scaled = psnr(f["recon"][()], scan["truth"], scaled=True)
         runs.append((lam, scaled))
-        print(f"  recon: lambda {lam:g}: PSNR {r['psnr_db']:.2f} dB ({scaled:.2f} scaled)", flush=True)
+        print(f"  recon ({basis}): lambda {lam:g}: PSNR {r['psnr_db']:.2f} dB ({scaled:.2f} scaled)", flush=True)
         return r["psnr_db"]
 
     best_psnr, best_lam = sweep(evaluate, lambdas)
@@ -295,7 +299,7 @@ def run_recon(binary, device, scan_path, scan, lambdas, iterations, workdir):
         flush=True,
     )
     return {
-        "tool": "recon",
+        "tool": "recon" if basis == "box" else f"recon ({basis} basis)",
         "precompute_s": s["plan_seconds"] + s.get("q_plan_seconds", 0) + s["q_seconds"] + s["toeplitz_seconds"],
         "adjoint_s": s["fhd_seconds"],
         "iteration_s": s["cg_ms_per_iteration"] / 1e3,
@@ -336,7 +340,7 @@ def main():
     )
     ap.add_argument("--iterations", type=int, default=60, help="CG iterations")
     ap.add_argument("--device", default="cuda", help="recon's engine.device")
-    ap.add_argument("--tools", default="recon,sigpy,sigpy-w6,torchkbnufft")
+    ap.add_argument("--tools", default="recon,recon-delta,sigpy,sigpy-w6,torchkbnufft")
     ap.add_argument("--json", help="write the table as JSON here")
     args = ap.parse_args()
     lambdas = [float(v) for v in args.lambdas.split(",")]
@@ -355,15 +359,16 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for tool in args.tools.split(","):
-            if tool == "recon":
-                rows.append(run_recon(args.recon, args.device, args.scan, scan, lambdas, it, work))
+            if tool in ("recon", "recon-delta"):
+                basis = "box" if tool == "recon" else "delta"
+                rows.append(run_recon(args.recon, args.device, args.scan, scan, lambdas, it, work, basis))
             elif tool in peers:
                 try:
                     rows.append(peers[tool]())
                 except Exception as e:  # one peer's failure leaves the others' figures
                     print(f"  {tool} failed: {type(e).__name__}: {e}", flush=True)
             else:
-                sys.exit(f"unknown tool {tool!r}: recon, {', '.join(peers)}")
+                sys.exit(f"unknown tool {tool!r}: recon, recon-delta, {', '.join(peers)}")
     print()
     print(f"| tool | precompute (s) | F^H D (ms) | CG iteration (ms) | per scan (s) | best PSNR (dB) | at lambda |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

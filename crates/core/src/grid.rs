@@ -10,6 +10,33 @@ use crate::{Error, Result};
 pub struct Grid {
     pub n: [usize; 3],
     pub fov_mm: [f64; 3],
+    /// What a voxel's value multiplies: the image model's basis.
+    pub basis: Basis,
+}
+
+/// The function each voxel value multiplies in the image model
+/// `rho(x) = sum_v rho_v b(x - x_v)`; F weighs the sample at k by its
+/// transform phi(k).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Basis {
+    /// A uniform box filling the voxel (Haldar, Stone et al.; the default):
+    /// `phi(k) = V prod_d sinc(k_d / N_d)`. Exact for an image that is
+    /// constant over each voxel, such as voxel averages.
+    #[default]
+    Box,
+    /// A point at the voxel's centre, scaled by its volume: `phi(k) = V`.
+    /// The model of NUFFT toolboxes such as SigPy and torchkbnufft.
+    Delta,
+}
+
+impl Basis {
+    /// A short name for cache keys and reports.
+    pub fn id(&self) -> &'static str {
+        match self {
+            Basis::Box => "box-sinc",
+            Basis::Delta => "delta",
+        }
+    }
 }
 
 impl Grid {
@@ -34,7 +61,11 @@ impl Grid {
                 });
             }
         }
-        Ok(Grid { n, fov_mm })
+        Ok(Grid {
+            n,
+            fov_mm,
+            basis: Basis::Box,
+        })
     }
 
     /// Number of voxels.
@@ -85,14 +116,24 @@ impl Grid {
         }
     }
 
-    /// The Fourier transform of the box voxel basis at k (cycles/FOV):
-    /// `phi(k) = V prod_d sinc(k_d / N_d)`, with V the voxel volume in mm^3
-    /// and `sinc(u) = sin(pi u) / (pi u)`. It is real.
+    /// The same grid with another voxel basis.
+    pub fn with_basis(self, basis: Basis) -> Grid {
+        Grid { basis, ..self }
+    }
+
+    /// The Fourier transform of the voxel basis at k (cycles/FOV), real:
+    /// for the box `phi(k) = V prod_d sinc(k_d / N_d)`, with V the voxel
+    /// volume in mm^3 and `sinc(u) = sin(pi u) / (pi u)`; for the delta, V.
     pub fn phi(&self, k: [f64; 3]) -> f64 {
-        self.voxel_volume()
-            * sinc(k[0] / self.n[0] as f64)
-            * sinc(k[1] / self.n[1] as f64)
-            * sinc(k[2] / self.n[2] as f64)
+        match self.basis {
+            Basis::Box => {
+                self.voxel_volume()
+                    * sinc(k[0] / self.n[0] as f64)
+                    * sinc(k[1] / self.n[1] as f64)
+                    * sinc(k[2] / self.n[2] as f64)
+            }
+            Basis::Delta => self.voxel_volume(),
+        }
     }
 }
 

@@ -24,7 +24,7 @@ mod stencil;
 pub use backend::{fft_q_by_pieces, toeplitz_by_pieces, Backend, Direction, Sign, Targets};
 pub use cpu::CpuBackend;
 pub use error::Error;
-pub use grid::{index3, sinc, Grid, Lattice, Volume};
+pub use grid::{index3, sinc, Basis, Grid, Lattice, Volume};
 pub use num_complex::Complex;
 pub use real::Real;
 pub use stencil::Stencil;

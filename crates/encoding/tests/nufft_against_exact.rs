@@ -180,3 +180,57 @@ fn forward_and_adjoint_are_adjoint_for_both_engines() {
         );
     }
 }
+
+#[test]
+fn the_delta_basis_gives_the_plain_fourier_sums() {
+    // With the delta basis phi(k) = V: F^H D = V sum_m D_m exp(i 2pi k_m.x)
+    // and Q = V^2 sum_m exp(i 2pi k_m.y), summed here directly in float64.
+    // Both engines; the box basis must differ (its sinc weights are far
+    // from 1 near the edge of k-space).
+    use recon_core::Basis;
+    let grid = Grid::new([8, 6, 10], [200.0, 150.0, 250.0])
+        .unwrap()
+        .with_basis(Basis::Delta);
+    let traj = Trajectory::Radial {
+        spokes: 30,
+        samples: 8,
+        kmax: 1.0,
+    }
+    .generate(&grid)
+    .unwrap();
+    let data: Vec<Complex<f64>> = traj
+        .iter()
+        .map(|k| Complex::new((0.3 * k[0]).cos(), (0.2 * k[1]).sin() + 0.1 * k[2]))
+        .collect();
+    let v = grid.voxel_volume();
+    let turns = |k: &[f64; 3], x: [f64; 3]| k[0] * x[0] + k[1] * x[1] + k[2] * x[2];
+    let cis = |t: f64| Complex::from_polar(1.0, std::f64::consts::TAU * t);
+    let voxels = grid.voxels();
+    let fhd_want: Vec<Complex<f64>> = (0..grid.len())
+        .map(|i| {
+            let x = voxels.point(i);
+            v * traj
+                .iter()
+                .zip(&data)
+                .map(|(k, d)| d * cis(turns(k, x)))
+                .sum::<Complex<f64>>()
+        })
+        .collect();
+    let lags = grid.displacements();
+    let q_want: Vec<Complex<f64>> = (0..lags.len())
+        .map(|j| {
+            let y = lags.point(j);
+            v * v * traj.iter().map(|k| cis(turns(k, y))).sum::<Complex<f64>>()
+        })
+        .collect();
+    let rho = vec![Complex::default(); grid.len()];
+    for engine in [Engine::Exact, Engine::Nufft { tolerance: 1e-9 }] {
+        let (q, fhd, _) = sums::<f64>(engine, &grid, &traj, &data, &rho);
+        // Float64 sums in another order, or the NUFFT at 1e-9.
+        let (eq, ef) = (rel_l2(&q, &q_want), rel_l2(&fhd, &fhd_want));
+        assert!(eq < 1e-8 && ef < 1e-8, "{engine:?}: Q {eq:e}, F^H D {ef:e}");
+        let boxed = grid.with_basis(Basis::Box);
+        let (q_box, fhd_box, _) = sums::<f64>(engine, &boxed, &traj, &data, &rho);
+        assert!(rel_l2(&q_box, &q_want) > 1e-2 && rel_l2(&fhd_box, &fhd_want) > 1e-2);
+    }
+}

@@ -42,7 +42,9 @@ pub fn compute<B: NufftBackend>(
 /// The cache key: SHA-256 over everything Q depends on, as hex.
 pub fn key(grid: &Grid, traj: &[[f64; 3]], precision: &str, engine: &Engine) -> String {
     let mut h = Sha256::new();
-    h.update(b"recon Q v2; basis=box-sinc; engine=");
+    h.update(b"recon Q v2; basis=");
+    h.update(grid.basis.id().as_bytes());
+    h.update(b"; engine=");
     h.update(engine.id().as_bytes());
     h.update(b"; precision=");
     h.update(precision.as_bytes());
@@ -203,4 +205,20 @@ pub fn key_of<B: NufftBackend>(plan: &Plan<'_, B>) -> String {
 /// The path the cache file of the plan's Q has.
 pub fn cache_file<B: NufftBackend>(cache: &Cache, plan: &Plan<'_, B>) -> PathBuf {
     cache.path(&key_of(plan))
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn the_key_depends_on_the_voxel_basis() {
+        let grid = Grid::new([8, 8, 8], [200.0; 3]).unwrap();
+        let traj = [[0.5, -1.0, 2.0], [0.0, 0.0, 0.0]];
+        let e = Engine::Exact;
+        let boxed = key(&grid, &traj, "f32", &e);
+        let delta = key(&grid.with_basis(recon_core::Basis::Delta), &traj, "f32", &e);
+        assert_ne!(boxed, delta);
+        assert_eq!(boxed, key(&grid, &traj, "f32", &e));
+    }
 }

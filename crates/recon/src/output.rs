@@ -26,6 +26,8 @@ pub struct Report {
     pub precision: String,
     pub matrix: [usize; 3],
     pub fov_mm: [f64; 3],
+    /// The image model's voxel basis: "box-sinc" or "delta".
+    pub basis: String,
     pub samples: usize,
     pub noise_sigma: f64,
     pub lambda: f64,
@@ -71,6 +73,7 @@ pub fn report(
         precision: format!("{:?}", l.cfg.engine.precision).to_lowercase(),
         matrix: l.grid.n,
         fov_mm: l.grid.fov_mm,
+        basis: l.grid.basis.id().to_string(),
         samples: inputs.traj.len(),
         noise_sigma: inputs.noise_sigma,
         lambda: l.cfg.solver.lambda,

@@ -320,6 +320,8 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
             },
         )
     };
+    // The voxel basis is the model's, not the data's.
+    let grid = grid.with_basis(cfg.engine.basis());
     Ok(Loaded {
         path: path.to_path_buf(),
         cfg,

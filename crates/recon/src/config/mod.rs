@@ -154,6 +154,11 @@ pub enum EngineKind {
 pub struct EngineCfg {
     #[serde(default)]
     pub kind: EngineKind,
+    /// The image model's voxel basis: "box" (each voxel a uniform box, the
+    /// default) or "delta" (a point at each voxel centre, as SigPy and
+    /// torchkbnufft model an image).
+    #[serde(default)]
+    pub basis: BasisCfg,
     /// nufft only: the relative L2 error the sums may have, 1e-14 to 1e-1
     /// (at least 1e-6 in f32); default 1e-6.
     pub tolerance: Option<f64>,
@@ -176,7 +181,24 @@ pub struct EngineCfg {
     pub block: Option<u32>,
 }
 
+/// `engine.basis` (recon_core::Basis).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BasisCfg {
+    #[default]
+    Box,
+    Delta,
+}
+
 impl EngineCfg {
+    /// The voxel basis as recon-core takes it.
+    pub fn basis(&self) -> recon_core::Basis {
+        match self.basis {
+            BasisCfg::Box => recon_core::Basis::Box,
+            BasisCfg::Delta => recon_core::Basis::Delta,
+        }
+    }
+
     /// The engine as recon-encoding takes it.
     pub fn engine(&self) -> recon_encoding::Engine {
         match self.kind {
