@@ -260,6 +260,28 @@ __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, 
     }
 }
 
+// A block of C lines of length L: the twiddles copied into shared memory
+// (first read after the first pass's synchronisation), the lines' points
+// after them; thread t serves line c = t % C of the block, its groups
+// starting at tj = t / C, tj + L/8, ...
+struct Block {
+    float2* tw;
+    float2* S;
+    int c, tj;
+    long long line;
+};
+
+template <int L>
+__device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
+{
+    constexpr int C = columns_for(L);
+    constexpr int THREADS = C * (L / 8);
+    extern __shared__ float2 smem[];
+    const int t = threadIdx.x;
+    for (int i = t; i < L; i += THREADS) smem[i] = twiddles[i];
+    return Block{smem, smem + L, t % C, t / C, (long long)blockIdx.x * C + t % C};
+}
+
 // work: the planes z < nz of the 2N grid (P points each), transformed
 // along x and y already; fq: FFT(Q), all L = 2 nz planes; twiddles: L
 // points exp(i 2pi k / L). Blocks of C * L / 8 threads, C columns each;
@@ -273,21 +295,15 @@ __device__ __forceinline__ void columns(float2* work, const float2* __restrict__
                                         const float2* __restrict__ twiddles, long long P, int nz, float scale)
 {
     constexpr int C = columns_for(L);
-    constexpr int THREADS = C * (L / 8);
     constexpr int R = last_radix(L);
     constexpr int G = (8 + R - 1) / R;
-    extern __shared__ float2 smem[];
-    float2* tw = smem;
-    float2* S = smem + L;
-    const int t = threadIdx.x;
-    // Thread t serves column c; its groups start at tj, tj + L/8, ...
-    const int c = t % C, tj = t / C;
-    const long long x = (long long)blockIdx.x * C + c;
+    const Block b = block<L>(twiddles);
+    const int c = b.c, tj = b.tj;
+    const long long x = b.line;
     // Column x: point z at z * P + x.
     const Map m{0, 1, P, 1 << 30, nz, 0, 0, nullptr};
     const Line col(work, work, m, m, (int)x, x < P, L);
 
-    for (int i = t; i < L; i += THREADS) tw[i] = twiddles[i];
     // scale * FFT(Q) at the points this thread's last forward pass writes
     // (j + r L/R for its groups j), loaded before the FFT so that the
     // product does not wait for memory.
@@ -304,8 +320,8 @@ __device__ __forceinline__ void columns(float2* work, const float2* __restrict__
 
     // The twiddles are first read by the second pass, after the first's
     // synchronisation.
-    fft_columns<L, C, 1, GLOBAL, SHARED>(S, tw, c, tj, -1.0f, col, f);
-    fft_columns<L, C, 1, SHARED, GLOBAL>(S, tw, c, tj, 1.0f, col, nullptr);
+    fft_columns<L, C, 1, GLOBAL, SHARED>(b.S, b.tw, c, tj, -1.0f, col, f);
+    fft_columns<L, C, 1, SHARED, GLOBAL>(b.S, b.tw, c, tj, 1.0f, col, nullptr);
 }
 
 // The FFT of sign s of `lines` lines of length L, from src (map mi) to dst
@@ -317,16 +333,9 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
                                       const float2* __restrict__ twiddles, float s)
 {
     constexpr int C = columns_for(L);
-    constexpr int THREADS = C * (L / 8);
-    extern __shared__ float2 smem[];
-    float2* tw = smem;
-    float2* S = smem + L;
-    const int t = threadIdx.x;
-    const int c = t % C, tj = t / C;
-    const long long q = (long long)blockIdx.x * C + c;
-    const Line line(src ? src : dst, dst, mi, mo, (int)q, q < count, L);
-    for (int i = t; i < L; i += THREADS) tw[i] = twiddles[i];
-    fft_columns<L, C, 1, GLOBAL, GLOBAL>(S, tw, c, tj, s, line, nullptr);
+    const Block b = block<L>(twiddles);
+    const Line line(src ? src : dst, dst, mi, mo, (int)b.line, b.line < count, L);
+    fft_columns<L, C, 1, GLOBAL, GLOBAL>(b.S, b.tw, b.c, b.tj, s, line, nullptr);
 }
 
 // One kernel of each kind per line length; lines.rs lists the same

@@ -130,7 +130,7 @@ enum Fft {
     /// by that axis's correction; the last pass writes the output. Type 2
     /// runs the same in reverse. No pass of its own for the deconvolution,
     /// and under half the traffic of a full 3-D transform.
-    Lines([Pass; 3]),
+    Lines(Box<[Pass; 3]>),
     /// cuFFT on the whole fine grid, then the deconvolution (or before it,
     /// the amplification) as a kernel of its own. The plan's work area
     /// goes with the plan (Q's, on a grid 64 times the image, is freed
@@ -322,11 +322,11 @@ impl Device {
         let fine = self.zeros::<f32>(2 * n.iter().product::<usize>())?;
         let [m0, m1, _] = layout.modes;
         let fft = if lines::covered(n) {
-            Fft::Lines([
+            Fft::Lines(Box::new([
                 self.pass("fft_lines", n[0], n[1] * n[2])?,
                 self.pass("fft_lines", n[1], m0 * n[2])?,
                 self.pass("fft_lines", n[2], m0 * m1)?,
-            ])
+            ]))
         } else {
             Fft::Cufft(self.fft_plan(n)?)
         };
@@ -469,19 +469,7 @@ impl Device {
             Fft::Lines(passes) => passes,
             Fft::Cufft(plan) => {
                 self.fft_exec(plan, &mut fine, p.layout.sign)?;
-                let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
-                let mut b = self.stream.launch_builder(self.f("nufft_deconvolve"));
-                b.arg(out)
-                    .arg(&*fine)
-                    .arg(cx)
-                    .arg(cy)
-                    .arg(cz)
-                    .arg(&mx)
-                    .arg(&my)
-                    .arg(&mz)
-                    .arg(&p.geometry);
-                unsafe { b.launch(self.cfg(p.modes_len())) }.at("launch nufft_deconvolve")?;
-                return Ok(());
+                return self.corrections(p, "nufft_deconvolve", out, &fine, p.modes_len());
             }
         };
         // Fft::Lines: x, then y where x is a mode, then z into out.
@@ -526,22 +514,39 @@ impl Device {
                 self.lines(&fft[0], &mut fine, None, x.grid, x.modes.times(self, cx), s)?;
             }
             Fft::Cufft(plan) => {
-                let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
-                let mut b = self.stream.launch_builder(self.f("nufft_amplify"));
-                b.arg(&mut *fine)
-                    .arg(f)
-                    .arg(cx)
-                    .arg(cy)
-                    .arg(cz)
-                    .arg(&mx)
-                    .arg(&my)
-                    .arg(&mz)
-                    .arg(&p.geometry);
-                unsafe { b.launch(self.cfg(p.fine_len())) }.at("launch nufft_amplify")?;
+                self.corrections(p, "nufft_amplify", &mut fine, f, p.fine_len())?;
                 self.fft_exec(plan, &mut fine, -p.layout.sign)?;
             }
         }
         self.nufft_interpolate(p, out, &fine)
+    }
+
+    /// `kernel` (`nufft_deconvolve`: modes from the fine grid, or
+    /// `nufft_amplify`: the fine grid from modes) with the corrections per
+    /// axis, over `threads` outputs.
+    fn corrections(
+        &self,
+        p: &CudaNufft,
+        kernel: &str,
+        out: &mut CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+        threads: usize,
+    ) -> Result<()> {
+        let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
+        let [cx, cy, cz] = &p.correction;
+        let mut b = self.stream.launch_builder(self.f(kernel));
+        b.arg(out)
+            .arg(x)
+            .arg(cx)
+            .arg(cy)
+            .arg(cz)
+            .arg(&mx)
+            .arg(&my)
+            .arg(&mz)
+            .arg(&p.geometry);
+        unsafe { b.launch(self.cfg(threads)) }
+            .at(&format!("launch {kernel}"))
+            .map(|_| ())
     }
 
     /// Spread then interpolate, without the FFT.
