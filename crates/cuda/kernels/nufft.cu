@@ -146,6 +146,18 @@ __device__ inline void add_global(float2* fine, float re, float im)
 #endif
 }
 
+// fine[0] += a and fine[1] += b, atomically; fine 16-byte aligned: one
+// vector atomic on Hopper and later.
+__device__ inline void add_pair(float2* fine, float2 a, float2 b)
+{
+#if __CUDA_ARCH__ >= 900
+    atomicAdd((float4*)fine, make_float4(a.x, a.y, b.x, b.y));
+#else
+    add_global(fine, a.x, a.y);
+    add_global(fine + 1, b.x, b.y);
+#endif
+}
+
 __device__ inline int wrap(int i, int n)
 {
     i %= n;
@@ -226,28 +238,36 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
         __syncwarp();
     }
     __syncthreads();
-    // A warp per row of x: the row's y and z advance by the warp count and
-    // wrap by comparisons, x by lane (the while loops run more than once
-    // only on grids smaller than a subproblem).
-    int ly = warp % sy, lz = warp / sy;
-    for (int row = warp; row < sy * sz; row += SPREAD_WARPS) {
+    // A half-warp per row of x, its lanes taking pairs of cells that start
+    // at an even global x (16-byte aligned: the fine grid's sizes are
+    // even), added by one vector atomic each. The row's y and z advance by
+    // the half-warp count and wrap by comparisons (the while loops run more
+    // than once only on grids smaller than a subproblem).
+    const int half = lane >> 4, hl = lane & 15;
+    const int first_row = 2 * warp + half;
+    int ly = first_row % sy, lz = first_row / sy;
+    const int even = o[0] - (o[0] & 1);  // the even x at or below the copy's first
+    const int pairs = (o[0] + sx - even + 1) / 2;
+    for (int row = first_row; row < sy * sz; row += 2 * SPREAD_WARPS) {
         int gy = o[1] + ly, gz = o[2] + lz;
         while (gy < 0) gy += g.n[1];
         while (gy >= g.n[1]) gy -= g.n[1];
         while (gz < 0) gz += g.n[2];
         while (gz >= g.n[2]) gz -= g.n[2];
         const long long grow = ((long long)gz * g.n[1] + gy) * g.n[0];
-        for (int lx = lane; lx < sx; lx += 32) {
+        for (int p = hl; p < pairs; p += 16) {
+            const int lx = even + 2 * p - o[0];  // the pair's first cell in the copy: -1 .. sx - 1
             const int at = row * sx + lx;
-            const float vr = re[at], vi = im[at];
-            if (vr != 0.0f || vi != 0.0f) {
-                int gx = o[0] + lx;
+            const float2 v0 = lx >= 0 ? make_float2(re[at], im[at]) : make_float2(0.0f, 0.0f);
+            const float2 v1 = lx + 1 < sx ? make_float2(re[at + 1], im[at + 1]) : make_float2(0.0f, 0.0f);
+            if (v0.x != 0.0f || v0.y != 0.0f || v1.x != 0.0f || v1.y != 0.0f) {
+                int gx = even + 2 * p;
                 while (gx < 0) gx += g.n[0];
                 while (gx >= g.n[0]) gx -= g.n[0];
-                add_global(&fine[grow + gx], vr, vi);
+                add_pair(&fine[grow + gx], v0, v1);
             }
         }
-        ly += SPREAD_WARPS;
+        ly += 2 * SPREAD_WARPS;
         while (ly >= sy) {
             ly -= sy;
             lz++;
