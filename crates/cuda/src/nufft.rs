@@ -465,26 +465,27 @@ impl Device {
         let mut fine = p.fine.lock().expect("NUFFT fine grid poisoned");
         self.nufft_spread(p, &mut fine, c)?;
         let [cx, cy, cz] = &p.correction;
-        let fft = match &p.fft {
-            Fft::Lines(passes) => passes,
+        match &p.fft {
+            Fft::Lines(fft) => {
+                // x, then y where x is a mode, then z into out.
+                let [x, y, z] = p.axes();
+                let s = p.layout.sign as f32;
+                self.lines(&fft[0], &mut fine, None, x.modes.times(self, cx), x.grid, s)?;
+                self.lines(&fft[1], &mut fine, None, y.modes.times(self, cy), y.grid, s)?;
+                self.lines(
+                    &fft[2],
+                    out,
+                    Some(&fine),
+                    z.modes.times(self, cz),
+                    z.grid,
+                    s,
+                )
+            }
             Fft::Cufft(plan) => {
                 self.fft_exec(plan, &mut fine, p.layout.sign)?;
-                return self.corrections(p, "nufft_deconvolve", out, &fine, p.modes_len());
+                self.corrections(p, "nufft_deconvolve", out, &fine, p.modes_len())
             }
-        };
-        // Fft::Lines: x, then y where x is a mode, then z into out.
-        let [x, y, z] = p.axes();
-        let s = p.layout.sign as f32;
-        self.lines(&fft[0], &mut fine, None, x.modes.times(self, cx), x.grid, s)?;
-        self.lines(&fft[1], &mut fine, None, y.modes.times(self, cy), y.grid, s)?;
-        self.lines(
-            &fft[2],
-            out,
-            Some(&fine),
-            z.modes.times(self, cz),
-            z.grid,
-            s,
-        )
+        }
     }
 
     /// The adjoint of type 1: `out[m] = sum_k f[k] exp(-s i k . x[m])`.

@@ -94,9 +94,7 @@ impl Device {
         self.lines(&p.x, out, Some(work), Map::rows(nx, nx), work_rows(px), 1.0)?;
         Ok(true)
     }
-}
 
-impl Device {
     /// The Toeplitz kernel `FFT(ifftshift(q))` on the grid `d` by the line
     /// kernels, or `None` where a length has none. The shift by half of
     /// each (even) length multiplies the transform by (-1)^k per axis, so
