@@ -46,11 +46,11 @@ pub fn stage_bytes(n: [usize; 3], samples: usize, nufft: bool) -> Option<[(&'sta
         ("F^H D", fhd),
         (
             "CG",
-            // Five image vectors; FFT(Q), the work grid, cuFFT's 3-D work
-            // area (made for FFT(Q)) and the pruned product's 2-D one (half
-            // a grid): 3.5 grids.
+            // Five image vectors; FFT(Q), the work grid and cuFFT's 3-D
+            // work area (made for FFT(Q) and the product where the grid has
+            // no line kernels; on the GPU's line path, nothing): 3 grids.
             c.checked_mul(5 * vox)?
-                .checked_add(c.checked_mul(7)?.checked_mul(big)? / 2)?
+                .checked_add(c.checked_mul(3)?.checked_mul(big)?)?
                 .checked_add(12u64.checked_mul(vox)?)?
                 .checked_add(plan)?,
         ),
@@ -218,12 +218,12 @@ mod tests {
 
     #[test]
     fn cg_dominates_and_largest_cubic_fits() {
-        // N = 128: CG holds 5 * 2 Mi + 3.5 * 16 Mi complex floats plus weights.
+        // N = 128: CG holds 5 * 2 Mi + 3 * 16 Mi complex floats plus weights.
         let (stage, bytes) = peak_bytes([128; 3], 284_592, false).unwrap();
         assert_eq!(stage, "CG");
         assert_eq!(
             bytes,
-            8 * 5 * 128u64.pow(3) + 8 * 7 * 256u64.pow(3) / 2 + 12 * 128u64.pow(3)
+            8 * 5 * 128u64.pow(3) + 8 * 3 * 256u64.pow(3) + 12 * 128u64.pow(3)
         );
         let need = |n| peak_bytes([n; 3], 284_592, false).map(|(_, b)| b);
         let n = largest_cubic(bytes, need).unwrap();
