@@ -53,6 +53,7 @@ comparison and runs this on each.
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -251,10 +252,33 @@ def torchkb_setup(scan):
     return setup
 
 
+@functools.cache
+def recon_bench(binary, device, scan_path, iterations, workdir):
+    """recon's stage times on the scan file (`recon bench --scan`), once per
+    file: the voxel basis does not change them."""
+    bench = os.path.join(workdir, "bench.json")
+    run = subprocess.run(
+        [binary, "bench", "--device", device, "--scan", os.path.abspath(scan_path), "--engines", "nufft",
+         "--variants", "5", "--timing-voxels", "4096", "--check-voxels", "64",
+         "--iterations", str(iterations), "--json", bench],
+        capture_output=True, text=True,
+    )
+    if run.returncode != 0:
+        sys.exit(f"recon bench failed:\n{run.stderr}")
+    with open(bench) as f:
+        s = json.load(f)["stages"][0]
+    print(
+        f"  recon bench: plan {s['plan_seconds']:.3f} s, Q plan {s.get('q_plan_seconds', 0):.3f} s, "
+        f"Q {s['q_seconds']:.3f} s, FFT(Q) {s['toeplitz_seconds']:.3f} s, "
+        f"F^H D {1e3 * s['fhd_seconds']:.2f} ms, CG {s['cg_ms_per_iteration']:.3f} ms/iteration",
+        flush=True,
+    )
+    return s
+
+
 def run_recon(binary, device, scan_path, scan, lambdas, iterations, workdir, basis="box"):
     """recon's PSNR from a run per lambda (`recon --config`) with voxel basis
-    `basis`, its times from `recon bench --scan` on the same file (the
-    basis does not change them)."""
+    `basis`, its times from `recon_bench`."""
     runs = []
 
     def evaluate(lam):
@@ -281,23 +305,7 @@ def run_recon(binary, device, scan_path, scan, lambdas, iterations, workdir, bas
 
     best_psnr, best_lam = sweep(evaluate, lambdas)
     best = (best_psnr, best_lam, dict(runs)[best_lam])
-    bench = os.path.join(workdir, "bench.json")
-    run = subprocess.run(
-        [binary, "bench", "--device", device, "--scan", os.path.abspath(scan_path), "--engines", "nufft",
-         "--variants", "5", "--timing-voxels", "4096", "--check-voxels", "64",
-         "--iterations", str(iterations), "--json", bench],
-        capture_output=True, text=True,
-    )
-    if run.returncode != 0:
-        sys.exit(f"recon bench failed:\n{run.stderr}")
-    with open(bench) as f:
-        s = json.load(f)["stages"][0]
-    print(
-        f"  recon bench: plan {s['plan_seconds']:.3f} s, Q plan {s.get('q_plan_seconds', 0):.3f} s, "
-        f"Q {s['q_seconds']:.3f} s, FFT(Q) {s['toeplitz_seconds']:.3f} s, "
-        f"F^H D {1e3 * s['fhd_seconds']:.2f} ms, CG {s['cg_ms_per_iteration']:.3f} ms/iteration",
-        flush=True,
-    )
+    s = recon_bench(binary, device, scan_path, iterations, workdir)
     return {
         "tool": "recon" if basis == "box" else f"recon ({basis} basis)",
         "precompute_s": s["plan_seconds"] + s.get("q_plan_seconds", 0) + s["q_seconds"] + s["toeplitz_seconds"],
