@@ -11,7 +11,7 @@ mod common;
 use common::*;
 use recon_cg::{Normal, Params, Toeplitz};
 use recon_core::{
-    metrics::nrmse, Backend, Complex, CpuBackend, Direction, Grid, Sign, Stencil, Targets,
+    metrics::nrmse, Backend, Complex, CpuBackend, Direction, Grid, Ratio, Sign, Stencil, Targets,
 };
 use recon_cuda::{CudaBackend, Options, Tuning, Variant};
 use std::path::PathBuf;
@@ -115,9 +115,40 @@ fn primitives_match_cpu() {
     cpu.axpy(&mut c1, 0.7, &y).unwrap();
     b.axpy(&mut g1, 0.7, &gy).unwrap();
     assert!(close(&get(&g1), &c1), "axpy");
-    cpu.xpby(&mut c1, &x, -1.3).unwrap();
-    b.xpby(&mut g1, &gx, -1.3).unwrap();
-    assert!(close(&get(&g1), &c1), "xpby");
+    // CG's scalars on the device: s = [floor, <x, y>, <y, y>, a negative, 0]
+    // and coefficients from them, gated as recon_core::Ratio says.
+    let init = [2.0, 0.0, 0.0, -1.0, 0.0];
+    let (mut cs, mut gs) = (cpu.scalars(&init).unwrap(), b.scalars(&init).unwrap());
+    for (slot, u, v, gu, gv) in [(1, &x, &y, &gx, &gy), (2, &y, &y, &gy, &gy)] {
+        cpu.dot_re_to(&mut cs, slot, u, v).unwrap();
+        b.dot_re_to(&mut gs, slot, gu, gv).unwrap();
+    }
+    let mut read = [0.0; 5];
+    b.read_scalars(&mut read, &gs).unwrap();
+    for i in 0..5 {
+        assert!(
+            (read[i] - cs[i]).abs() < 1e-9 * cs[i].abs().max(1.0),
+            "scalars {read:?} vs {cs:?}"
+        );
+    }
+    let ratio = |num, den| Ratio { num, den, floor: 0 };
+    // <y, y> / <y, y> = 1 and <x, y> / <y, y>, each above the floor 2;
+    // then over a negative, over 0 and from below the floor: 0.
+    for r in [
+        ratio(2, 2),
+        ratio(1, 2),
+        ratio(2, 3),
+        ratio(2, 4),
+        ratio(0, 2),
+    ] {
+        cpu.axpy_ratio(&mut c1, -0.6, r, &cs, &y).unwrap();
+        b.axpy_ratio(&mut g1, -0.6, r, &gs, &gy).unwrap();
+        assert!(close(&get(&g1), &c1), "axpy_ratio {r:?}");
+        cpu.xpby_ratio(&mut c1, &x, r, &cs).unwrap();
+        b.xpby_ratio(&mut g1, &gx, r, &gs).unwrap();
+        assert!(close(&get(&g1), &c1), "xpby_ratio {r:?}");
+    }
+    assert!(b.axpy_ratio(&mut g1, 1.0, ratio(5, 1), &gs, &gy).is_err());
     cpu.mul(&mut c1, &y).unwrap();
     b.mul(&mut g1, &gy).unwrap();
     assert!(close(&get(&g1), &c1), "mul");
@@ -197,6 +228,27 @@ fn cg_solve_matches_cpu_f64() {
     // float32 CG over 15 iterations amplifies rounding by the condition
     // number seen so far; 1e-4 leaves an order of magnitude of margin.
     assert!(err < 1e-4, "CG relative error {err:e}");
+
+    // With a tolerance: the GPU reads its scalars every 10 iterations, and
+    // the iterations it queued past the stop leave x as it was, so it stops
+    // where the CPU, reading every iteration, does.
+    let tol = Params {
+        iterations: 60,
+        tolerance: 1e-3,
+    };
+    let (xt64, it64) = common::cg(&cpu, &grid, &q64, &fhd64, &w, 0.02, &tol);
+    let (xt, it) = common::cg(&b, &grid, &q, &fhd, &w, 0.02, &tol);
+    println!(
+        "CG to 1e-3: CPU f64 {} iterations, GPU {}",
+        it64.iterations, it.iterations
+    );
+    assert!(
+        it64.iterations < 60 && it64.iterations % 10 != 0,
+        "{it64:?}"
+    );
+    assert_eq!(it.iterations, it64.iterations);
+    assert_eq!(it.residuals.len(), it.iterations);
+    assert!(nrmse(&up(&xt), &xt64) < 1e-4, "CG to a tolerance");
 
     // The Toeplitz operator alone, against the CPU's.
     let mut t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();

@@ -6,11 +6,12 @@
 //! [`Problem`] holds FFT(Q) and F^H D on the device, made once per run and
 //! solved for any W and lambda (passes, sweeps). W^H W is the backend's
 //! sparse stencil.
-//! Everything here is written once against [`Backend`]; only scalars reach
-//! the host per iteration. Residuals reach the caller through a callback:
+//! Everything here is written once against [`Backend`]. CG's scalars stay
+//! on the device with its vectors, and the host reads them only now and
+//! then, so a GPU runs the iterations back to back. Residuals reach the caller through a callback:
 //! this crate never prints.
 
-use recon_core::{Backend, Complex, Error, Grid, Real, Result, Stencil};
+use recon_core::{Backend, Complex, Error, Grid, Ratio, Real, Result, Stencil};
 
 /// A Hermitian positive (semi-)definite operator `A`, applied as `out = A x`.
 pub trait Normal<B: Backend> {
@@ -155,6 +156,13 @@ pub struct Info {
 
 /// Conjugate gradient for `A x = b`, starting from the given `x`.
 /// `on_iteration(i, relative_residual)` is called after each iteration.
+///
+/// The dot products stay on the device and the vector updates take their
+/// coefficients from them there ([`Ratio`]): the host queues iterations
+/// and reads the scalars every [`Backend::read_every`] iterations, so a GPU
+/// never waits for it. Once `||r||` falls to `tolerance ||b||` the queued
+/// iterations leave x as it is, so the result is the one CG would have
+/// stopped at; Info counts only the iterations that ran.
 pub fn solve<B: Backend, A: Normal<B>>(
     backend: &B,
     a: &mut A,
@@ -166,7 +174,14 @@ pub fn solve<B: Backend, A: Normal<B>>(
     let n = a.len();
     Error::check_len("CG right-hand side", n, backend.len(b))?;
     Error::check_len("CG initial guess", n, backend.len(x))?;
-    let b_norm = backend.dot_re(b, b)?.sqrt();
+    let bb = backend.dot_re(b, b)?;
+    if !bb.is_finite() {
+        return Err(Error::Invalid {
+            what: "conjugate gradient",
+            reason: format!("the right-hand side is not finite (||b||^2 = {bb})"),
+        });
+    }
+    let b_norm = bb.sqrt();
     let mut info = Info {
         iterations: 0,
         relative_residual: 0.0,
@@ -187,36 +202,108 @@ pub fn solve<B: Backend, A: Normal<B>>(
         backend.axpy(&mut r, -1.0, &ap)?;
     }
     backend.copy(&mut p, &r)?;
-    let mut rr = backend.dot_re(&r, &r)?;
-    info.relative_residual = rr.sqrt() / b_norm;
-    for it in 0..params.iterations {
-        if info.relative_residual <= params.tolerance || rr == 0.0 {
-            break;
-        }
+    // The scalars: the floor (tolerance ||b||)^2, <r, r> at the start,
+    // then per iteration i from 1 <p, A p> and <r, r> (see `Slots`).
+    let mut host = vec![0.0; Slots::len(params.iterations)];
+    host[Slots::FLOOR] = (params.tolerance * b_norm).powi(2);
+    let mut s = backend.scalars(&host)?;
+    backend.dot_re_to(&mut s, Slots::rr(0), &r, &r)?;
+    let every = backend.read_every().max(1);
+    for it in 1..=params.iterations {
         // alpha = <r, r> / <p, A p>
         a.apply(backend, &mut ap, &p)?;
-        let pap = backend.dot_re(&p, &ap)?;
+        backend.dot_re_to(&mut s, Slots::pap(it), &p, &ap)?;
+        let alpha = Slots::ratio(Slots::rr(it - 1), Slots::pap(it));
+        backend.axpy_ratio(x, 1.0, alpha, &s, &p)?; // x = x + alpha p
+        backend.axpy_ratio(&mut r, -1.0, alpha, &s, &ap)?; // r = r - alpha A p
+        backend.dot_re_to(&mut s, Slots::rr(it), &r, &r)?;
+        // p = r + beta p, beta = <r, r> / <r_old, r_old>
+        let beta = Slots::ratio(Slots::rr(it), Slots::rr(it - 1));
+        backend.xpby_ratio(&mut p, &r, beta, &s)?;
+        if it % every == 0 || it == params.iterations {
+            backend.read_scalars(&mut host, &s)?;
+            if !report(&mut info, &host, it, b_norm, on_iteration)? {
+                break;
+            }
+        }
+    }
+    if params.iterations == 0 {
+        backend.read_scalars(&mut host, &s)?;
+        report(&mut info, &host, 0, b_norm, on_iteration)?;
+    }
+    Ok(info)
+}
+
+/// Where CG keeps its scalars.
+struct Slots;
+
+impl Slots {
+    const FLOOR: usize = 0;
+
+    fn len(iterations: usize) -> usize {
+        2 * iterations + 2
+    }
+
+    /// `<r, r>` after iteration `i` (0: at the start).
+    fn rr(i: usize) -> usize {
+        2 * i + 1
+    }
+
+    /// `<p, A p>` of iteration `i`, from 1.
+    fn pap(i: usize) -> usize {
+        2 * i
+    }
+
+    /// `s[num] / s[den]`, 0 once `s[num]` is at the floor.
+    fn ratio(num: usize, den: usize) -> Ratio {
+        Ratio {
+            num,
+            den,
+            floor: Slots::FLOOR,
+        }
+    }
+}
+
+/// Reads the iterations after `info.iterations`, up to `last`, from the
+/// scalars `s` on the host, as [`Ratio`] gated them on the device: iteration
+/// i ran when `<r, r>` before it was above the floor. Returns whether CG
+/// goes on after `last`.
+fn report(
+    info: &mut Info,
+    s: &[f64],
+    last: usize,
+    b_norm: f64,
+    on_iteration: &mut dyn FnMut(usize, f64),
+) -> Result<bool> {
+    let above = |i: usize| s[Slots::rr(i)].is_finite() && s[Slots::rr(i)] > s[Slots::FLOOR];
+    if info.iterations == 0 {
+        info.relative_residual = s[Slots::rr(0)].sqrt() / b_norm;
+    }
+    for it in info.iterations + 1..=last {
+        if !above(it - 1) {
+            return Ok(false);
+        }
+        let (pap, rr) = (s[Slots::pap(it)], s[Slots::rr(it)]);
         if !(pap.is_finite() && pap > 0.0) {
             return Err(Error::Invalid {
                 what: "conjugate gradient",
                 reason: format!(
-                    "p^H A p = {pap} at iteration {}: the operator is not positive definite",
-                    it + 1
+                    "p^H A p = {pap} at iteration {it}: the operator is not positive definite"
                 ),
             });
         }
-        let alpha = rr / pap;
-        backend.axpy(x, alpha, &p)?; // x = x + alpha p
-        backend.axpy(&mut r, -alpha, &ap)?; // r = r - alpha A p
-        let rr_new = backend.dot_re(&r, &r)?;
-        backend.xpby(&mut p, &r, rr_new / rr)?; // p = r + beta p
-        rr = rr_new;
-        info.iterations = it + 1;
+        if !rr.is_finite() {
+            return Err(Error::Invalid {
+                what: "conjugate gradient",
+                reason: format!("the residual is not finite (||r||^2 = {rr}) at iteration {it}"),
+            });
+        }
+        info.iterations = it;
         info.relative_residual = rr.sqrt() / b_norm;
         info.residuals.push(info.relative_residual);
-        on_iteration(it + 1, info.relative_residual);
+        on_iteration(it, info.relative_residual);
     }
-    Ok(info)
+    Ok(above(last))
 }
 
 /// `(F^H F + lambda W^H W) x = F^H D` for one run: FFT(Q) and F^H D on

@@ -51,6 +51,38 @@ impl Targets<'_> {
     }
 }
 
+/// A coefficient `s[num] / s[den]` of an iterative solver, taken from
+/// scalars that stay on the device ([`Backend::scalars`]). It is 0 unless
+/// `s[num]` is finite and above `s[floor]` and `s[den]` is finite and
+/// positive: a solver whose residual has fallen to its floor, or whose step
+/// broke down, then leaves its vectors as they are for the iterations it
+/// queued before reading its scalars. The GPU's kernels (vector.cu) mirror
+/// [`Ratio::of`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ratio {
+    pub num: usize,
+    pub den: usize,
+    pub floor: usize,
+}
+
+impl Ratio {
+    /// The coefficient, from the scalars on the host.
+    pub fn of(&self, s: &[f64]) -> f64 {
+        let (num, den) = (s[self.num], s[self.den]);
+        if num.is_finite() && num > s[self.floor] && den.is_finite() && den > 0.0 {
+            num / den
+        } else {
+            0.0
+        }
+    }
+
+    /// Fails unless every slot lies among `len` scalars.
+    pub fn check(&self, len: usize) -> Result<()> {
+        let top = self.num.max(self.den).max(self.floor);
+        Error::check_index("solver scalars", top, len)
+    }
+}
+
 /// The device primitives of the pipeline. One implementation per device;
 /// Q, F^H D, the Toeplitz operator and CG are written once above it.
 ///
@@ -63,6 +95,8 @@ pub trait Backend: Send + Sync {
     type Vector: Send;
     /// The stencil of W (squared weights) in device memory.
     type Weights: Send;
+    /// A few f64 scalars of an iterative solver in device memory.
+    type Scalars: Send;
 
     /// A one-line description: device name and precision.
     fn describe(&self) -> String;
@@ -106,10 +140,50 @@ pub trait Backend: Send + Sync {
     fn copy(&self, out: &mut Self::Vector, x: &Self::Vector) -> Result<()>;
     /// `y = y + a x`
     fn axpy(&self, y: &mut Self::Vector, a: f64, x: &Self::Vector) -> Result<()>;
-    /// `y = x + b y`
-    fn xpby(&self, y: &mut Self::Vector, x: &Self::Vector, b: f64) -> Result<()>;
-    /// `Re <x, y> = Re sum conj(x_i) y_i`, accumulated in at least f64 on the host side.
+    /// `Re <x, y> = Re sum conj(x_i) y_i`, accumulated in at least f64,
+    /// read back to the host (on the GPU, a wait for the queue).
     fn dot_re(&self, x: &Self::Vector, y: &Self::Vector) -> Result<f64>;
+
+    // --- solver scalars -------------------------------------------------
+    // CG keeps its dot products where its vectors are and takes its
+    // coefficients from them there ([`Ratio`]), so the host can queue
+    // iteration after iteration and read the scalars now and then.
+
+    /// Scalars on the device, set to `init`.
+    fn scalars(&self, init: &[f64]) -> Result<Self::Scalars>;
+    /// Copies the scalars to the host, waiting for what writes them.
+    fn read_scalars(&self, out: &mut [f64], s: &Self::Scalars) -> Result<()>;
+    /// `s[slot] = Re <x, y>`, left on the device.
+    fn dot_re_to(
+        &self,
+        s: &mut Self::Scalars,
+        slot: usize,
+        x: &Self::Vector,
+        y: &Self::Vector,
+    ) -> Result<()>;
+    /// `y = y + a c x`, with `c = ratio.of(s)`.
+    fn axpy_ratio(
+        &self,
+        y: &mut Self::Vector,
+        a: f64,
+        ratio: Ratio,
+        s: &Self::Scalars,
+        x: &Self::Vector,
+    ) -> Result<()>;
+    /// `y = x + c y`, with `c = ratio.of(s)`.
+    fn xpby_ratio(
+        &self,
+        y: &mut Self::Vector,
+        x: &Self::Vector,
+        ratio: Ratio,
+        s: &Self::Scalars,
+    ) -> Result<()>;
+    /// How many iterations a solver should queue between reads of its
+    /// scalars: 1 where a read costs nothing (the CPU computes as it is
+    /// called), more where each read drains the device's queue.
+    fn read_every(&self) -> usize {
+        1
+    }
 
     // --- Toeplitz pieces ------------------------------------------------
 

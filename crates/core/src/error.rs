@@ -48,4 +48,16 @@ impl Error {
             })
         }
     }
+
+    /// Checks that `index` lies among `len` items.
+    pub fn check_index(what: &'static str, index: usize, len: usize) -> crate::Result<()> {
+        if index < len {
+            Ok(())
+        } else {
+            Err(Error::Invalid {
+                what,
+                reason: format!("index {index} of {len}"),
+            })
+        }
+    }
 }

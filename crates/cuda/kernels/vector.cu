@@ -2,21 +2,35 @@
 // Complex vectors are float2 (re, im). Reductions accumulate in double and
 // run in two fixed passes, so a dot product is the same on every run.
 
-extern "C" __global__ void axpy(float2* y, float a, const float2* __restrict__ x, long long n)
+// A CG coefficient s[num] / s[den] from scalars on the device; 0 unless
+// s[num] is finite and above s[floor] and s[den] is finite and positive.
+// Mirrors recon_core::Ratio::of. A null s gives 1.
+__device__ double ratio(const double* __restrict__ s, int num, int den, int floor)
 {
-    // y = y + a x
+    if (!s) return 1.0;
+    const double a = s[num], b = s[den];
+    return (isfinite(a) && a > s[floor] && isfinite(b) && b > 0.0) ? a / b : 0.0;
+}
+
+extern "C" __global__ void axpy(float2* y, double a, const double* __restrict__ s, int num, int den, int floor,
+                                const float2* __restrict__ x, long long n)
+{
+    // y = y + c x, c = a ratio(s)
+    const float c = (float)(a * ratio(s, num, den, floor));
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         float2 v = y[i], u = x[i];
-        y[i] = make_float2(fmaf(a, u.x, v.x), fmaf(a, u.y, v.y));
+        y[i] = make_float2(fmaf(c, u.x, v.x), fmaf(c, u.y, v.y));
     }
 }
 
-extern "C" __global__ void xpby(float2* y, const float2* __restrict__ x, float b, long long n)
+extern "C" __global__ void xpby(float2* y, const float2* __restrict__ x, const double* __restrict__ s, int num, int den,
+                                int floor, long long n)
 {
-    // y = x + b y
+    // y = x + c y, c = ratio(s)
+    const float c = (float)ratio(s, num, den, floor);
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         float2 v = y[i], u = x[i];
-        y[i] = make_float2(fmaf(b, v.x, u.x), fmaf(b, v.y, u.y));
+        y[i] = make_float2(fmaf(c, v.x, u.x), fmaf(c, v.y, u.y));
     }
 }
 

@@ -9,7 +9,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr,
     LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
-use recon_core::{Complex, Direction, Error, Result};
+use recon_core::{Complex, Direction, Error, Ratio, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -90,7 +90,7 @@ impl Device {
             funcs.insert(f, func);
         }
         let partial = stream
-            .alloc_zeros::<f64>(REDUCE_BLOCKS + 1)
+            .alloc_zeros::<f64>(REDUCE_BLOCKS)
             .at("allocate reduction buffer")?;
         Ok(Device {
             ordinal,
@@ -172,7 +172,7 @@ impl Device {
         self.stream.clone_htod(host).at("copy host to device")
     }
 
-    pub fn download(&self, out: &mut [f32], x: &CudaSlice<f32>) -> Result<()> {
+    pub fn download<T: DeviceRepr>(&self, out: &mut [T], x: &CudaSlice<T>) -> Result<()> {
         self.stream.memcpy_dtoh(x, out).at("copy device to host")?;
         self.stream.synchronize().at("synchronize after download")
     }
@@ -181,19 +181,52 @@ impl Device {
         self.stream.memcpy_dtod(x, out).at("copy device to device")
     }
 
-    pub fn axpy(&self, y: &mut CudaSlice<f32>, a: f32, x: &CudaSlice<f32>) -> Result<()> {
+    /// `y = y + a c x`, with c = `ratio.of(s)`, or 1 without scalars.
+    pub fn axpy(
+        &self,
+        y: &mut CudaSlice<f32>,
+        a: f64,
+        ratio: Option<(Ratio, &CudaSlice<f64>)>,
+        x: &CudaSlice<f32>,
+    ) -> Result<()> {
         let n = (y.len() / 2) as i64;
+        let null = 0u64;
         let mut b = self.stream.launch_builder(self.f("axpy"));
-        b.arg(y).arg(&a).arg(x).arg(&n);
+        b.arg(y).arg(&a);
+        let slots = ratio.map(|(r, _)| r).unwrap_or(Ratio {
+            num: 0,
+            den: 0,
+            floor: 0,
+        });
+        let [num, den, floor] = [slots.num, slots.den, slots.floor].map(|v| v as i32);
+        match ratio {
+            Some((_, s)) => b.arg(s),
+            None => b.arg(&null),
+        };
+        b.arg(&num).arg(&den).arg(&floor).arg(x).arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch axpy")
             .map(|_| ())
     }
 
-    pub fn xpby(&self, y: &mut CudaSlice<f32>, x: &CudaSlice<f32>, s: f32) -> Result<()> {
+    /// `y = x + c y`, with c = `ratio.of(s)`.
+    pub fn xpby(
+        &self,
+        y: &mut CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+        ratio: Ratio,
+        s: &CudaSlice<f64>,
+    ) -> Result<()> {
         let n = (y.len() / 2) as i64;
+        let [num, den, floor] = [ratio.num, ratio.den, ratio.floor].map(|v| v as i32);
         let mut b = self.stream.launch_builder(self.f("xpby"));
-        b.arg(y).arg(x).arg(&s).arg(&n);
+        b.arg(y)
+            .arg(x)
+            .arg(s)
+            .arg(&num)
+            .arg(&den)
+            .arg(&floor)
+            .arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch xpby")
             .map(|_| ())
@@ -227,7 +260,27 @@ impl Device {
             .map(|_| ())
     }
 
+    /// `Re <x, y>`, read back to the host.
     pub fn dot_re(&self, x: &CudaSlice<f32>, y: &CudaSlice<f32>) -> Result<f64> {
+        let mut out = self.zeros::<f64>(1)?;
+        self.dot_re_to(&mut out, 0, x, y)?;
+        let mut host = [0.0f64];
+        self.stream
+            .memcpy_dtoh(&out, &mut host)
+            .at("copy dot product to host")?;
+        self.stream.synchronize().at("synchronize after dot")?;
+        Ok(host[0])
+    }
+
+    /// `s[slot] = Re <x, y>`, by two fixed passes (a partial sum per block,
+    /// then their sum by one block), left on the device.
+    pub fn dot_re_to(
+        &self,
+        s: &mut CudaSlice<f64>,
+        slot: usize,
+        x: &CudaSlice<f32>,
+        y: &CudaSlice<f32>,
+    ) -> Result<()> {
         let n = (x.len() / 2) as i64;
         let mut partial = self.partial.lock().expect("reduction buffer poisoned");
         let cfg = LaunchConfig {
@@ -235,30 +288,20 @@ impl Device {
             block_dim: (REDUCE_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        {
-            let mut head = partial.slice_mut(0..REDUCE_BLOCKS);
-            let mut b = self.stream.launch_builder(self.f("dot_partial"));
-            b.arg(&mut head).arg(x).arg(y).arg(&n);
-            unsafe { b.launch(cfg) }.at("launch dot_partial")?;
-        }
-        {
-            let (head, mut tail) = partial.split_at_mut(REDUCE_BLOCKS);
-            let head = head.slice(0..REDUCE_BLOCKS);
-            let count = REDUCE_BLOCKS as i32;
-            let mut b = self.stream.launch_builder(self.f("sum_partials"));
-            b.arg(&mut tail).arg(&head).arg(&count);
-            let one = LaunchConfig {
-                grid_dim: (1, 1, 1),
-                ..cfg
-            };
-            unsafe { b.launch(one) }.at("launch sum_partials")?;
-        }
-        let mut out = [0.0f64];
-        self.stream
-            .memcpy_dtoh(&partial.slice(REDUCE_BLOCKS..REDUCE_BLOCKS + 1), &mut out)
-            .at("copy dot product to host")?;
-        self.stream.synchronize().at("synchronize after dot")?;
-        Ok(out[0])
+        let mut b = self.stream.launch_builder(self.f("dot_partial"));
+        b.arg(&mut *partial).arg(x).arg(y).arg(&n);
+        unsafe { b.launch(cfg) }.at("launch dot_partial")?;
+        let mut out = s.slice_mut(slot..slot + 1);
+        let count = REDUCE_BLOCKS as i32;
+        let mut b = self.stream.launch_builder(self.f("sum_partials"));
+        b.arg(&mut out).arg(&*partial).arg(&count);
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            ..cfg
+        };
+        unsafe { b.launch(one) }
+            .at("launch sum_partials")
+            .map(|_| ())
     }
 
     pub fn fft3(&self, x: &mut CudaSlice<f32>, shape: [usize; 3], dir: Direction) -> Result<()> {

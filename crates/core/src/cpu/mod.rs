@@ -4,7 +4,7 @@
 mod engine;
 mod fft;
 
-use crate::backend::{Backend, Direction, Sign, Targets};
+use crate::backend::{Backend, Direction, Ratio, Sign, Targets};
 use crate::{Complex, Error, Progress, Real, Result, Stencil};
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -45,6 +45,7 @@ impl<T: Real> Backend for CpuBackend<T> {
     type Real = T;
     type Vector = Vec<Complex<T>>;
     type Weights = CpuWeights<T>;
+    type Scalars = Vec<f64>;
 
     fn describe(&self) -> String {
         format!(
@@ -99,15 +100,6 @@ impl<T: Real> Backend for CpuBackend<T> {
         Ok(())
     }
 
-    fn xpby(&self, y: &mut Self::Vector, x: &Self::Vector, b: f64) -> Result<()> {
-        Error::check_len("xpby", y.len(), x.len())?;
-        let b = T::of(b);
-        y.par_iter_mut().zip(x.par_iter()).for_each(|(y, x)| {
-            *y = *x + *y * b;
-        });
-        Ok(())
-    }
-
     fn dot_re(&self, x: &Self::Vector, y: &Self::Vector) -> Result<f64> {
         Error::check_len("dot", x.len(), y.len())?;
         // Fixed chunks summed in order, then the partial sums in order: the
@@ -125,6 +117,57 @@ impl<T: Real> Backend for CpuBackend<T> {
             })
             .collect();
         Ok(partial.iter().sum())
+    }
+
+    fn scalars(&self, init: &[f64]) -> Result<Self::Scalars> {
+        Ok(init.to_vec())
+    }
+
+    fn read_scalars(&self, out: &mut [f64], s: &Self::Scalars) -> Result<()> {
+        Error::check_len("solver scalars", s.len(), out.len())?;
+        out.copy_from_slice(s);
+        Ok(())
+    }
+
+    fn dot_re_to(
+        &self,
+        s: &mut Self::Scalars,
+        slot: usize,
+        x: &Self::Vector,
+        y: &Self::Vector,
+    ) -> Result<()> {
+        Error::check_index("solver scalars", slot, s.len())?;
+        s[slot] = self.dot_re(x, y)?;
+        Ok(())
+    }
+
+    fn axpy_ratio(
+        &self,
+        y: &mut Self::Vector,
+        a: f64,
+        ratio: Ratio,
+        s: &Self::Scalars,
+        x: &Self::Vector,
+    ) -> Result<()> {
+        ratio.check(s.len())?;
+        self.axpy(y, a * ratio.of(s), x)
+    }
+
+    fn xpby_ratio(
+        &self,
+        y: &mut Self::Vector,
+        x: &Self::Vector,
+        ratio: Ratio,
+        s: &Self::Scalars,
+    ) -> Result<()> {
+        ratio.check(s.len())?;
+        Error::check_len("xpby", y.len(), x.len())?;
+        // y = x + b y
+        let b = T::of(ratio.of(s));
+        y.par_iter_mut().zip(x.par_iter()).for_each(|(y, x)| {
+            *y = *x + *y * b;
+        });
+        Ok(())
     }
 
     fn fft3(&self, x: &mut Self::Vector, shape: [usize; 3], dir: Direction) -> Result<()> {
