@@ -7,8 +7,8 @@ use ndarray::{Array1, Array2};
 use ndarray_linalg::Solve;
 use recon_cg::{Params, Regularised, Toeplitz};
 use recon_core::{
-    metrics::nrmse, Backend, Complex, CpuBackend, Direction, Grid, Progress, Ratio, Result, Sign,
-    Stencil, Targets,
+    metrics::nrmse, Backend, CoilOp, Complex, CpuBackend, Direction, Grid, Progress, Ratio, Result,
+    Sign, Stencil, Targets,
 };
 
 /// Solves `(F^H F + lambda W^H W) x = F^H y` both ways and compares.
@@ -174,6 +174,9 @@ impl Backend for Queued {
     }
     fn crop(&self, out: &mut V, x: &V, n: [usize; 3]) -> Result<()> {
         self.cpu.crop(out, x, n)
+    }
+    fn coil(&self, out: &mut V, op: CoilOp, s: &V, x: &V) -> Result<()> {
+        self.cpu.coil(out, op, s, x)
     }
     fn upload_weights(&self, w: &Stencil) -> Result<Self::Weights> {
         self.cpu.upload_weights(w)

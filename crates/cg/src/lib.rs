@@ -5,13 +5,14 @@
 //! `crop(IFFT(FFT(Q) . FFT(zero-pad(rho))))` on the `(2N)^3` grid. A
 //! [`Problem`] holds FFT(Q) and F^H D on the device, made once per run and
 //! solved for any W and lambda (passes, sweeps). W^H W is the backend's
-//! sparse stencil.
+//! sparse stencil. Several coils ([`Sense`]) share the one Toeplitz
+//! product: Q does not depend on the coil.
 //! Everything here is written once against [`Backend`]. CG's scalars stay
 //! on the device with its vectors, and the host reads them only now and
 //! then, so a GPU runs the iterations back to back. Residuals reach the caller through a callback:
 //! this crate never prints.
 
-use recon_core::{Backend, Complex, Error, Grid, Ratio, Real, Result, Stencil};
+use recon_core::{Backend, CoilOp, Complex, Error, Grid, Ratio, Real, Result, Stencil};
 
 /// A Hermitian positive (semi-)definite operator `A`, applied as `out = A x`.
 pub trait Normal<B: Backend> {
@@ -58,50 +59,133 @@ impl<B: Backend> Normal<B> for Toeplitz<B> {
     }
 }
 
-/// `F^H F + lambda W^H W`, around a Toeplitz operator it borrows.
-pub struct Regularised<'t, B: Backend> {
-    pub toeplitz: &'t mut Toeplitz<B>,
+/// The data term of SENSE, `sum_c S_c^H F^H F S_c`, around one Toeplitz
+/// product: Q does not depend on the coil, so C coils cost C image-domain
+/// products with their maps and C Toeplitz products with the one FFT(Q).
+/// Without maps it is F^H F itself (one coil of sensitivity 1).
+pub struct Sense<B: Backend> {
+    toeplitz: Toeplitz<B>,
+    /// `S_c`, one per coil, on the device; empty for one coil without a map.
+    maps: Vec<B::Vector>,
+    /// Work: `S_c x` and `F^H F S_c x` (with maps only).
+    work: Option<(B::Vector, B::Vector)>,
+    /// The largest `sum_c |S_c|^2` over the voxels (1 without maps).
+    peak: f64,
+}
+
+impl<B: Backend> Sense<B> {
+    /// `maps`: one per coil, a value per voxel (x fastest), or none.
+    pub fn new(backend: &B, toeplitz: Toeplitz<B>, maps: &[Vec<Complex<B::Real>>]) -> Result<Self> {
+        let n = toeplitz.len();
+        for m in maps {
+            Error::check_len("coil map (one value per voxel)", n, m.len())?;
+        }
+        let peak = if maps.is_empty() {
+            1.0
+        } else {
+            (0..n)
+                .map(|i| maps.iter().map(|m| m[i].norm_sqr().f64()).sum::<f64>())
+                .fold(0.0, f64::max)
+        };
+        if !(peak.is_finite() && peak > 0.0) {
+            return Err(Error::Invalid {
+                what: "coil maps",
+                reason: format!("the largest sum of |S_c|^2 over the coils is {peak}"),
+            });
+        }
+        let work = if maps.is_empty() {
+            None
+        } else {
+            Some((backend.zeros(n)?, backend.zeros(n)?))
+        };
+        Ok(Sense {
+            maps: maps
+                .iter()
+                .map(|m| backend.upload(m))
+                .collect::<Result<_>>()?,
+            toeplitz,
+            work,
+            peak,
+        })
+    }
+
+    /// Coils (1 without maps).
+    pub fn coils(&self) -> usize {
+        self.maps.len().max(1)
+    }
+
+    /// The largest `sum_c |S_c|^2`: the operator's diagonal peaks at Q(0)
+    /// times this.
+    pub fn map_peak(&self) -> f64 {
+        self.peak
+    }
+
+    /// The coils' maps on the device (empty without maps).
+    pub fn maps(&self) -> &[B::Vector] {
+        &self.maps
+    }
+}
+
+impl<B: Backend> Normal<B> for Sense<B> {
+    fn len(&self) -> usize {
+        self.toeplitz.len()
+    }
+
+    fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        let Some((y, ty)) = &mut self.work else {
+            return self.toeplitz.apply(backend, out, x);
+        };
+        // out = sum_c conj(S_c) . F^H F (S_c . x)
+        for (c, s) in self.maps.iter().enumerate() {
+            backend.coil(y, CoilOp::Forward, s, x)?;
+            self.toeplitz.apply(backend, ty, y)?;
+            let op = if c == 0 {
+                CoilOp::Adjoint
+            } else {
+                CoilOp::AddAdjoint
+            };
+            backend.coil(out, op, s, ty)?;
+        }
+        Ok(())
+    }
+}
+
+/// `A + lambda W^H W`, around a data term `A` it borrows (F^H F as a
+/// Toeplitz product, or SENSE's sum over coils).
+pub struct Regularised<'t, B: Backend, A: Normal<B> = Toeplitz<B>> {
+    pub data: &'t mut A,
     weights: B::Weights,
     /// Absolute lambda (already scaled by Q's peak).
     lambda: f64,
 }
 
-impl<'t, B: Backend> Regularised<'t, B> {
+impl<'t, B: Backend, A: Normal<B>> Regularised<'t, B, A> {
     /// `lambda_abs` multiplies W^H W as is; see [`lambda_abs`] for the
     /// relative convention of the configs.
-    pub fn new(
-        backend: &B,
-        toeplitz: &'t mut Toeplitz<B>,
-        weights: &Stencil,
-        lambda_abs: f64,
-    ) -> Result<Self> {
+    pub fn new(backend: &B, data: &'t mut A, weights: &Stencil, lambda_abs: f64) -> Result<Self> {
         if !(lambda_abs.is_finite() && lambda_abs >= 0.0) {
             return Err(Error::Invalid {
                 what: "lambda",
                 reason: format!("must be finite and non-negative, got {lambda_abs}"),
             });
         }
-        Error::check_len(
-            "edge weights grid",
-            toeplitz.len(),
-            weights.n.iter().product(),
-        )?;
+        Error::check_len("edge weights grid", data.len(), weights.n.iter().product())?;
         Ok(Regularised {
             weights: backend.upload_weights(weights)?,
-            toeplitz,
+            data,
             lambda: lambda_abs,
         })
     }
 }
 
-impl<B: Backend> Normal<B> for Regularised<'_, B> {
+impl<B: Backend, A: Normal<B>> Normal<B> for Regularised<'_, B, A> {
     fn len(&self) -> usize {
-        self.toeplitz.len()
+        self.data.len()
     }
 
     fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
-        // out = F^H F x + lambda W^H W x
-        self.toeplitz.apply(backend, out, x)?;
+        // out = A x + lambda W^H W x
+        self.data.apply(backend, out, x)?;
         if self.lambda > 0.0 {
             backend.add_whw(out, self.lambda, x, &self.weights)?;
         }
@@ -306,28 +390,43 @@ fn report(
     Ok(above(last))
 }
 
-/// `(F^H F + lambda W^H W) x = F^H D` for one run: FFT(Q) and F^H D on
-/// the device, made once and solved for any W and lambda.
+/// `(sum_c S_c^H F^H F S_c + lambda W^H W) x = b` for one run, with
+/// `b = sum_c S_c^H F^H D_c` (F^H F and F^H D for one coil without maps):
+/// FFT(Q), the maps and b on the device, made once and solved for any W
+/// and lambda.
 pub struct Problem<B: Backend> {
     grid: Grid,
-    toeplitz: Toeplitz<B>,
+    sense: Sense<B>,
     fhd: B::Vector,
     q_peak: f64,
 }
 
 impl<B: Backend> Problem<B> {
-    /// Takes Q (as recon-encoding computes it) and F^H D on the host.
+    /// One coil: takes Q (as recon-encoding computes it) and F^H D on the host.
     pub fn new(
         backend: &B,
         grid: &Grid,
         q: &[Complex<B::Real>],
         fhd: &[Complex<B::Real>],
     ) -> Result<Self> {
+        Self::with_maps(backend, grid, q, fhd, &[])
+    }
+
+    /// Several coils: `fhd` is already `sum_c S_c^H F^H D_c`, and `maps`
+    /// hold one `S_c` per coil (none: one coil of sensitivity 1).
+    pub fn with_maps(
+        backend: &B,
+        grid: &Grid,
+        q: &[Complex<B::Real>],
+        fhd: &[Complex<B::Real>],
+        maps: &[Vec<Complex<B::Real>>],
+    ) -> Result<Self> {
         Error::check_len("F^H D (one value per voxel)", grid.len(), fhd.len())?;
+        let toeplitz = Toeplitz::new(backend, grid, q)?;
         Ok(Problem {
             grid: *grid,
             q_peak: q_peak(grid, q)?,
-            toeplitz: Toeplitz::new(backend, grid, q)?,
+            sense: Sense::new(backend, toeplitz, maps)?,
             fhd: backend.upload(fhd)?,
         })
     }
@@ -336,9 +435,11 @@ impl<B: Backend> Problem<B> {
         &self.grid
     }
 
-    /// `lambda_rel * max|Q|`: see [`lambda_abs`].
+    /// `lambda_rel` times the largest diagonal entry of the data term,
+    /// `max|Q| max_x sum_c |S_c(x)|^2` (`max|Q|` for one coil, and for
+    /// maps of unit norm): see [`lambda_abs`].
     pub fn lambda_abs(&self, lambda_rel: f64) -> f64 {
-        lambda_rel * self.q_peak
+        lambda_rel * self.q_peak * self.sense.map_peak()
     }
 
     /// CG from 0 with W's stencil and `lambda = lambda_rel * max|Q|`.
@@ -352,7 +453,7 @@ impl<B: Backend> Problem<B> {
         on_iteration: &mut dyn FnMut(usize, f64),
     ) -> Result<(Vec<Complex<B::Real>>, Info)> {
         let lambda = self.lambda_abs(lambda_rel);
-        let mut a = Regularised::new(backend, &mut self.toeplitz, weights, lambda)?;
+        let mut a = Regularised::new(backend, &mut self.sense, weights, lambda)?;
         let mut x = backend.zeros(self.grid.len())?;
         let info = solve(backend, &mut a, &mut x, &self.fhd, params, on_iteration)?;
         let mut out = vec![Complex::default(); self.grid.len()];

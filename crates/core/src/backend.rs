@@ -51,6 +51,17 @@ impl Targets<'_> {
     }
 }
 
+/// How [`Backend::coil`] applies a coil's sensitivity map `s` to `x`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoilOp {
+    /// `out = s .* x`
+    Forward,
+    /// `out = conj(s) .* x`
+    Adjoint,
+    /// `out = out + conj(s) .* x`
+    AddAdjoint,
+}
+
 /// A coefficient `s[num] / s[den]` of an iterative solver, taken from
 /// scalars that stay on the device ([`Backend::scalars`]). It is 0 unless
 /// `s[num]` is finite and above `s[floor]` and `s[den]` is finite and
@@ -220,6 +231,18 @@ pub trait Backend: Send + Sync {
     ) -> Result<()> {
         toeplitz_by_pieces(self, out, x, fq, work, n)
     }
+
+    // --- coils ----------------------------------------------------------
+
+    /// A coil's sensitivity map `s` applied to `x` elementwise, as `op`
+    /// says: SENSE's `S_c` and `S_c^H` around the one Toeplitz product.
+    fn coil(
+        &self,
+        out: &mut Self::Vector,
+        op: CoilOp,
+        s: &Self::Vector,
+        x: &Self::Vector,
+    ) -> Result<()>;
 
     // --- regulariser ----------------------------------------------------
 

@@ -21,7 +21,9 @@ pub mod metrics;
 mod real;
 mod stencil;
 
-pub use backend::{fft_q_by_pieces, toeplitz_by_pieces, Backend, Direction, Ratio, Sign, Targets};
+pub use backend::{
+    fft_q_by_pieces, toeplitz_by_pieces, Backend, CoilOp, Direction, Ratio, Sign, Targets,
+};
 pub use cpu::CpuBackend;
 pub use error::Error;
 pub use grid::{index3, sinc, Basis, Grid, Lattice, Volume};

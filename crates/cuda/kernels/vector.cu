@@ -43,6 +43,26 @@ extern "C" __global__ void mul_scaled(float2* x, const float2* __restrict__ y, f
     }
 }
 
+// A coil's map s applied to x: op 0 out = s x, 1 out = conj(s) x,
+// 2 out = out + conj(s) x (recon_core::CoilOp).
+extern "C" __global__ void coil(float2* out, int op, const float2* __restrict__ s, const float2* __restrict__ x,
+                                long long n)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const float2 a = s[i], b = x[i];
+        if (op == 0) {
+            out[i] = make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+        } else {
+            float2 v = make_float2(a.x * b.x + a.y * b.y, a.x * b.y - a.y * b.x);
+            if (op == 2) {
+                const float2 o = out[i];
+                v = make_float2(o.x + v.x, o.y + v.y);
+            }
+            out[i] = v;
+        }
+    }
+}
+
 extern "C" __global__ void scale(float2* x, float s, long long n)
 {
     // x = s x

@@ -241,6 +241,22 @@ impl Device {
             .map(|_| ())
     }
 
+    /// A coil's map applied to x (`CoilOp` as 0, 1, 2).
+    pub fn coil(
+        &self,
+        out: &mut CudaSlice<f32>,
+        op: i32,
+        s: &CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+    ) -> Result<()> {
+        let n = (out.len() / 2) as i64;
+        let mut b = self.stream.launch_builder(self.f("coil"));
+        b.arg(out).arg(&op).arg(s).arg(x).arg(&n);
+        unsafe { b.launch(self.cfg(n as usize)) }
+            .at("launch coil")
+            .map(|_| ())
+    }
+
     /// The 2n grid `out` = x zero-padded.
     pub fn pad(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);

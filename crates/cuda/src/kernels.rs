@@ -70,8 +70,9 @@ pub(crate) fn sum_kernels() -> Vec<String> {
     names
 }
 
-pub(crate) const VECTOR_FUNCS: [&str; 9] = [
+pub(crate) const VECTOR_FUNCS: [&str; 10] = [
     "axpy",
+    "coil",
     "xpby",
     "mul_scaled",
     "scale",

@@ -25,7 +25,7 @@ mod toeplitz;
 
 use device::Device;
 use recon_core::{
-    Backend, Complex, Direction, Error, Progress, Ratio, Result, Sign, Stencil, Targets,
+    Backend, CoilOp, Complex, Direction, Error, Progress, Ratio, Result, Sign, Stencil, Targets,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -424,6 +424,23 @@ impl Backend for CudaBackend {
     fn mul(&self, x: &mut Self::Vector, y: &Self::Vector) -> Result<()> {
         Error::check_len("mul", x.len(), y.len())?;
         self.dev0().mul_scaled(x, y, 1.0)
+    }
+
+    fn coil(
+        &self,
+        out: &mut Self::Vector,
+        op: CoilOp,
+        s: &Self::Vector,
+        x: &Self::Vector,
+    ) -> Result<()> {
+        Error::check_len("coil map", out.len(), s.len())?;
+        Error::check_len("coil input", out.len(), x.len())?;
+        let op = match op {
+            CoilOp::Forward => 0,
+            CoilOp::Adjoint => 1,
+            CoilOp::AddAdjoint => 2,
+        };
+        self.dev0().coil(out, op, s, x)
     }
 
     fn pad(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {

@@ -5,11 +5,15 @@
 //! rasterised image, so a reconstruction is never tested against the model
 //! that made its data (no "inverse crime"). The true image for PSNR is the
 //! phantom box-averaged onto the grid by supersampling, as in the book.
+//! Receive coils ([`Coils`]) weight the phantom by sensitivities that are
+//! short sums of complex exponentials, so their data stay analytic too.
 
+mod coils;
 mod noise;
 mod phantom;
 mod trajectory;
 
+pub use coils::{add_coil_noise, Arrangement, CoilNoise, Coils, Sensitivity};
 pub use noise::{add_noise, Noise};
 pub use phantom::{Ellipsoid, Phantom};
 pub use trajectory::Trajectory;

@@ -4,7 +4,7 @@
 mod engine;
 mod fft;
 
-use crate::backend::{Backend, Direction, Ratio, Sign, Targets};
+use crate::backend::{Backend, CoilOp, Direction, Ratio, Sign, Targets};
 use crate::{Complex, Error, Progress, Real, Result, Stencil};
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -181,6 +181,24 @@ impl<T: Real> Backend for CpuBackend<T> {
         x.par_iter_mut().zip(y.par_iter()).for_each(|(x, y)| {
             *x = *x * *y;
         });
+        Ok(())
+    }
+
+    fn coil(
+        &self,
+        out: &mut Self::Vector,
+        op: CoilOp,
+        s: &Self::Vector,
+        x: &Self::Vector,
+    ) -> Result<()> {
+        Error::check_len("coil map", out.len(), s.len())?;
+        Error::check_len("coil input", out.len(), x.len())?;
+        let it = out.par_iter_mut().zip(s.par_iter().zip(x.par_iter()));
+        match op {
+            CoilOp::Forward => it.for_each(|(o, (s, x))| *o = *s * *x),
+            CoilOp::Adjoint => it.for_each(|(o, (s, x))| *o = s.conj() * *x),
+            CoilOp::AddAdjoint => it.for_each(|(o, (s, x))| *o = *o + s.conj() * *x),
+        }
         Ok(())
     }
 
