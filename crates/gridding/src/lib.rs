@@ -109,6 +109,77 @@ fn calibrate(mut w: Vec<f64>, grid: &Grid, traj: &[[f64; 3]]) -> Vec<f64> {
     w
 }
 
+/// Gridding for one trajectory: the density weights and the image's plan,
+/// made once and applied to any data on it (each coil of a scan).
+pub struct Gridding<'b, B: NufftBackend> {
+    b: &'b B,
+    grid: Grid,
+    /// Calibrated density weights over the FOV's volume.
+    weights: Vec<f64>,
+    /// `|k_m|` in cycles/FOV, for tapers.
+    radius: Vec<f64>,
+    plan: B::Nufft,
+}
+
+impl<'b, B: NufftBackend> Gridding<'b, B> {
+    pub fn new(b: &'b B, grid: &Grid, traj: &[[f64; 3]], params: &Params) -> Result<Self> {
+        let x = recon_encoding::radians(grid, traj);
+        let dcf = b.nufft_plan(grid.n, DCF_TOLERANCE, 1, &x)?;
+        let w = density_weights(b, &dcf, traj.len(), params.dcf_iterations)?;
+        drop(dcf);
+        // The weights sum like the k-space volume (cycles/FOV)^3, and the
+        // continuous inverse transform takes 1 / FOV per axis of that
+        // integral.
+        let scale = 1.0 / grid.fov_mm.iter().product::<f64>();
+        let weights = calibrate(w, grid, traj)
+            .into_iter()
+            .map(|w| w * scale)
+            .collect();
+        Ok(Gridding {
+            b,
+            grid: *grid,
+            weights,
+            radius: traj
+                .iter()
+                .map(|k| k.iter().map(|v| v * v).sum::<f64>().sqrt())
+                .collect(),
+            plan: b.nufft_plan(grid.n, IMAGE_TOLERANCE, 1, &x)?,
+        })
+    }
+
+    /// The gridding image of `data` (one value per sample), x fastest.
+    /// With `taper = Some(kc)`, the data are first weighted by
+    /// `cos^2(pi |k| / (2 kc))` inside `|k| < kc` cycles/FOV and 0 outside:
+    /// a low-resolution image of the k-space centre (for coil maps).
+    pub fn image(&self, data: &[Complex<f64>], taper: Option<f64>) -> Result<Vec<Complex<f64>>> {
+        Error::check_len(
+            "gridding data (one value per trajectory point)",
+            self.weights.len(),
+            data.len(),
+        )?;
+        let window = |r: f64| match taper {
+            None => 1.0,
+            Some(kc) if r < kc => (std::f64::consts::FRAC_PI_2 * r / kc).cos().powi(2),
+            Some(_) => 0.0,
+        };
+        let w = self
+            .weights
+            .iter()
+            .zip(&self.radius)
+            .map(|(w, r)| w * window(*r));
+        let weighted: Vec<Complex<B::Real>> = recon_encoding::weighted(w, data);
+        let b = self.b;
+        let mut image = b.zeros(self.grid.len())?;
+        b.nufft_type1(&self.plan, &mut image, &b.upload(&weighted)?)?;
+        let mut out = vec![Complex::default(); self.grid.len()];
+        b.download(&mut out, &image)?;
+        Ok(out
+            .into_iter()
+            .map(|v: Complex<B::Real>| Complex::new(v.re.f64(), v.im.f64()))
+            .collect())
+    }
+}
+
 /// The gridding reconstruction of `data` on `grid` (x fastest), computed
 /// on `b`.
 pub fn reconstruct<B: NufftBackend>(
@@ -123,23 +194,5 @@ pub fn reconstruct<B: NufftBackend>(
         traj.len(),
         data.len(),
     )?;
-    let x = recon_encoding::radians(grid, traj);
-    let dcf = b.nufft_plan(grid.n, DCF_TOLERANCE, 1, &x)?;
-    let w = density_weights(b, &dcf, traj.len(), params.dcf_iterations)?;
-    let w = calibrate(w, grid, traj);
-    drop(dcf);
-    let plan = b.nufft_plan(grid.n, IMAGE_TOLERANCE, 1, &x)?;
-    // The weights sum like the k-space volume (cycles/FOV)^3, and the
-    // continuous inverse transform takes 1 / FOV per axis of that integral.
-    let scale = 1.0 / grid.fov_mm.iter().product::<f64>();
-    let weighted: Vec<Complex<B::Real>> =
-        recon_encoding::weighted(w.iter().map(|w| w * scale), data);
-    let mut image = b.zeros(grid.len())?;
-    b.nufft_type1(&plan, &mut image, &b.upload(&weighted)?)?;
-    let mut out = vec![Complex::default(); grid.len()];
-    b.download(&mut out, &image)?;
-    Ok(out
-        .into_iter()
-        .map(|v: Complex<B::Real>| Complex::new(v.re.f64(), v.im.f64()))
-        .collect())
+    Gridding::new(b, grid, traj, params)?.image(data, None)
 }

@@ -337,6 +337,12 @@ fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
     recon_io::check_writable_file(out).context("the scan file to write")?;
     pipeline::check_host_memory(l, pipeline::Work::Simulate, 8, false)?;
     let traj = pipeline::trajectory(l)?;
+    if l.cfg.coils.is_some() {
+        anyhow::bail!(
+            "recon simulate writes single-coil scan files (version 1) only: remove [coils], \
+             or reconstruct the multi-coil data directly with `recon --config`"
+        );
+    }
     let inputs = pipeline::inputs(l, traj, &Bars)?;
     let scan = recon_io::scan::Scan {
         grid: l.grid,

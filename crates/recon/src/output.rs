@@ -20,6 +20,9 @@ pub struct Report {
     pub trajectory: Option<recon_synth::Trajectory>,
     /// Whether a true image was available for PSNR.
     pub truth: bool,
+    /// Receive coils; with more than one, SENSE with maps from `maps`.
+    pub coils: usize,
+    pub maps: Option<crate::config::MapsSource>,
     pub device: String,
     /// How Q and F^H D were computed, e.g. "nufft (tolerance 1e-6, ...)".
     pub engine: String,
@@ -68,6 +71,8 @@ pub fn report(
         data: l.data_name(),
         trajectory: l.cfg.trajectory.clone(),
         truth: inputs.truth.is_some(),
+        coils: inputs.coils,
+        maps: (inputs.coils > 1 || inputs.true_maps.is_some()).then_some(l.cfg.sense.maps),
         device: out.device.clone(),
         engine: l.cfg.engine.engine().describe(),
         precision: format!("{:?}", l.cfg.engine.precision).to_lowercase(),

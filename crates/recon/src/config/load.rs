@@ -109,6 +109,18 @@ impl Config {
         if let Some(t) = &self.trajectory {
             t.check().map_err(|e| anyhow::anyhow!("config key {e}"))?;
         }
+        if let Some(c) = &self.coils {
+            c.coils()
+                .check()
+                .map_err(|e| anyhow::anyhow!("config key `coils`: {e}"))?;
+            let r = c.noise_correlation;
+            if !(r.is_finite() && (0.0..1.0).contains(&r)) {
+                return fail(
+                    "coils.noise_correlation",
+                    format!("must lie in [0, 1), got {r}"),
+                );
+            }
+        }
         self.validate_common()
     }
 
@@ -124,6 +136,37 @@ impl Config {
                     ),
                 );
             }
+        }
+        if self.scan.is_some() && self.coils.is_some() {
+            return fail(
+                "coils",
+                "[coils] simulates receive coils for synthetic data; a scan file's coils are its channels: remove [coils] with [scan]",
+            );
+        }
+        let s = &self.sense;
+        if s.maps == MapsSource::True && self.coils.is_none() {
+            return fail(
+                "sense.maps",
+                "\"true\" uses the synthetic coils' sensitivities: it needs [coils] (or use \"estimate\")",
+            );
+        }
+        if !(s.calibration.is_finite() && s.calibration > 0.0) {
+            return fail(
+                "sense.calibration",
+                format!("must be positive (cycles/FOV), got {}", s.calibration),
+            );
+        }
+        if s.smoothing % 2 == 0 || s.smoothing > 63 {
+            return fail(
+                "sense.smoothing",
+                format!("must be odd, from 1 to 63 voxels, got {}", s.smoothing),
+            );
+        }
+        if !(s.floor.is_finite() && (0.0..1.0).contains(&s.floor)) {
+            return fail(
+                "sense.floor",
+                format!("must lie in [0, 1), got {}", s.floor),
+            );
         }
         if self.solver.iterations == 0 {
             return fail("solver.iterations", "must be at least 1");
