@@ -20,9 +20,16 @@ pub struct Report {
     pub trajectory: Option<recon_synth::Trajectory>,
     /// Whether a true image was available for PSNR.
     pub truth: bool,
-    /// Receive coils; with more than one, SENSE with maps from `maps`.
+    /// Receive coils (virtual ones after compression); with more than one,
+    /// SENSE with maps from `maps`.
     pub coils: usize,
     pub maps: Option<crate::config::MapsSource>,
+    /// Whether the coils' noise was whitened ...
+    pub prewhitened: bool,
+    /// ... and the coils compressed: from how many, keeping what fraction
+    /// of the data's energy.
+    pub compressed_from: Option<usize>,
+    pub energy_kept: Option<f64>,
     pub device: String,
     /// How Q and F^H D were computed, e.g. "nufft (tolerance 1e-6, ...)".
     pub engine: String,
@@ -73,6 +80,9 @@ pub fn report(
         truth: inputs.truth.is_some(),
         coils: inputs.coils,
         maps: (inputs.coils > 1 || inputs.true_maps.is_some()).then_some(l.cfg.sense.maps),
+        prewhitened: inputs.whitened,
+        compressed_from: inputs.compressed.map(|c| c.0),
+        energy_kept: inputs.compressed.map(|c| c.1),
         device: out.device.clone(),
         engine: l.cfg.engine.engine().describe(),
         precision: format!("{:?}", l.cfg.engine.precision).to_lowercase(),

@@ -168,6 +168,19 @@ impl Config {
                 format!("must lie in [0, 1), got {}", s.floor),
             );
         }
+        match (s.compress_coils, s.compress_energy) {
+            (Some(_), Some(_)) => {
+                return fail(
+                    "sense.compress_energy",
+                    "give sense.compress_coils or sense.compress_energy, not both",
+                )
+            }
+            (Some(0), None) => return fail("sense.compress_coils", "must be at least 1"),
+            (None, Some(f)) if !(f.is_finite() && f > 0.0 && f <= 1.0) => {
+                return fail("sense.compress_energy", format!("must lie in (0, 1], got {f}"))
+            }
+            _ => {}
+        }
         if self.solver.iterations == 0 {
             return fail("solver.iterations", "must be at least 1");
         }

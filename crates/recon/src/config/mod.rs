@@ -193,6 +193,14 @@ pub struct SenseCfg {
     /// Signal, as a fraction of its peak, below which the maps fade to 0.
     #[serde(default = "default_map_floor")]
     pub floor: f64,
+    /// Whiten the coils' noise when its covariance is known (synthetic coil
+    /// noise; a scan file's noise samples or covariance).
+    #[serde(default = "yes")]
+    pub prewhiten: bool,
+    /// Compress to this many virtual coils ...
+    pub compress_coils: Option<usize>,
+    /// ... or to the fewest that keep this fraction of the data's energy.
+    pub compress_energy: Option<f64>,
 }
 
 fn default_calibration() -> f64 {
@@ -214,6 +222,9 @@ impl Default for SenseCfg {
             calibration: default_calibration(),
             smoothing: default_smoothing(),
             floor: default_map_floor(),
+            prewhiten: true,
+            compress_coils: None,
+            compress_energy: None,
         }
     }
 }

@@ -10,7 +10,10 @@ use recon_q::{Cache, CacheStatus, Stored};
 use recon_synth::{add_coil_noise, CoilNoise};
 use std::time::Instant;
 
+mod coils;
 mod memory;
+pub use coils::{gridder, prepare, stage_fhd_sense, stage_maps, stage_rhs, Prepared};
+use coils::gridding_rss;
 pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};
 
 /// How the pipeline reports progress; the binary implements it with indicatif.
@@ -31,8 +34,12 @@ pub struct Inputs {
     /// Receive coils C (1: one coil of sensitivity 1, no SENSE).
     pub coils: usize,
     /// The coils' true sensitivities on the grid, when known (synthetic
-    /// coils).
+    /// coils), whitened and compressed as the data.
     pub true_maps: Option<Vec<Vec<Complex<f64>>>>,
+    /// Whether the coils' data (and maps) were prewhitened ...
+    pub whitened: bool,
+    /// ... and compressed: `(C, energy kept)`.
+    pub compressed: Option<(usize, f64)>,
     /// The true image, when known (always for synthetic data). With
     /// synthetic coils it is the phantom times the root sum of squares of
     /// the true sensitivities: the image that unit-norm maps estimated from
@@ -92,18 +99,18 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
                         .collect()
                 })
             });
-            let noise_sigma = match &l.cfg.noise {
-                Some(n) => {
-                    let correlation = l.cfg.coils.as_ref().map_or(0.0, |c| c.noise_correlation);
-                    let noise = CoilNoise {
-                        snr: n.snr,
-                        seed: n.seed,
-                        correlation,
-                    };
-                    add_coil_noise(&mut data, count, noise)[0].sqrt()
-                }
-                None => 0.0,
-            };
+            let covariance = l.cfg.noise.as_ref().map(|n| {
+                let correlation = l.cfg.coils.as_ref().map_or(0.0, |c| c.noise_correlation);
+                let noise = CoilNoise {
+                    snr: n.snr,
+                    seed: n.seed,
+                    correlation,
+                };
+                add_coil_noise(&mut data, count, noise)
+            });
+            let noise_sigma = covariance.as_ref().map_or(0.0, |c| c[0].sqrt());
+            let psi: Option<Vec<Complex<f64>>> = covariance
+                .map(|c| c.into_iter().map(|v| Complex::new(v, 0.0)).collect());
             let pc = l
                 .cfg
                 .phantom
@@ -135,8 +142,9 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
                     if noise_sigma.is_finite() { "" } else { " and noise.snr" }
                 );
             }
+            let prepared = prepare(l, data, count, true_maps, psi.as_deref())?;
             let mut truth = ui.stage("truth", |_| phantom.rasterise(&l.grid, s));
-            if let Some(maps) = &true_maps {
+            if let Some(maps) = &prepared.maps {
                 for (t, r) in truth.iter_mut().zip(recon_coils::rss(maps)) {
                     *t *= r;
                 }
@@ -146,9 +154,11 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
                 anatomy_on_grid: on_grid(&l.grid, anatomy.as_ref())?,
                 anatomy,
                 traj,
-                data,
-                coils: count,
-                true_maps,
+                data: prepared.data,
+                coils: prepared.coils,
+                true_maps: prepared.maps,
+                whitened: prepared.whitened,
+                compressed: prepared.compressed,
                 noise_sigma,
             })
         }
@@ -157,6 +167,8 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
             data: s.data.clone(),
             coils: 1,
             true_maps: None,
+            whitened: false,
+            compressed: None,
             truth: s.truth.clone(),
             anatomy_on_grid: on_grid(&l.grid, s.anatomy.as_ref())?,
             anatomy: s.anatomy.clone(),
@@ -449,146 +461,6 @@ pub fn gridding<B: NufftBackend>(
     };
     recon_gridding::reconstruct(backend, &l.grid, &inputs.traj, &inputs.data, &gp)
         .context("gridding")
-}
-
-/// The solver's right-hand side and maps: for one coil, F^H D and no maps;
-/// for several, the maps (timed as "maps") and `sum_c S_c^H F^H D_c`, with
-/// the gridding plan the maps were estimated on (for the baseline).
-#[allow(clippy::type_complexity)]
-pub fn stage_rhs<'b, B: NufftBackend>(
-    backend: &'b B,
-    plan: &Plan<'_, B>,
-    l: &Loaded,
-    inputs: &Inputs,
-    ui: &impl Ui,
-    seconds: &mut Vec<(&'static str, f64)>,
-) -> Result<(
-    Vec<Complex<B::Real>>,
-    Vec<Vec<Complex<B::Real>>>,
-    Option<recon_gridding::Gridding<'b, B>>,
-)> {
-    if inputs.coils == 1 && inputs.true_maps.is_none() {
-        let t = Instant::now();
-        let fhd = stage_fhd(plan, &inputs.data, ui)?;
-        seconds.push(("fhd", t.elapsed().as_secs_f64()));
-        return Ok((fhd, Vec::new(), None));
-    }
-    let t = Instant::now();
-    let g = gridder(backend, l, inputs)?;
-    let maps = stage_maps(l, inputs, &g, ui)?;
-    seconds.push(("maps", t.elapsed().as_secs_f64()));
-    let t = Instant::now();
-    let fhd = stage_fhd_sense(plan, &inputs.data, &maps, ui)?;
-    seconds.push(("fhd", t.elapsed().as_secs_f64()));
-    let maps = maps.iter().map(|m| from_f64(m)).collect();
-    Ok((fhd, maps, Some(g)))
-}
-
-/// The gridding plan of a run (density weights made once).
-pub fn gridder<'b, B: NufftBackend>(
-    backend: &'b B,
-    l: &Loaded,
-    inputs: &Inputs,
-) -> Result<recon_gridding::Gridding<'b, B>> {
-    let gp = recon_gridding::Params {
-        dcf_iterations: l.cfg.gridding.dcf_iterations,
-    };
-    recon_gridding::Gridding::new(backend, &l.grid, &inputs.traj, &gp)
-        .context("gridding's density weights")
-}
-
-/// Each coil's samples, `[C, M]` split.
-fn per_coil<'a>(inputs: &'a Inputs) -> impl Iterator<Item = &'a [Complex<f64>]> {
-    inputs.data.chunks_exact(inputs.traj.len().max(1))
-}
-
-/// The multi-coil gridding baseline: each coil gridded, combined by the
-/// root sum of squares.
-fn gridding_rss<B: NufftBackend>(
-    g: &recon_gridding::Gridding<'_, B>,
-    inputs: &Inputs,
-) -> Result<Vec<Complex<f64>>> {
-    let images = per_coil(inputs)
-        .map(|d| g.image(d, None))
-        .collect::<recon_core::Result<Vec<_>>>()
-        .context("gridding")?;
-    Ok(recon_coils::rss(&images)
-        .into_iter()
-        .map(|v| Complex::new(v, 0.0))
-        .collect())
-}
-
-/// SENSE's coil maps: the synthetic coils' own, or estimated from
-/// low-resolution images of the k-space centre (`sense.calibration`).
-pub fn stage_maps<B: NufftBackend>(
-    l: &Loaded,
-    inputs: &Inputs,
-    g: &recon_gridding::Gridding<'_, B>,
-    ui: &impl Ui,
-) -> Result<Vec<Vec<Complex<f64>>>> {
-    let s = &l.cfg.sense;
-    if s.maps == config::MapsSource::True {
-        // config::load checked that the data are synthetic with [coils].
-        // Normalised by their root sum of squares, as estimated maps are:
-        // both reconstruct the truth of [`Inputs::truth`].
-        let maps = inputs
-            .true_maps
-            .as_ref()
-            .context("sense.maps = \"true\" needs synthetic coils")?;
-        let rss = recon_coils::rss(maps);
-        return Ok(maps
-            .iter()
-            .map(|m| m.iter().zip(&rss).map(|(s, r)| s / r.max(1e-30)).collect())
-            .collect());
-    }
-    // At most a quarter of the smallest matrix size: the images must be
-    // of low resolution for the maps to be smooth.
-    let n_min = *l.grid.n.iter().min().expect("three axes") as f64;
-    let kc = s.calibration.min(n_min / 4.0);
-    ui.stage("coil maps", |_| {
-        let low = per_coil(inputs)
-            .map(|d| g.image(d, Some(kc)))
-            .collect::<recon_core::Result<Vec<_>>>()?;
-        recon_coils::estimate_maps(l.grid.n, &low, &s.params())
-    })
-    .context("estimating coil maps")
-}
-
-/// `sum_c S_c^H F^H D_c`, each coil's F^H D by the one plan.
-pub fn stage_fhd_sense<B: NufftBackend>(
-    plan: &Plan<'_, B>,
-    data: &[Complex<f64>],
-    maps: &[Vec<Complex<f64>>],
-    ui: &impl Ui,
-) -> Result<Vec<Complex<B::Real>>> {
-    let n = plan.grid().len();
-    let m = plan.traj().len();
-    anyhow::ensure!(
-        data.len() == maps.len() * m,
-        "k-space data: {} values for {} coils of {m} samples",
-        data.len(),
-        maps.len()
-    );
-    let mut sum = vec![Complex::<f64>::default(); n];
-    let mut fhd = vec![Complex::default(); n];
-    ui.stage("F^H D", |p| -> Result<()> {
-        for (c, (d, s)) in data.chunks_exact(m.max(1)).zip(maps).enumerate() {
-            plan.adjoint(&mut fhd, d, &mut |_, _| {})?;
-            for ((o, f), s) in sum.iter_mut().zip(&fhd).zip(s) {
-                *o += s.conj() * Complex::new(f.re.f64(), f.im.f64());
-            }
-            p(c as u64 + 1, maps.len() as u64);
-        }
-        Ok(())
-    })
-    .context("computing F^H D")?;
-    Ok(from_f64(&sum))
-}
-
-fn from_f64<T: Real>(v: &[Complex<f64>]) -> Vec<Complex<T>> {
-    v.iter()
-        .map(|c| Complex::new(T::of(c.re), T::of(c.im)))
-        .collect()
 }
 
 /// Image-quality figures of one reconstruction against the truth.

@@ -1,0 +1,213 @@
+//! The multi-coil stages: the coils' data prepared (prewhitened,
+//! compressed), SENSE's maps, `sum_c S_c^H F^H D_c`, and the gridding
+//! baseline by the root sum of squares.
+
+use super::{stage_fhd, Inputs, Ui};
+use crate::config::{self, Loaded};
+use anyhow::{Context, Result};
+use recon_core::{Complex, Real};
+use recon_encoding::{NufftBackend, Plan};
+use std::time::Instant;
+
+type C64 = Complex<f64>;
+
+/// Coil data made ready for SENSE: whitened when the noise covariance is
+/// known (`sense.prewhiten`), then compressed (`sense.compress_*`). Maps
+/// that came with the data are mixed the same way.
+pub struct Prepared {
+    /// `[K, M]`
+    pub data: Vec<C64>,
+    pub coils: usize,
+    pub maps: Option<Vec<Vec<C64>>>,
+    /// Whether the data were prewhitened.
+    pub whitened: bool,
+    /// `(C, energy kept)` when compressed from C coils.
+    pub compressed: Option<(usize, f64)>,
+}
+
+/// Prewhitening and compression of `[C, M]` data, as the config asks.
+pub fn prepare(
+    l: &Loaded,
+    data: Vec<C64>,
+    coils: usize,
+    maps: Option<Vec<Vec<C64>>>,
+    covariance: Option<&[C64]>,
+) -> Result<Prepared> {
+    let s = &l.cfg.sense;
+    let mut mix: Option<recon_coils::Mix> = None;
+    let whitened = s.prewhiten && coils > 1 && covariance.is_some();
+    if whitened {
+        let psi = covariance.expect("checked");
+        mix = Some(recon_coils::whitening(psi, coils).context("prewhitening the coils")?);
+    }
+    let keep = match (s.compress_coils, s.compress_energy) {
+        (Some(k), _) => Some(recon_coils::Keep::Coils(k.min(coils))),
+        (None, Some(f)) => Some(recon_coils::Keep::Energy(f)),
+        (None, None) => None,
+    };
+    let mut compressed = None;
+    let mut data = match &mix {
+        Some(m) => m.data(&data)?,
+        None => data,
+    };
+    if let (Some(keep), true) = (keep, coils > 1) {
+        let (c, kept) = recon_coils::compression(&data, coils, keep).context("coil compression")?;
+        data = c.data(&data)?;
+        compressed = Some((coils, kept));
+        mix = Some(match mix {
+            Some(w) => c.after(&w)?,
+            None => c,
+        });
+    }
+    let maps = match (maps, &mix) {
+        (Some(m), Some(mix)) => Some(mix.maps(&m)?),
+        (m, _) => m,
+    };
+    Ok(Prepared {
+        coils: mix.as_ref().map_or(coils, |m| m.rows),
+        data,
+        maps,
+        whitened,
+        compressed,
+    })
+}
+
+/// The solver's right-hand side and maps: for one coil, F^H D and no maps;
+/// for several, the maps (timed as "maps") and `sum_c S_c^H F^H D_c`, with
+/// the gridding plan the maps were estimated on (for the baseline).
+#[allow(clippy::type_complexity)]
+pub fn stage_rhs<'b, B: NufftBackend>(
+    backend: &'b B,
+    plan: &Plan<'_, B>,
+    l: &Loaded,
+    inputs: &Inputs,
+    ui: &impl Ui,
+    seconds: &mut Vec<(&'static str, f64)>,
+) -> Result<(
+    Vec<Complex<B::Real>>,
+    Vec<Vec<Complex<B::Real>>>,
+    Option<recon_gridding::Gridding<'b, B>>,
+)> {
+    if inputs.coils == 1 && inputs.true_maps.is_none() {
+        let t = Instant::now();
+        let fhd = stage_fhd(plan, &inputs.data, ui)?;
+        seconds.push(("fhd", t.elapsed().as_secs_f64()));
+        return Ok((fhd, Vec::new(), None));
+    }
+    let t = Instant::now();
+    let g = gridder(backend, l, inputs)?;
+    let maps = stage_maps(l, inputs, &g, ui)?;
+    seconds.push(("maps", t.elapsed().as_secs_f64()));
+    let t = Instant::now();
+    let fhd = stage_fhd_sense(plan, &inputs.data, &maps, ui)?;
+    seconds.push(("fhd", t.elapsed().as_secs_f64()));
+    let maps = maps.iter().map(|m| from_f64(m)).collect();
+    Ok((fhd, maps, Some(g)))
+}
+
+/// The gridding plan of a run (density weights made once).
+pub fn gridder<'b, B: NufftBackend>(
+    backend: &'b B,
+    l: &Loaded,
+    inputs: &Inputs,
+) -> Result<recon_gridding::Gridding<'b, B>> {
+    let gp = recon_gridding::Params {
+        dcf_iterations: l.cfg.gridding.dcf_iterations,
+    };
+    recon_gridding::Gridding::new(backend, &l.grid, &inputs.traj, &gp)
+        .context("gridding's density weights")
+}
+
+/// Each coil's samples, `[C, M]` split.
+fn per_coil<'a>(inputs: &'a Inputs) -> impl Iterator<Item = &'a [Complex<f64>]> {
+    inputs.data.chunks_exact(inputs.traj.len().max(1))
+}
+
+/// The multi-coil gridding baseline: each coil gridded, combined by the
+/// root sum of squares.
+pub(super) fn gridding_rss<B: NufftBackend>(
+    g: &recon_gridding::Gridding<'_, B>,
+    inputs: &Inputs,
+) -> Result<Vec<Complex<f64>>> {
+    let images = per_coil(inputs)
+        .map(|d| g.image(d, None))
+        .collect::<recon_core::Result<Vec<_>>>()
+        .context("gridding")?;
+    Ok(recon_coils::rss(&images)
+        .into_iter()
+        .map(|v| Complex::new(v, 0.0))
+        .collect())
+}
+
+/// SENSE's coil maps: the synthetic coils' own, or estimated from
+/// low-resolution images of the k-space centre (`sense.calibration`).
+pub fn stage_maps<B: NufftBackend>(
+    l: &Loaded,
+    inputs: &Inputs,
+    g: &recon_gridding::Gridding<'_, B>,
+    ui: &impl Ui,
+) -> Result<Vec<Vec<Complex<f64>>>> {
+    let s = &l.cfg.sense;
+    if s.maps == config::MapsSource::True {
+        // config::load checked that the data are synthetic with [coils].
+        // Normalised by their root sum of squares, as estimated maps are:
+        // both reconstruct the truth of [`Inputs::truth`].
+        let maps = inputs
+            .true_maps
+            .as_ref()
+            .context("sense.maps = \"true\" needs synthetic coils")?;
+        let rss = recon_coils::rss(maps);
+        return Ok(maps
+            .iter()
+            .map(|m| m.iter().zip(&rss).map(|(s, r)| s / r.max(1e-30)).collect())
+            .collect());
+    }
+    // At most a quarter of the smallest matrix size: the images must be
+    // of low resolution for the maps to be smooth.
+    let n_min = *l.grid.n.iter().min().expect("three axes") as f64;
+    let kc = s.calibration.min(n_min / 4.0);
+    ui.stage("coil maps", |_| {
+        let low = per_coil(inputs)
+            .map(|d| g.image(d, Some(kc)))
+            .collect::<recon_core::Result<Vec<_>>>()?;
+        recon_coils::estimate_maps(l.grid.n, &low, &s.params())
+    })
+    .context("estimating coil maps")
+}
+
+/// `sum_c S_c^H F^H D_c`, each coil's F^H D by the one plan.
+pub fn stage_fhd_sense<B: NufftBackend>(
+    plan: &Plan<'_, B>,
+    data: &[Complex<f64>],
+    maps: &[Vec<Complex<f64>>],
+    ui: &impl Ui,
+) -> Result<Vec<Complex<B::Real>>> {
+    let n = plan.grid().len();
+    let m = plan.traj().len();
+    anyhow::ensure!(
+        data.len() == maps.len() * m,
+        "k-space data: {} values for {} coils of {m} samples",
+        data.len(),
+        maps.len()
+    );
+    let mut sum = vec![Complex::<f64>::default(); n];
+    let mut fhd = vec![Complex::default(); n];
+    ui.stage("F^H D", |p| -> Result<()> {
+        for (c, (d, s)) in data.chunks_exact(m.max(1)).zip(maps).enumerate() {
+            plan.adjoint(&mut fhd, d, &mut |_, _| {})?;
+            for ((o, f), s) in sum.iter_mut().zip(&fhd).zip(s) {
+                *o += s.conj() * Complex::new(f.re.f64(), f.im.f64());
+            }
+            p(c as u64 + 1, maps.len() as u64);
+        }
+        Ok(())
+    })
+    .context("computing F^H D")?;
+    Ok(from_f64(&sum))
+}
+
+fn from_f64<T: Real>(v: &[C64]) -> Vec<Complex<T>> {
+    v.iter()
+        .map(|c| Complex::new(T::of(c.re), T::of(c.im)))
+        .collect()
+}
