@@ -87,6 +87,25 @@ impl<B: Backend> Sense<B> {
                 .map(|i| maps.iter().map(|m| m[i].norm_sqr().f64()).sum::<f64>())
                 .fold(0.0, f64::max)
         };
+        let maps = maps
+            .iter()
+            .map(|m| backend.upload(m))
+            .collect::<Result<_>>()?;
+        Self::uploaded(backend, toeplitz, maps, peak)
+    }
+
+    /// Maps already on the device, with `peak` the largest
+    /// `sum_c |S_c|^2` over the voxels (see [`Sense::map_peak`]).
+    pub fn uploaded(
+        backend: &B,
+        toeplitz: Toeplitz<B>,
+        maps: Vec<B::Vector>,
+        peak: f64,
+    ) -> Result<Self> {
+        let n = toeplitz.len();
+        for m in &maps {
+            Error::check_len("coil map (one value per voxel)", n, backend.len(m))?;
+        }
         if !(peak.is_finite() && peak > 0.0) {
             return Err(Error::Invalid {
                 what: "coil maps",
@@ -99,10 +118,7 @@ impl<B: Backend> Sense<B> {
             Some((backend.zeros(n)?, backend.zeros(n)?))
         };
         Ok(Sense {
-            maps: maps
-                .iter()
-                .map(|m| backend.upload(m))
-                .collect::<Result<_>>()?,
+            maps,
             toeplitz,
             work,
             peak,
@@ -422,13 +438,36 @@ impl<B: Backend> Problem<B> {
         maps: &[Vec<Complex<B::Real>>],
     ) -> Result<Self> {
         Error::check_len("F^H D (one value per voxel)", grid.len(), fhd.len())?;
-        let toeplitz = Toeplitz::new(backend, grid, q)?;
+        let sense = Sense::new(backend, Toeplitz::new(backend, grid, q)?, maps)?;
+        Self::on_device(backend, grid, q_peak(grid, q)?, sense, backend.upload(fhd)?)
+    }
+
+    /// From parts already on the device: the data term, and the right-hand
+    /// side `sum_c S_c^H F^H D_c`; `q_peak` is [`q_peak`] of its Q.
+    pub fn on_device(
+        backend: &B,
+        grid: &Grid,
+        q_peak: f64,
+        sense: Sense<B>,
+        fhd: B::Vector,
+    ) -> Result<Self> {
+        Error::check_len("F^H D (one value per voxel)", grid.len(), backend.len(&fhd))?;
+        Error::check_len(
+            "SENSE operator (one value per voxel)",
+            grid.len(),
+            sense.len(),
+        )?;
         Ok(Problem {
             grid: *grid,
-            q_peak: q_peak(grid, q)?,
-            sense: Sense::new(backend, toeplitz, maps)?,
-            fhd: backend.upload(fhd)?,
+            q_peak,
+            sense,
+            fhd,
         })
+    }
+
+    /// The right-hand side on the device.
+    pub fn rhs(&self) -> &B::Vector {
+        &self.fhd
     }
 
     pub fn grid(&self) -> &Grid {

@@ -18,7 +18,7 @@
 //! NUFFT runs on the backend's device ([`NufftBackend`]: recon-nufft on the
 //! CPU, recon-cuda's kernels on the GPU), in the backend's precision.
 
-use recon_core::{Complex, Error, Grid, Progress, Real, Result};
+use recon_core::{CoilOp, Complex, Error, Grid, Progress, Real, Result};
 pub use recon_nufft::NufftBackend;
 
 mod exact;
@@ -301,6 +301,43 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
                 b.nufft_type1(p, out, &mu)?;
                 progress(1, 1);
             }
+        }
+        Ok(())
+    }
+
+    /// `out = sum_c S_c^H F^H D_c` on the device for SENSE: `data` holds
+    /// each coil's samples in turn (`[C, M]`) and `maps` one `S_c` per
+    /// coil on the device. Each coil's F^H D goes through the one plan.
+    pub fn adjoint_coils_on_device(
+        &self,
+        out: &mut B::Vector,
+        data: &[Complex<f64>],
+        maps: &[B::Vector],
+        progress: Progress<'_>,
+    ) -> Result<()> {
+        let b = self.backend;
+        let m = self.traj.len();
+        if maps.is_empty() {
+            return Err(Error::Invalid {
+                what: "coil maps",
+                reason: "none given".into(),
+            });
+        }
+        Error::check_len(
+            "k-space data (one value per coil and sample)",
+            maps.len() * m,
+            data.len(),
+        )?;
+        let mut one = b.zeros(self.grid.len())?;
+        for (c, (d, s)) in data.chunks_exact(m.max(1)).zip(maps).enumerate() {
+            self.adjoint_on_device(&mut one, d, &mut |_, _| {})?;
+            let op = if c == 0 {
+                CoilOp::Adjoint
+            } else {
+                CoilOp::AddAdjoint
+            };
+            b.coil(out, op, s, &one)?;
+            progress(c as u64 + 1, maps.len() as u64);
         }
         Ok(())
     }

@@ -177,7 +177,10 @@ impl Config {
             }
             (Some(0), None) => return fail("sense.compress_coils", "must be at least 1"),
             (None, Some(f)) if !(f.is_finite() && f > 0.0 && f <= 1.0) => {
-                return fail("sense.compress_energy", format!("must lie in (0, 1], got {f}"))
+                return fail(
+                    "sense.compress_energy",
+                    format!("must lie in (0, 1], got {f}"),
+                )
             }
             _ => {}
         }

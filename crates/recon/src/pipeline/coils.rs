@@ -5,6 +5,7 @@
 use super::{stage_fhd, Inputs, Ui};
 use crate::config::{self, Loaded};
 use anyhow::{Context, Result};
+use recon_cg::{Problem, Sense, Toeplitz};
 use recon_core::{Complex, Real};
 use recon_encoding::{NufftBackend, Plan};
 use std::time::Instant;
@@ -72,37 +73,61 @@ pub fn prepare(
     })
 }
 
-/// The solver's right-hand side and maps: for one coil, F^H D and no maps;
-/// for several, the maps (timed as "maps") and `sum_c S_c^H F^H D_c`, with
-/// the gridding plan the maps were estimated on (for the baseline).
+/// The run's problem on the device: FFT(Q) with the data term (F^H F, or
+/// SENSE's sum over the coils with their maps) and the right-hand side
+/// (F^H D, or `sum_c S_c^H F^H D_c`). Returns it with the right-hand side
+/// on the host (for the outputs) and, for several coils, the gridding plan
+/// the maps were estimated on (for the baseline). Times "maps", "fft_q"
+/// (with the maps' upload) and "fhd".
 #[allow(clippy::type_complexity)]
-pub fn stage_rhs<'b, B: NufftBackend>(
+pub fn stage_problem<'b, B: NufftBackend>(
     backend: &'b B,
     plan: &Plan<'_, B>,
     l: &Loaded,
     inputs: &Inputs,
+    q: &[Complex<B::Real>],
     ui: &impl Ui,
     seconds: &mut Vec<(&'static str, f64)>,
 ) -> Result<(
+    Problem<B>,
     Vec<Complex<B::Real>>,
-    Vec<Vec<Complex<B::Real>>>,
     Option<recon_gridding::Gridding<'b, B>>,
 )> {
+    let grid = &l.grid;
     if inputs.coils == 1 && inputs.true_maps.is_none() {
         let t = Instant::now();
         let fhd = stage_fhd(plan, &inputs.data, ui)?;
         seconds.push(("fhd", t.elapsed().as_secs_f64()));
-        return Ok((fhd, Vec::new(), None));
+        let t = Instant::now();
+        let problem = Problem::new(backend, grid, q, &fhd)?;
+        backend.synchronize()?;
+        seconds.push(("fft_q", t.elapsed().as_secs_f64()));
+        return Ok((problem, fhd, None));
     }
     let t = Instant::now();
     let g = gridder(backend, l, inputs)?;
     let maps = stage_maps(l, inputs, &g, ui)?;
     seconds.push(("maps", t.elapsed().as_secs_f64()));
+
     let t = Instant::now();
-    let fhd = stage_fhd_sense(plan, &inputs.data, &maps, ui)?;
+    let maps: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| from_f64(m)).collect();
+    let sense = Sense::new(backend, Toeplitz::new(backend, grid, q)?, &maps)?;
+    drop(maps);
+    backend.synchronize()?;
+    seconds.push(("fft_q", t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let mut rhs = backend.zeros(grid.len())?;
+    ui.stage("F^H D", |p| {
+        plan.adjoint_coils_on_device(&mut rhs, &inputs.data, sense.maps(), p)
+    })
+    .context("computing F^H D")?;
+    backend.synchronize()?;
     seconds.push(("fhd", t.elapsed().as_secs_f64()));
-    let maps = maps.iter().map(|m| from_f64(m)).collect();
-    Ok((fhd, maps, Some(g)))
+    let mut fhd = vec![Complex::default(); grid.len()];
+    backend.download(&mut fhd, &rhs)?;
+    let problem = Problem::on_device(backend, grid, recon_cg::q_peak(grid, q)?, sense, rhs)?;
+    Ok((problem, fhd, Some(g)))
 }
 
 /// The gridding plan of a run (density weights made once).
@@ -173,37 +198,6 @@ pub fn stage_maps<B: NufftBackend>(
         recon_coils::estimate_maps(l.grid.n, &low, &s.params())
     })
     .context("estimating coil maps")
-}
-
-/// `sum_c S_c^H F^H D_c`, each coil's F^H D by the one plan.
-pub fn stage_fhd_sense<B: NufftBackend>(
-    plan: &Plan<'_, B>,
-    data: &[Complex<f64>],
-    maps: &[Vec<Complex<f64>>],
-    ui: &impl Ui,
-) -> Result<Vec<Complex<B::Real>>> {
-    let n = plan.grid().len();
-    let m = plan.traj().len();
-    anyhow::ensure!(
-        data.len() == maps.len() * m,
-        "k-space data: {} values for {} coils of {m} samples",
-        data.len(),
-        maps.len()
-    );
-    let mut sum = vec![Complex::<f64>::default(); n];
-    let mut fhd = vec![Complex::default(); n];
-    ui.stage("F^H D", |p| -> Result<()> {
-        for (c, (d, s)) in data.chunks_exact(m.max(1)).zip(maps).enumerate() {
-            plan.adjoint(&mut fhd, d, &mut |_, _| {})?;
-            for ((o, f), s) in sum.iter_mut().zip(&fhd).zip(s) {
-                *o += s.conj() * Complex::new(f.re.f64(), f.im.f64());
-            }
-            p(c as u64 + 1, maps.len() as u64);
-        }
-        Ok(())
-    })
-    .context("computing F^H D")?;
-    Ok(from_f64(&sum))
 }
 
 fn from_f64<T: Real>(v: &[C64]) -> Vec<Complex<T>> {

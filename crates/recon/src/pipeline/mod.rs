@@ -12,8 +12,8 @@ use std::time::Instant;
 
 mod coils;
 mod memory;
-pub use coils::{gridder, prepare, stage_fhd_sense, stage_maps, stage_rhs, Prepared};
 use coils::gridding_rss;
+pub use coils::{gridder, prepare, stage_maps, stage_problem, Prepared};
 pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};
 
 /// How the pipeline reports progress; the binary implements it with indicatif.
@@ -109,8 +109,8 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
                 add_coil_noise(&mut data, count, noise)
             });
             let noise_sigma = covariance.as_ref().map_or(0.0, |c| c[0].sqrt());
-            let psi: Option<Vec<Complex<f64>>> = covariance
-                .map(|c| c.into_iter().map(|v| Complex::new(v, 0.0)).collect());
+            let psi: Option<Vec<Complex<f64>>> =
+                covariance.map(|c| c.into_iter().map(|v| Complex::new(v, 0.0)).collect());
             let pc = l
                 .cfg
                 .phantom
@@ -372,7 +372,6 @@ where
     B: NufftBackend,
     B::Real: Stored,
 {
-    let grid = &l.grid;
     let mut seconds = Vec::new();
 
     let t = Instant::now();
@@ -383,14 +382,9 @@ where
     let (q, q_cache, q_file) = stage_q(&plan, l, ui)?;
     seconds.push(("q", t.elapsed().as_secs_f64()));
 
-    let (fhd, maps, gridder) = stage_rhs(backend, &plan, l, inputs, ui, &mut seconds)?;
-
-    // FFT(Q) (and the maps) on the device: once per trajectory, like Q.
-    let t = Instant::now();
-    let mut problem = Problem::with_maps(backend, grid, &q, &fhd, &maps)?;
-    drop(maps);
-    backend.synchronize()?;
-    seconds.push(("fft_q", t.elapsed().as_secs_f64()));
+    // F^H D and FFT(Q) on the device (and the maps, for several coils).
+    let (mut problem, fhd, gridder) =
+        stage_problem(backend, &plan, l, inputs, &q, ui, &mut seconds)?;
 
     // (F^H F + lambda W^H W) rho = F^H D
     let t = Instant::now();

@@ -40,9 +40,9 @@ where
 {
     let plan = pipeline::plan(b, l, &inputs.traj)?;
     let (q, _, _) = pipeline::stage_q(&plan, l, ui)?;
-    let (fhd, maps, _) = pipeline::stage_rhs(b, &plan, l, inputs, ui, &mut Vec::new())?;
     // FFT(Q), the maps and F^H D on the device once, for every W and lambda.
-    let mut problem = recon_cg::Problem::with_maps(b, &l.grid, &q, &fhd, &maps)?;
+    let (mut problem, _, _) =
+        pipeline::stage_problem(b, &plan, l, inputs, &q, ui, &mut Vec::new())?;
     let truth = inputs.truth.as_deref().expect("checked");
     let params = Params {
         iterations: l.cfg.solver.iterations,
