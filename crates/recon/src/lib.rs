@@ -9,6 +9,7 @@
 mod backend;
 mod bench;
 mod bench_nufft;
+mod bench_sense;
 pub mod config;
 mod inspect;
 mod output;
@@ -109,6 +110,9 @@ enum Command {
     /// (plan, F^H D, F and Q, as scripts/nufft-vs-finufft.py compares it
     /// with FINUFFT), or on random points.
     BenchNufft(bench_nufft::BenchNufftArgs),
+    /// Time SENSE per scan: a radial problem seen by synthetic coils (maps,
+    /// F^H D over the coils, CG of the SENSE operator).
+    BenchSense(bench_sense::BenchSenseArgs),
     /// Q for a Parboil mri-q input file, in Parboil's output format.
     ParboilQ(parboil::ParboilArgs),
     /// Read a scan or ISMRMRD file, check it, and print what it holds.
@@ -248,6 +252,7 @@ fn run(cli: Cli) -> Result<()> {
     match command {
         Command::Bench(args) => bench::run(&args, &Bars),
         Command::BenchNufft(args) => bench_nufft::run(&args),
+        Command::BenchSense(args) => bench_sense::run(&args),
         Command::ParboilQ(args) => parboil::run(&args, &Bars),
         Command::Inspect(args) => inspect::run(&args),
         Command::Check(args) => check(&args),

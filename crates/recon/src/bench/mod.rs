@@ -12,6 +12,7 @@
 mod problem;
 mod stages;
 
+pub(crate) use problem::radial_trajectory;
 use problem::{max_rel_error, problem, radial, time_fhd, Problem};
 
 use anyhow::{Context, Result};

@@ -29,17 +29,22 @@ pub(super) type Inputs = (Grid, Vec<[f64; 3]>, Vec<Complex<f64>>);
 /// trajectory (spokes of 112), and the phantom's analytic data.
 pub(super) fn radial(matrix: usize, samples: usize, phantom: &Phantom) -> Result<Inputs> {
     let grid = Grid::new([matrix; 3], [240.0; 3])?;
+    let traj = radial_trajectory(&grid, samples)?;
+    let data = phantom.kspace(&grid, &traj);
+    Ok((grid, traj, data))
+}
+
+/// The book's radial trajectory: `samples` on spokes of 112 to Nyquist.
+pub(crate) fn radial_trajectory(grid: &Grid, samples: usize) -> Result<Vec<[f64; 3]>> {
     let per_spoke = 112;
-    let spokes = samples.div_ceil(per_spoke);
     let mut traj = Trajectory::Radial {
-        spokes,
+        spokes: samples.div_ceil(per_spoke),
         samples: per_spoke,
         kmax: 1.0,
     }
-    .generate(&grid)?;
+    .generate(grid)?;
     traj.truncate(samples);
-    let data = phantom.kspace(&grid, &traj);
-    Ok((grid, traj, data))
+    Ok(traj)
 }
 
 /// The problem of `grid`, `traj` and `data` with its float64 references.
