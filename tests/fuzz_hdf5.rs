@@ -119,7 +119,10 @@ fn base_scan(dir: &Path) -> PathBuf {
     let ag = Grid::new([4, 6, 8], [220.0, 210.0, 200.0]).unwrap();
     let scan = recon_io::scan::Scan {
         grid,
+        coils: 1,
         data: rng.complex(200),
+        noise: None,
+        maps: None,
         traj,
         truth: Some((0..grid.len()).map(|i| i as f64).collect()),
         anatomy: Some(Volume::new(ag, (0..ag.len()).map(|i| i as f64).collect()).unwrap()),
@@ -299,6 +302,158 @@ fn structured_scan_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String)> {
             (p, what.to_string())
         })
         .collect()
+}
+
+/// A small valid version 2 scan file: 3 coils, noise samples, maps, truth.
+fn base_multicoil_scan(dir: &Path) -> PathBuf {
+    let grid = Grid::new([8, 8, 8], [200.0; 3]).unwrap();
+    let mut rng = Rng::new(12);
+    let traj = common::random_traj(&grid, 100, &mut rng);
+    let scan = recon_io::scan::Scan {
+        grid,
+        coils: 3,
+        data: rng.complex(300),
+        traj,
+        noise: Some(recon_io::scan::CoilNoise::Samples(rng.complex(3 * 30))),
+        maps: Some((0..3).map(|_| rng.complex(grid.len())).collect()),
+        truth: Some((0..grid.len()).map(|i| i as f64).collect()),
+        anatomy: None,
+    };
+    let path = dir.join("base-v2.h5");
+    recon_io::scan::write_scan(&path, &scan).unwrap();
+    assert_eq!(recon_io::scan::read_scan(&path, false).unwrap().coils, 3);
+    path
+}
+
+/// Changes of a version 2 file's coil datasets: channel counts, shapes,
+/// types and values that disagree.
+fn structured_multicoil_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String)> {
+    use recon_io::hdf5;
+    let replace = |name: &'static str, shape: Vec<usize>, value: f32| {
+        move |f: &hdf5::File| {
+            if f.link_exists(name) {
+                f.unlink(name).unwrap();
+            }
+            let n: usize = shape.iter().product();
+            f.new_dataset::<f32>()
+                .shape(shape.clone())
+                .create(name)
+                .unwrap()
+                .write_raw(&vec![value; n])
+                .unwrap();
+        }
+    };
+    let edits: Vec<(&str, Box<dyn Fn(&hdf5::File)>)> = vec![
+        (
+            "data 2 coils",
+            Box::new(replace("kspace/data", vec![2, 100, 2], 1.0)),
+        ),
+        (
+            "data 0 coils",
+            Box::new(replace("kspace/data", vec![0, 100, 2], 1.0)),
+        ),
+        (
+            "data 4-D",
+            Box::new(replace("kspace/data", vec![3, 100, 2, 1], 1.0)),
+        ),
+        (
+            "data NaN",
+            Box::new(replace("kspace/data", vec![3, 100, 2], f32::NAN)),
+        ),
+        (
+            "noise 2 channels",
+            Box::new(replace("kspace/noise", vec![2, 30, 2], 1.0)),
+        ),
+        (
+            "noise empty",
+            Box::new(replace("kspace/noise", vec![3, 0, 2], 1.0)),
+        ),
+        (
+            "noise infinite",
+            Box::new(replace("kspace/noise", vec![3, 30, 2], f32::INFINITY)),
+        ),
+        (
+            "noise 2-D",
+            Box::new(replace("kspace/noise", vec![3, 60], 1.0)),
+        ),
+        (
+            "covariance beside noise",
+            Box::new(replace("kspace/noise_covariance", vec![3, 3, 2], 1.0)),
+        ),
+        (
+            "maps 4 channels",
+            Box::new(replace("coils/maps", vec![4, 8, 8, 8, 2], 1.0)),
+        ),
+        (
+            "maps wrong grid",
+            Box::new(replace("coils/maps", vec![3, 8, 4, 8, 2], 1.0)),
+        ),
+        (
+            "maps 4-D",
+            Box::new(replace("coils/maps", vec![3, 8, 8, 16], 1.0)),
+        ),
+        (
+            "maps NaN",
+            Box::new(replace("coils/maps", vec![3, 8, 8, 8, 2], f32::NAN)),
+        ),
+        (
+            "maps declared 2^30 coils",
+            Box::new(|f: &hdf5::File| {
+                f.unlink("coils/maps").unwrap();
+                f.new_dataset::<f32>()
+                    .chunk([1, 8, 8, 8, 2])
+                    .shape([1usize << 30, 8, 8, 8, 2])
+                    .create("coils/maps")
+                    .unwrap();
+            }),
+        ),
+        (
+            "noise as float64",
+            Box::new(|f: &hdf5::File| {
+                f.unlink("kspace/noise").unwrap();
+                f.new_dataset::<f64>()
+                    .shape([3, 30, 2])
+                    .create("kspace/noise")
+                    .unwrap()
+                    .write_raw(&[1.0f64; 180])
+                    .unwrap();
+            }),
+        ),
+    ];
+    edits
+        .into_iter()
+        .enumerate()
+        .map(|(i, (what, edit))| {
+            let p = dir.join(format!("structured-v2-{i}.h5"));
+            std::fs::copy(base, &p).unwrap();
+            let f = hdf5::File::open_rw(&p).unwrap();
+            edit(&f);
+            f.close().unwrap();
+            (p, what.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn fuzz_multicoil_scan_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = base_multicoil_scan(tmp.path());
+    assert_eq!(
+        inspect(&base, "base version 2 scan file"),
+        Outcome::Accepted
+    );
+    let bytes = std::fs::read(&base).unwrap();
+    let mut rng = Rng::new(2027);
+    let mut cases = structured_multicoil_mutants(tmp.path(), &base);
+    // Half the single-coil fuzzer's count: the format's common parts are
+    // fuzzed there.
+    for i in cases.len()..HDF5_CASES / 2 {
+        let (b, what) = mutate_bytes(&bytes, &mut rng, None);
+        let p = tmp.path().join(format!("v2-m{i}.h5"));
+        std::fs::write(&p, b).unwrap();
+        cases.push((p, format!("case {i}: {what}")));
+    }
+    run_hdf5_cases("version 2 scan files", cases);
 }
 
 #[test]

@@ -271,11 +271,19 @@ fn coil_settings_are_checked() {
             vec!["coils.arrangement", "ring"],
         ),
         (
-            "[sense]\nmaps = \"true\"\n",
+            "[sense]\nmaps = \"given\"\n",
             vec!["sense.maps", "needs [coils]"],
         ),
         ("[sense]\nsmoothing = 4\n", vec!["sense.smoothing", "odd"]),
         ("[sense]\ncalibration = -1.0\n", vec!["sense.calibration"]),
+        (
+            "[sense]\ncompress_coils = 2\ncompress_energy = 0.9\n",
+            vec!["sense.compress_energy", "not both"],
+        ),
+        (
+            "[sense]\ncompress_energy = 1.5\n",
+            vec!["sense.compress_energy", "(0, 1]"],
+        ),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let cfg = config_with(tmp.path(), |t| {
@@ -288,11 +296,169 @@ fn coil_settings_are_checked() {
         fails_with(&out, &expect);
         assert!(!tmp.path().join("out").exists(), "{edit}: output written");
     }
-    // recon simulate writes version 1 (single-coil) scan files only.
+}
+
+/// A small version 2 scan: 3 coils, noise samples or covariance, maps.
+fn v2_scan(noise: Option<recon_io::scan::CoilNoise>, with_maps: bool) -> recon_io::scan::Scan {
+    let grid = Grid::new([8, 8, 8], [200.0; 3]).unwrap();
+    let mut rng = Rng::new(45);
+    let traj = random_traj(&grid, 100, &mut rng);
+    recon_io::scan::Scan {
+        grid,
+        coils: 3,
+        data: rng.complex(300),
+        traj,
+        noise,
+        maps: with_maps.then(|| random_maps(3, grid.len(), &mut rng)),
+        truth: None,
+        anatomy: None,
+    }
+}
+
+#[test]
+fn version_2_scan_files_round_trip_and_version_1_still_reads() {
+    use recon_io::scan::{read_scan, write_scan, CoilNoise, Scan};
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = config_with(tmp.path(), |t| {
-        t.replace("[solver]", "[coils]\ncount = 2\n[solver]")
-    });
+    let mut rng = Rng::new(46);
+    // float32 on disk: values come back to float32's rounding.
+    let close = |a: &[C], b: &[C]| nrmse(a, b) < 1e-6;
+    for (i, scan) in [
+        v2_scan(Some(CoilNoise::Samples(rng.complex(3 * 40))), true),
+        v2_scan(Some(CoilNoise::Covariance(rng.complex(9))), false),
+        v2_scan(None, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = tmp.path().join(format!("v2-{i}.h5"));
+        write_scan(&path, &scan).unwrap();
+        let back = read_scan(&path, false).unwrap();
+        assert_eq!(back.coils, 3);
+        assert!(close(&back.data, &scan.data));
+        match (&back.noise, &scan.noise) {
+            (Some(CoilNoise::Samples(a)), Some(CoilNoise::Samples(b)))
+            | (Some(CoilNoise::Covariance(a)), Some(CoilNoise::Covariance(b))) => {
+                assert!(close(a, b))
+            }
+            (None, None) => {}
+            other => panic!("noise came back as {other:?}"),
+        }
+        assert_eq!(back.maps.is_some(), scan.maps.is_some());
+        if let (Some(a), Some(b)) = (&back.maps, &scan.maps) {
+            assert!(close(&a.concat(), &b.concat()));
+        }
+        // The child process's encoding carries all of it.
+        assert_eq!(Scan::from_bytes(&back.to_bytes()), Some(back));
+    }
+    // One coil, no noise or maps: a version 1 file, [M, 2].
+    let one = Scan {
+        coils: 1,
+        data: rng.complex(100),
+        noise: None,
+        maps: None,
+        ..v2_scan(None, false)
+    };
+    let path = tmp.path().join("v1.h5");
+    write_scan(&path, &one).unwrap();
+    let f = recon_io::hdf5::File::open(&path).unwrap();
+    assert_eq!(f.dataset("kspace/data").unwrap().shape(), vec![100, 2]);
+    assert_eq!(read_scan(&path, false).unwrap().coils, 1);
+}
+
+#[test]
+fn version_2_files_whose_parts_disagree_are_refused_naming_the_dataset() {
+    use recon_io::hdf5;
+    use recon_io::scan::{read_scan, write_scan, CoilNoise};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(47);
+    let base = tmp.path().join("base.h5");
+    write_scan(
+        &base,
+        &v2_scan(Some(CoilNoise::Samples(rng.complex(60))), true),
+    )
+    .unwrap();
+    let replace = |name: &str, shape: &[usize]| {
+        let p = tmp.path().join(format!("{}.h5", name.replace('/', "-")));
+        std::fs::copy(&base, &p).unwrap();
+        let f = hdf5::File::open_rw(&p).unwrap();
+        if f.link_exists(name) {
+            f.unlink(name).unwrap();
+        }
+        let n: usize = shape.iter().product();
+        f.new_dataset::<f32>()
+            .shape(shape.to_vec())
+            .create(name)
+            .unwrap()
+            .write_raw(&vec![0.5f32; n])
+            .unwrap();
+        f.close().unwrap();
+        p
+    };
+    for (name, shape, expect) in [
+        (
+            "kspace/noise",
+            vec![2, 20, 2],
+            "has 2 channels but kspace/data has 3",
+        ),
+        (
+            "coils/maps",
+            vec![4, 8, 8, 8, 2],
+            "has 4 channels but kspace/data has 3",
+        ),
+        (
+            "coils/maps",
+            vec![3, 8, 8, 6, 2],
+            "must match /kspace matrix",
+        ),
+        ("kspace/noise_covariance", vec![3, 3, 2], "both present"),
+        ("kspace/data", vec![3, 99, 2], "has 99 samples per coil"),
+        ("kspace/data", vec![0, 100, 2], "has 0 coils"),
+    ] {
+        let p = replace(name, &shape);
+        let e = read_scan(&p, false).unwrap_err().to_string();
+        assert!(
+            e.contains(name) && e.contains(expect),
+            "{name} {shape:?}: {e}"
+        );
+    }
+    // A covariance of 3 coils where one has no noise of its own: singular.
+    // The run stops at the config, naming the dataset, with nothing written.
+    let mut psi = vec![C::default(); 9];
+    psi[0] = C::new(1.0, 0.0);
+    psi[4] = C::new(1.0, 0.0);
+    let file = tmp.path().join("singular.h5");
+    write_scan(&file, &v2_scan(Some(CoilNoise::Covariance(psi)), false)).unwrap();
+    let cfg = scan_run_config(tmp.path(), &file, "");
+    let out = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
+    fails_with(&out, &["kspace/noise_covariance", "singular"]);
+    assert!(!tmp.path().join("out").exists());
+    // Maps asked of a file without them.
+    let file = tmp.path().join("nomaps.h5");
+    write_scan(&file, &v2_scan(None, false)).unwrap();
+    let cfg = scan_run_config(tmp.path(), &file, "[sense]\nmaps = \"given\"\n");
+    let out = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
+    fails_with(&out, &["sense.maps", "no /coils/maps"]);
+}
+
+#[test]
+fn a_simulated_multi_coil_scan_file_reconstructs_as_the_synthetic_run() {
+    // recon simulate writes the coils' raw data, their noise covariance and
+    // sensitivities (version 2); reconstructing the file whitens and
+    // estimates maps as the synthetic run does, so the two runs agree.
+    let tmp = tempfile::tempdir().unwrap();
+    let edit = |t: String| {
+        t.replace("lambda = 0.01", "lambda = 0.3").replace(
+            "[solver]",
+            "[noise]\nsnr = 20.0\nseed = 2\n[coils]\ncount = 3\nnoise_correlation = 0.3\n[solver]",
+        )
+    };
+    let cfg = config_with(tmp.path(), edit);
     let file = tmp.path().join("scan.h5");
     let out = recon(
         &[
@@ -304,6 +470,46 @@ fn coil_settings_are_checked() {
         ],
         &tmp.path().join("cache"),
     );
-    fails_with(&out, &["[coils]", "single-coil"]);
-    assert!(!file.exists());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let scan = recon_io::scan::read_scan(&file, false).unwrap();
+    assert_eq!(scan.coils, 3);
+    assert!(matches!(
+        scan.noise,
+        Some(recon_io::scan::CoilNoise::Covariance(_))
+    ));
+    assert!(scan.maps.is_some());
+    let out = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let synthetic = report(tmp.path());
+    std::fs::remove_dir_all(tmp.path().join("out")).unwrap();
+    let run = scan_run_config(
+        tmp.path(),
+        &file,
+        "[engine]\nprecision = \"f64\"\n[solver]\niterations = 30\nlambda = 0.3\n",
+    );
+    // scan_run_config writes its own [solver]: keep the one given here.
+    let text = std::fs::read_to_string(&run)
+        .unwrap()
+        .replace("[solver]\niterations = 5\n", "");
+    std::fs::write(&run, text).unwrap();
+    let out = recon(
+        &["--config", run.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let from_file = report(tmp.path());
+    assert_eq!(from_file["coils"], 3);
+    assert_eq!(from_file["prewhitened"], true);
+    let (a, b) = (
+        synthetic["psnr_db"].as_f64().unwrap(),
+        from_file["psnr_db"].as_f64().unwrap(),
+    );
+    // The file stores float32: the runs differ by its rounding only.
+    assert!(
+        (a - b).abs() < 0.01,
+        "synthetic {a} dB, from the file {b} dB"
+    );
 }

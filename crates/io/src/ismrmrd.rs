@@ -287,7 +287,10 @@ pub fn read_ismrmrd(
     Ok(Scan {
         grid,
         traj,
+        coils: 1,
         data,
+        noise: None,
+        maps: None,
         truth: None,
         anatomy: None,
     })

@@ -1,9 +1,15 @@
-//! Scan files, version 1: k-space samples with their trajectory, and
-//! optionally the true image and an anatomical reference. HDF5, readable and
-//! writable with h5py:
+//! Scan files: k-space samples with their trajectory, and optionally the
+//! true image and an anatomical reference. HDF5, readable and writable with
+//! h5py. Version 1 has one coil; version 2 (attribute `version` = 2 of
+//! `/kspace`) has C coils, and optionally their noise and maps:
 //!
 //! - `/kspace/trajectory`: float32 [M, 3], cycles/FOV (kx, ky, kz);
-//! - `/kspace/data`: float32 [M, 2], real and imaginary parts;
+//! - `/kspace/data`: float32 [M, 2] (version 1), or [C, M, 2] (version 2),
+//!   real and imaginary parts;
+//! - optional `/kspace/noise`: float32 [C, K, 2], K noise samples per coil
+//!   (a noise scan), or `/kspace/noise_covariance`: float32 [C, C, 2], the
+//!   coils' noise covariance; not both;
+//! - optional `/coils/maps`: float32 [C, Nz, Ny, Nx, 2], coil sensitivities;
 //! - attributes of `/kspace`: `fov_mm` (3 floats, x y z), `matrix` (3 ints, x y z);
 //! - optional `/reference/truth`: float32 [Nz, Ny, Nx];
 //! - optional `/reference/anatomy`: float32 [Az, Ay, Ax], a proton-density
@@ -19,13 +25,28 @@ use hdf5::types::TypeDescriptor;
 use recon_core::{Complex, Grid, Volume};
 use std::path::Path;
 
+/// The coils' noise as a scan file gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CoilNoise {
+    /// `[C, K]`: K samples per coil, coil after coil.
+    Samples(Vec<Complex<f64>>),
+    /// `[C, C]`, row-major.
+    Covariance(Vec<Complex<f64>>),
+}
+
 /// The contents of a scan file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scan {
     pub grid: Grid,
     /// Cycles/FOV.
     pub traj: Vec<[f64; 3]>,
+    /// Receive coils C (1 for version 1 files).
+    pub coils: usize,
+    /// `[C, M]`: each coil's samples in turn.
     pub data: Vec<Complex<f64>>,
+    pub noise: Option<CoilNoise>,
+    /// Coil sensitivities, one per coil, x fastest.
+    pub maps: Option<Vec<Vec<Complex<f64>>>>,
     /// The true image, x fastest, when known.
     pub truth: Option<Vec<f64>>,
     /// A proton-density reference image, on its own grid.
@@ -165,14 +186,31 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
         .map_err(|e| bad(path, "/kspace attributes matrix and fov_mm", e.to_string()))?;
     // Shapes first, checked against each other and the limits; then read.
     let (tds, tshape) = open_f32(&file, path, "kspace/trajectory", &[None, Some(3)])?;
-    let (dds, dshape) = open_f32(&file, path, "kspace/data", &[None, Some(2)])?;
-    if tshape[0] != dshape[0] {
+    // [M, 2] (version 1) or [C, M, 2] (version 2).
+    let rank = file.dataset("kspace/data").map_or(2, |d| d.ndim());
+    let (dds, dshape) = if rank == 3 {
+        open_f32(&file, path, "kspace/data", &[None, None, Some(2)])?
+    } else {
+        open_f32(&file, path, "kspace/data", &[None, Some(2)])?
+    };
+    let (coils, dm) = match dshape[..] {
+        [c, m, _] => (c, m),
+        _ => (1, dshape[0]),
+    };
+    if !(1..=MAX_COILS).contains(&coils) {
+        return Err(bad(
+            path,
+            "kspace/data",
+            format!("has {coils} coils: there must be 1 to {MAX_COILS}"),
+        ));
+    }
+    if tshape[0] != dm {
         return Err(bad(
             path,
             "kspace/data",
             format!(
-                "has {} samples but kspace/trajectory has {}",
-                dshape[0], tshape[0]
+                "has {dm} samples per coil but kspace/trajectory has {}",
+                tshape[0]
             ),
         ));
     }
@@ -190,8 +228,12 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
             ),
         ));
     }
-    // float32 as read, then float64: 5 numbers per sample each.
-    check_fits(path, "kspace/trajectory and kspace/data", 60 * m as u64)?;
+    // float32 as read, then float64: 3 + 2 C numbers per sample each.
+    check_fits(
+        path,
+        "kspace/trajectory and kspace/data",
+        12 * (3 + 2 * coils as u64) * m as u64,
+    )?;
     let t = read_checked(&tds, path, "kspace/trajectory", &tshape)?;
     let d = read_checked(&dds, path, "kspace/data", &dshape)?;
     let traj: Vec<[f64; 3]> = t
@@ -212,10 +254,7 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
             }
         }
     }
-    let data = d
-        .chunks_exact(2)
-        .map(|c| Complex::new(c[0] as f64, c[1] as f64))
-        .collect();
+    let data = complex(d);
     let image = |name: &str| -> Result<Option<Vec<f64>>, IoError> {
         if !file.link_exists(name) {
             return Ok(None);
@@ -236,10 +275,100 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
     Ok(Scan {
         grid,
         traj,
+        coils,
         truth: image("reference/truth")?,
         anatomy: anatomy(&file, path, &grid)?,
+        noise: coil_noise(&file, path, coils)?,
+        maps: maps(&file, path, &grid, coils)?,
         data,
     })
+}
+
+/// The most coils a scan file may have.
+pub const MAX_COILS: usize = 1024;
+
+/// Float32 pairs `[..., 2]` as complex numbers.
+fn complex(v: Vec<f32>) -> Vec<Complex<f64>> {
+    v.chunks_exact(2)
+        .map(|c| Complex::new(c[0] as f64, c[1] as f64))
+        .collect()
+}
+
+/// Fails unless the dataset's first axis counts the data's `coils`.
+fn same_coils(path: &Path, name: &str, got: usize, coils: usize) -> Result<(), IoError> {
+    if got == coils {
+        return Ok(());
+    }
+    Err(bad(
+        path,
+        name,
+        format!("has {got} channels but kspace/data has {coils}"),
+    ))
+}
+
+/// `/kspace/noise` or `/kspace/noise_covariance`, when present.
+fn coil_noise(file: &hdf5::File, path: &Path, coils: usize) -> Result<Option<CoilNoise>, IoError> {
+    let (samples, covariance) = ("kspace/noise", "kspace/noise_covariance");
+    match (file.link_exists(samples), file.link_exists(covariance)) {
+        (false, false) => Ok(None),
+        (true, true) => Err(bad(
+            path,
+            covariance,
+            "and kspace/noise are both present: give the noise samples or their covariance, not both",
+        )),
+        (true, false) => {
+            let (ds, shape) = open_f32(file, path, samples, &[None, None, Some(2)])?;
+            same_coils(path, samples, shape[0], coils)?;
+            if shape[1] == 0 || shape[1] > recon_core::MAX_SAMPLES {
+                return Err(bad(
+                    path,
+                    samples,
+                    format!("holds {} samples per coil: there must be 1 to {}", shape[1], recon_core::MAX_SAMPLES),
+                ));
+            }
+            check_fits(path, samples, 24 * (coils * shape[1]) as u64)?;
+            Ok(Some(CoilNoise::Samples(complex(read_checked(&ds, path, samples, &shape)?))))
+        }
+        (false, true) => {
+            let (ds, shape) = open_f32(file, path, covariance, &[None, None, Some(2)])?;
+            same_coils(path, covariance, shape[0], coils)?;
+            same_coils(path, covariance, shape[1], coils)?;
+            let v = complex(read_checked(&ds, path, covariance, &shape)?);
+            Ok(Some(CoilNoise::Covariance(v)))
+        }
+    }
+}
+
+/// `/coils/maps` on the k-space grid, when present.
+fn maps(
+    file: &hdf5::File,
+    path: &Path,
+    grid: &Grid,
+    coils: usize,
+) -> Result<Option<Vec<Vec<Complex<f64>>>>, IoError> {
+    let name = "coils/maps";
+    if !file.link_exists(name) {
+        return Ok(None);
+    }
+    let (ds, shape) = open_f32(file, path, name, &[None, None, None, None, Some(2)])?;
+    same_coils(path, name, shape[0], coils)?;
+    let n = grid.n;
+    if shape[1..4] != [n[2], n[1], n[0]] {
+        return Err(bad(
+            path,
+            name,
+            format!(
+                "has maps of {:?} voxels: they must match /kspace matrix {:?} as [Nz, Ny, Nx]",
+                &shape[1..4],
+                n
+            ),
+        ));
+    }
+    check_fits(path, name, 24 * (coils * grid.len()) as u64)?;
+    let v = complex(read_checked(&ds, path, name, &shape)?);
+    Ok(Some(
+        v.chunks_exact(grid.len()).map(|c| c.to_vec()).collect(),
+    ))
 }
 
 /// `/reference/anatomy` on its own grid, when present.
@@ -281,12 +410,44 @@ pub fn write_scan(path: &Path, scan: &Scan) -> Result<(), IoError> {
             .iter()
             .flat_map(|c| [c.re as f32, c.im as f32])
             .collect();
+        let pairs = |v: &[Complex<f64>]| -> Vec<f32> {
+            v.iter().flat_map(|c| [c.re as f32, c.im as f32]).collect()
+        };
+        let c = scan.coils;
+        let v2 = c > 1 || scan.noise.is_some() || scan.maps.is_some();
         crate::write_dataset(tmp, &ks, "trajectory", &[m, 3], &t, false)?;
-        crate::write_dataset(tmp, &ks, "data", &[m, 2], &d, false)?;
+        if v2 {
+            crate::write_dataset(tmp, &ks, "data", &[c, m, 2], &d, false)?;
+            crate::set_attr(tmp, &ks, "version", &[2i64])?;
+        } else {
+            crate::write_dataset(tmp, &ks, "data", &[m, 2], &d, false)?;
+        }
         crate::set_attr(tmp, &ks, "fov_mm", &scan.grid.fov_mm)?;
         crate::set_attr(tmp, &ks, "matrix", &scan.grid.n.map(|v| v as i64))?;
+        match &scan.noise {
+            Some(CoilNoise::Samples(v)) => {
+                let k = v.len() / c.max(1);
+                crate::write_dataset(tmp, &ks, "noise", &[c, k, 2], &pairs(v), false)?;
+            }
+            Some(CoilNoise::Covariance(v)) => {
+                crate::write_dataset(tmp, &ks, "noise_covariance", &[c, c, 2], &pairs(v), false)?;
+            }
+            None => {}
+        }
         let n = scan.grid.n;
         let shape = [n[2], n[1], n[0]];
+        if let Some(maps) = &scan.maps {
+            let g = file.create_group("coils").at(tmp, "create /coils")?;
+            let flat: Vec<Complex<f64>> = maps.concat();
+            crate::write_dataset(
+                tmp,
+                &g,
+                "maps",
+                &[c, n[2], n[1], n[0], 2],
+                &pairs(&flat),
+                false,
+            )?;
+        }
         let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|x| *x as f32).collect() };
         if scan.truth.is_some() || scan.anatomy.is_some() {
             let r = file
@@ -335,11 +496,29 @@ impl Scan {
             &mut self.traj.iter().flatten().copied(),
             3 * self.traj.len(),
         );
-        floats(
-            &mut b,
-            &mut self.data.iter().flat_map(|c| [c.re, c.im]),
-            2 * self.data.len(),
-        );
+        b.extend_from_slice(&(self.coils as u64).to_le_bytes());
+        let pairs = |b: &mut Vec<u8>, v: &[Complex<f64>]| {
+            floats(b, &mut v.iter().flat_map(|c| [c.re, c.im]), 2 * v.len())
+        };
+        pairs(&mut b, &self.data);
+        match &self.noise {
+            None => b.push(0),
+            Some(CoilNoise::Samples(v)) => {
+                b.push(1);
+                pairs(&mut b, v);
+            }
+            Some(CoilNoise::Covariance(v)) => {
+                b.push(2);
+                pairs(&mut b, v);
+            }
+        }
+        match &self.maps {
+            None => b.push(0),
+            Some(m) => {
+                b.push(1);
+                pairs(&mut b, &m.concat());
+            }
+        }
         match &self.truth {
             Some(t) => floats(&mut b, &mut t.iter().copied(), t.len()),
             None => b.extend_from_slice(&u64::MAX.to_le_bytes()),
@@ -361,10 +540,35 @@ impl Scan {
         let mut r = Reader(bytes.strip_prefix(ENCODING_MAGIC.as_slice())?);
         let grid = r.grid()?;
         let t = r.floats()?;
-        let d = r.floats()?;
-        if t.len() % 3 != 0 || d.len() % 2 != 0 || t.len() / 3 != d.len() / 2 {
+        let coils = usize::try_from(r.u64()?)
+            .ok()
+            .filter(|c| (1..=MAX_COILS).contains(c))?;
+        let d = r.pairs()?;
+        if t.len() % 3 != 0 || t.len() / 3 * coils != d.len() {
             return None;
         }
+        let noise = match r.take(1)? {
+            [0] => None,
+            [1] => Some(CoilNoise::Samples(r.pairs()?)),
+            [2] => Some(CoilNoise::Covariance(r.pairs()?)),
+            _ => return None,
+        };
+        match &noise {
+            Some(CoilNoise::Samples(v)) if v.is_empty() || v.len() % coils != 0 => return None,
+            Some(CoilNoise::Covariance(v)) if v.len() != coils * coils => return None,
+            _ => {}
+        }
+        let maps = match r.take(1)? {
+            [0] => None,
+            [1] => {
+                let v = r.pairs()?;
+                if v.len() != coils * grid.len() {
+                    return None;
+                }
+                Some(v.chunks_exact(grid.len()).map(|c| c.to_vec()).collect())
+            }
+            _ => return None,
+        };
         let truth = match r.u64()? {
             u64::MAX => None,
             len => Some(r.floats_of(len)?).filter(|v| v.len() == grid.len()),
@@ -383,10 +587,10 @@ impl Scan {
         Some(Scan {
             grid,
             traj: t.chunks_exact(3).map(|k| [k[0], k[1], k[2]]).collect(),
-            data: d
-                .chunks_exact(2)
-                .map(|c| Complex::new(c[0], c[1]))
-                .collect(),
+            coils,
+            data: d,
+            noise,
+            maps,
             truth,
             anatomy,
         })
@@ -440,6 +644,19 @@ impl<'a> Reader<'a> {
         let len = self.u64()?;
         self.floats_of(len)
     }
+
+    /// Floats read as (re, im) pairs.
+    fn pairs(&mut self) -> Option<Vec<Complex<f64>>> {
+        let v = self.floats()?;
+        if v.len() % 2 != 0 {
+            return None;
+        }
+        Some(
+            v.chunks_exact(2)
+                .map(|c| Complex::new(c[0], c[1]))
+                .collect(),
+        )
+    }
 }
 
-const ENCODING_MAGIC: &[u8; 8] = b"reconSC1";
+const ENCODING_MAGIC: &[u8; 8] = b"reconSC2";

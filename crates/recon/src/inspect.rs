@@ -260,6 +260,18 @@ pub fn run(args: &InspectArgs) -> Result<()> {
             a.grid.n, a.grid.fov_mm
         ))
     );
+    println!(
+        "  coils: {}; noise: {}; maps: {}",
+        s.coils,
+        match &s.noise {
+            None => "none".to_string(),
+            Some(recon_io::scan::CoilNoise::Samples(v)) => {
+                format!("{} samples per coil", v.len() / s.coils.max(1))
+            }
+            Some(recon_io::scan::CoilNoise::Covariance(_)) => "covariance".to_string(),
+        },
+        if s.maps.is_some() { "yes" } else { "no" }
+    );
     if let Some(w) = units_warning(kind, args.trajectory_units, &s) {
         eprintln!("warning: {w}");
     }

@@ -342,25 +342,46 @@ fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
     recon_io::check_writable_file(out).context("the scan file to write")?;
     pipeline::check_host_memory(l, pipeline::Work::Simulate, 8, false)?;
     let traj = pipeline::trajectory(l)?;
-    if l.cfg.coils.is_some() {
-        anyhow::bail!(
-            "recon simulate writes single-coil scan files (version 1) only: remove [coils], \
-             or reconstruct the multi-coil data directly with `recon --config`"
-        );
-    }
-    let inputs = pipeline::inputs(l, traj, &Bars)?;
+    let raw = pipeline::raw_inputs(l, traj, &Bars)?;
+    // The truth as a run of this config reconstructs it (with coils,
+    // weighted by the prepared maps).
+    let truth = if raw.truth_by_maps {
+        let copy = pipeline::Raw {
+            traj: Vec::new(),
+            data: raw.data.clone(),
+            maps: raw.maps.clone(),
+            covariance: raw.covariance.clone(),
+            truth: raw.truth.clone(),
+            anatomy: None,
+            ..raw
+        };
+        pipeline::prepared(l, copy, &Bars)?.truth
+    } else {
+        raw.truth.clone()
+    };
     let scan = recon_io::scan::Scan {
         grid: l.grid,
-        traj: inputs.traj,
-        data: inputs.data,
-        truth: inputs.truth,
-        anatomy: inputs.anatomy,
+        traj: raw.traj,
+        coils: raw.coils,
+        data: raw.data,
+        noise: raw.covariance.map(recon_io::scan::CoilNoise::Covariance),
+        maps: raw.maps,
+        truth,
+        anatomy: raw.anatomy,
     };
     recon_io::scan::write_scan(out, &scan).context("writing the scan file")?;
     println!(
-        "wrote {}: {} samples, matrix {:?}, FOV {:?} mm, truth{}",
+        "wrote {}: {} samples{}, matrix {:?}, FOV {:?} mm, truth{}",
         out.display(),
         scan.traj.len(),
+        if scan.coils > 1 {
+            format!(
+                " from {} coils (version 2, with their noise covariance and maps)",
+                scan.coils
+            )
+        } else {
+            String::new()
+        },
         scan.grid.n,
         scan.grid.fov_mm,
         if scan.anatomy.is_some() {

@@ -144,10 +144,10 @@ impl Config {
             );
         }
         let s = &self.sense;
-        if s.maps == MapsSource::True && self.coils.is_none() {
+        if s.maps == MapsSource::Given && self.scan.is_none() && self.coils.is_none() {
             return fail(
                 "sense.maps",
-                "\"true\" uses the synthetic coils' sensitivities: it needs [coils] (or use \"estimate\")",
+                "\"given\" uses the synthetic coils' sensitivities: it needs [coils] (or use \"estimate\")",
             );
         }
         if !(s.calibration.is_finite() && s.calibration > 0.0) {
@@ -339,6 +339,29 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
             .with_context(|| at("scan.file"))?;
         if let Some(w) = crate::inspect::units_warning(kind, units, &s) {
             eprintln!("warning: {}: {w}", scan.file.display());
+        }
+        // A noise covariance that cannot whiten stops the run here, naming
+        // its dataset.
+        if let (true, Some(noise)) = (cfg.sense.prewhiten && s.coils > 1, &s.noise) {
+            use recon_io::scan::CoilNoise;
+            let (name, psi) = match noise {
+                CoilNoise::Samples(n) => ("kspace/noise", recon_coils::covariance(n, s.coils)),
+                CoilNoise::Covariance(c) => ("kspace/noise_covariance", Ok(c.clone())),
+            };
+            if let Err(e) = psi.and_then(|p| recon_coils::whitening(&p, s.coils)) {
+                anyhow::bail!(
+                    "{}: dataset {name}: {e} (or set sense.prewhiten = false in {})",
+                    scan.file.display(),
+                    path.display()
+                );
+            }
+        }
+        if cfg.sense.maps == MapsSource::Given && s.maps.is_none() {
+            anyhow::bail!(
+                "config key `sense.maps` in {}: \"given\" uses the scan file's coil maps, but {} has no /coils/maps (use \"estimate\")",
+                path.display(),
+                scan.file.display()
+            );
         }
         if cfg.regulariser.kind == RegulariserKind::Anatomical && s.anatomy.is_none() {
             anyhow::bail!(

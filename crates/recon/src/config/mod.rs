@@ -172,9 +172,10 @@ pub enum MapsSource {
     /// images of the k-space centre).
     #[default]
     Estimate,
-    /// The synthetic coils' own sensitivities (synthetic data only): the
-    /// best SENSE can do, for comparison.
-    True,
+    /// The sensitivities that came with the data: the synthetic coils' own
+    /// (the best SENSE can do, for comparison), or the scan file's
+    /// `/coils/maps`. Normalised by their root sum of squares.
+    Given,
 }
 
 /// SENSE settings, used when the data have several coils.

@@ -164,7 +164,7 @@ pub(super) fn gridding_rss<B: NufftBackend>(
         .collect())
 }
 
-/// SENSE's coil maps: the synthetic coils' own, or estimated from
+/// SENSE's coil maps: those given with the data, or estimated from
 /// low-resolution images of the k-space centre (`sense.calibration`).
 pub fn stage_maps<B: NufftBackend>(
     l: &Loaded,
@@ -173,14 +173,14 @@ pub fn stage_maps<B: NufftBackend>(
     ui: &impl Ui,
 ) -> Result<Vec<Vec<Complex<f64>>>> {
     let s = &l.cfg.sense;
-    if s.maps == config::MapsSource::True {
-        // config::load checked that the data are synthetic with [coils].
-        // Normalised by their root sum of squares, as estimated maps are:
-        // both reconstruct the truth of [`Inputs::truth`].
+    if s.maps == config::MapsSource::Given {
+        // config::load checked that the data came with maps. Normalised by
+        // their root sum of squares, as estimated maps are: both
+        // reconstruct the truth of [`Inputs::truth`].
         let maps = inputs
             .true_maps
             .as_ref()
-            .context("sense.maps = \"true\" needs synthetic coils")?;
+            .context("sense.maps = \"given\" needs maps with the data")?;
         let rss = recon_coils::rss(maps);
         return Ok(maps
             .iter()

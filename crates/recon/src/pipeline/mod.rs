@@ -78,9 +78,62 @@ pub fn trajectory(l: &Loaded) -> Result<Vec<[f64; 3]>> {
     })
 }
 
-/// k-space data on `traj`, the truth and the anatomy: synthesised (analytic
-/// transform, plus noise, and the box-averaged phantoms), or from the scan.
+/// The inputs as synthesised or read, before the coils are prepared.
+pub struct Raw {
+    pub traj: Vec<[f64; 3]>,
+    /// `[C, M]`
+    pub data: Vec<Complex<f64>>,
+    pub coils: usize,
+    /// The coils' sensitivities: the synthetic coils' own, or the scan
+    /// file's `/coils/maps`.
+    pub maps: Option<Vec<Vec<Complex<f64>>>>,
+    /// The coils' noise covariance `[C, C]`, when known.
+    pub covariance: Option<Vec<Complex<f64>>>,
+    pub truth: Option<Vec<f64>>,
+    /// Whether the truth is the phantom alone, to be weighted by the
+    /// prepared maps' root sum of squares (synthetic coils).
+    pub truth_by_maps: bool,
+    pub anatomy: Option<Volume>,
+    pub noise_sigma: f64,
+}
+
+/// k-space data on `traj`, the truth and the anatomy, with the coils
+/// prepared ([`prepare`]): see [`raw_inputs`].
 pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
+    prepared(l, raw_inputs(l, traj, ui)?, ui)
+}
+
+/// Prewhitens and compresses the coils of `raw`, and weights a synthetic
+/// truth by the prepared maps' root sum of squares: with several coils,
+/// the image that maps of unit norm reconstruct.
+pub fn prepared(l: &Loaded, raw: Raw, ui: &impl Ui) -> Result<Inputs> {
+    let p = prepare(l, raw.data, raw.coils, raw.maps, raw.covariance.as_deref())?;
+    let mut truth = raw.truth;
+    if let (true, Some(t), Some(maps)) = (raw.truth_by_maps, &mut truth, &p.maps) {
+        for (t, r) in t.iter_mut().zip(recon_coils::rss(maps)) {
+            *t *= r;
+        }
+    }
+    Ok(Inputs {
+        truth,
+        anatomy_on_grid: ui.stage("reference on the grid", |_| {
+            on_grid(&l.grid, raw.anatomy.as_ref())
+        })?,
+        anatomy: raw.anatomy,
+        traj: raw.traj,
+        data: p.data,
+        coils: p.coils,
+        true_maps: p.maps,
+        whitened: p.whitened,
+        compressed: p.compressed,
+        noise_sigma: raw.noise_sigma,
+    })
+}
+
+/// k-space data on `traj`, the truth and the anatomy: synthesised (analytic
+/// transform, per coil with `[coils]`, plus noise, and the box-averaged
+/// phantoms), or from the scan.
+pub fn raw_inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Raw> {
     match &l.source {
         Source::Synthetic {
             phantom, anatomy, ..
@@ -91,7 +144,7 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
                 None => phantom.kspace(&l.grid, &traj),
             });
             let count = coils.map_or(1, |c| c.count);
-            let true_maps: Option<Vec<Vec<Complex<f64>>>> = coils.map(|c| {
+            let maps: Option<Vec<Vec<Complex<f64>>>> = coils.map(|c| {
                 ui.stage("coil maps", |_| {
                     c.sensitivities()
                         .iter()
@@ -109,8 +162,6 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
                 add_coil_noise(&mut data, count, noise)
             });
             let noise_sigma = covariance.as_ref().map_or(0.0, |c| c[0].sqrt());
-            let psi: Option<Vec<Complex<f64>>> =
-                covariance.map(|c| c.into_iter().map(|v| Complex::new(v, 0.0)).collect());
             let pc = l
                 .cfg
                 .phantom
@@ -142,35 +193,34 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
                     if noise_sigma.is_finite() { "" } else { " and noise.snr" }
                 );
             }
-            let prepared = prepare(l, data, count, true_maps, psi.as_deref())?;
-            let mut truth = ui.stage("truth", |_| phantom.rasterise(&l.grid, s));
-            if let Some(maps) = &prepared.maps {
-                for (t, r) in truth.iter_mut().zip(recon_coils::rss(maps)) {
-                    *t *= r;
-                }
-            }
-            Ok(Inputs {
-                truth: Some(truth),
-                anatomy_on_grid: on_grid(&l.grid, anatomy.as_ref())?,
+            Ok(Raw {
+                truth: Some(ui.stage("truth", |_| phantom.rasterise(&l.grid, s))),
+                truth_by_maps: coils.is_some(),
                 anatomy,
                 traj,
-                data: prepared.data,
-                coils: prepared.coils,
-                true_maps: prepared.maps,
-                whitened: prepared.whitened,
-                compressed: prepared.compressed,
+                data,
+                coils: count,
+                maps,
+                covariance: covariance
+                    .map(|c| c.into_iter().map(|v| Complex::new(v, 0.0)).collect()),
                 noise_sigma,
             })
         }
-        Source::Scan(s) => Ok(Inputs {
+        Source::Scan(s) => Ok(Raw {
             traj,
             data: s.data.clone(),
-            coils: 1,
-            true_maps: None,
-            whitened: false,
-            compressed: None,
+            coils: s.coils,
+            maps: s.maps.clone(),
+            covariance: match &s.noise {
+                None => None,
+                Some(recon_io::scan::CoilNoise::Covariance(c)) => Some(c.clone()),
+                Some(recon_io::scan::CoilNoise::Samples(n)) => Some(
+                    recon_coils::covariance(n, s.coils)
+                        .context("the noise samples of the scan file (kspace/noise)")?,
+                ),
+            },
             truth: s.truth.clone(),
-            anatomy_on_grid: on_grid(&l.grid, s.anatomy.as_ref())?,
+            truth_by_maps: false,
             anatomy: s.anatomy.clone(),
             noise_sigma: 0.0,
         }),
