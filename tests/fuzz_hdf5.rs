@@ -474,6 +474,29 @@ fn fuzz_scan_files() {
 }
 
 #[test]
+fn fuzz_multicoil_ismrmrd_files() {
+    // The 3-coil fixture: channels and noise acquisitions in the heap.
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/test-small-3coils.ismrmrd.h5");
+    assert_eq!(
+        inspect(&fixture, "the 3-coil ISMRMRD fixture"),
+        Outcome::Accepted
+    );
+    let bytes = std::fs::read(&fixture).unwrap();
+    let mut rng = Rng::new(2028);
+    let cases = (0..HDF5_CASES / 2)
+        .map(|i| {
+            let focus = Some(bytes.len() / 4..bytes.len());
+            let (b, what) = mutate_bytes(&bytes, &mut rng, focus);
+            let p = tmp.path().join(format!("c{i}.h5"));
+            std::fs::write(&p, b).unwrap();
+            (p, format!("case {i}: {what}"))
+        })
+        .collect();
+    run_hdf5_cases("3-coil ISMRMRD files", cases);
+}
+
+#[test]
 fn fuzz_ismrmrd_files() {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = repo().join("tests/fixtures/test-small.ismrmrd.h5");

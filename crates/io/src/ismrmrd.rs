@@ -1,19 +1,22 @@
-//! Single-coil, non-Cartesian ISMRMRD raw data (HDF5, `/dataset`).
+//! Non-Cartesian ISMRMRD raw data (HDF5, `/dataset`), one coil or many.
 //!
 //! Conventions honoured (see the README): the XML header's first
 //! `encoding/encodedSpace` gives the matrix and the field of view; each
 //! acquisition in `/dataset/data` holds `number_of_samples` complex samples
-//! of one channel and a trajectory of `trajectory_dimensions = 3` values per
-//! sample; `discard_pre`/`discard_post` samples are dropped; acquisitions
-//! flagged as noise measurement, navigation, phase correction, HP or RT
-//! feedback, dummy scan or surface-coil correction scan are skipped.
+//! of each of its `active_channels` (channel after channel, in the file's
+//! order, the same count in every imaging acquisition) and a trajectory of
+//! `trajectory_dimensions = 3` values per sample; `discard_pre` and
+//! `discard_post` samples are dropped; noise measurement acquisitions give
+//! the coils' noise samples (for prewhitening); acquisitions flagged as
+//! navigation, phase correction, HP or RT feedback, dummy scan or
+//! surface-coil correction scan are skipped.
 //! Trajectory units are not fixed by ISMRMRD: `Units::Normalized` (the
 //! default, as Gadgetron's non-Cartesian gadgets use) is cycles per pixel
 //! in [-0.5, 0.5], multiplied by the matrix size to give cycles/FOV;
 //! `Units::CyclesPerFov` takes them as they are.
 
 use crate::hdf5::{self, types::VarLenArray, types::VarLenAscii, types::VarLenUnicode, H5Type};
-use crate::scan::Scan;
+use crate::scan::{CoilNoise, Scan};
 use crate::{beyond_nyquist, layout as bad, Context, IoError};
 use recon_core::{Complex, Grid};
 use std::path::Path;
@@ -49,9 +52,10 @@ struct Acquisition {
 }
 
 /// ISMRMRD flag bits (1-based, as in ismrmrd.h) of acquisitions that carry
-/// no imaging data: noise measurement, navigation, phase correction, HP
-/// feedback, dummy scan, RT feedback, surface-coil correction scan.
-const SKIPPED_FLAGS: [u32; 7] = [19, 23, 24, 26, 27, 28, 29];
+/// no imaging data and are skipped: navigation, phase correction, HP
+/// feedback, dummy scan, RT feedback, surface-coil correction scan. (Noise
+/// measurements, bit 19, are read as the coils' noise.)
+const SKIPPED_FLAGS: [u32; 6] = [23, 24, 26, 27, 28, 29];
 
 /// Whether a file looks like ISMRMRD (has `/dataset/data`).
 pub fn is_ismrmrd(path: &Path) -> bool {
@@ -91,8 +95,23 @@ fn xml_number(
     })
 }
 
-/// Checks one acquisition and appends its imaging samples (in cycles/FOV).
-#[allow(clippy::too_many_arguments)]
+/// What the acquisitions hold, gathered in file order.
+#[derive(Default)]
+struct Gathered {
+    /// Cycles/FOV, one per imaging sample.
+    traj: Vec<[f64; 3]>,
+    /// Per channel, its imaging samples.
+    data: Vec<Vec<Complex<f64>>>,
+    /// Per channel, its noise samples (noise measurement acquisitions).
+    noise: Vec<Vec<Complex<f64>>>,
+}
+
+/// ISMRMRD's ACQ_IS_NOISE_MEASUREMENT flag bit (1-based).
+const NOISE_FLAG: u32 = 19;
+
+/// Checks one acquisition and appends its samples: noise measurements to
+/// the noise, imaging samples (trajectory in cycles/FOV) to the data; the
+/// other non-imaging kinds are skipped.
 fn add_acquisition(
     path: &Path,
     i: usize,
@@ -100,26 +119,76 @@ fn add_acquisition(
     units: Units,
     n: [usize; 3],
     allow_beyond_nyquist: bool,
-    traj: &mut Vec<[f64; 3]>,
-    data: &mut Vec<Complex<f64>>,
+    g: &mut Gathered,
 ) -> Result<(), IoError> {
     let h = &a.head;
-    if SKIPPED_FLAGS
-        .iter()
-        .any(|b| h.flags & (1u64 << (b - 1)) != 0)
-    {
+    let flag = |b: u32| h.flags & (1u64 << (b - 1)) != 0;
+    let is_noise = flag(NOISE_FLAG);
+    if !is_noise && SKIPPED_FLAGS.iter().any(|&b| flag(b)) {
         return Ok(());
     }
     let name = format!("dataset/data[{i}]");
-    if h.active_channels != 1 {
+    let channels = h.active_channels as usize;
+    if !(1..=crate::scan::MAX_COILS).contains(&channels) {
         return Err(bad(
             path,
             &name,
             format!(
-                "has {} channels: only single-coil data are supported",
-                h.active_channels
+                "has {channels} active channels: there must be 1 to {}",
+                crate::scan::MAX_COILS
             ),
         ));
+    }
+    let ns = h.number_of_samples as usize;
+    // Data are [channels][samples] complex.
+    if a.data.len() != 2 * channels * ns {
+        return Err(bad(
+            path,
+            &name,
+            format!(
+                "holds {} data values for {channels} channels of {ns} samples (expected {})",
+                a.data.len(),
+                2 * channels * ns
+            ),
+        ));
+    }
+    let (pre, post) = (h.discard_pre as usize, h.discard_post as usize);
+    let kept = pre..ns.saturating_sub(post);
+    let sample = |c: usize, s: usize| -> Result<Complex<f64>, IoError> {
+        let j = 2 * (c * ns + s);
+        let v = [a.data.as_slice()[j], a.data.as_slice()[j + 1]];
+        if !(v[0].is_finite() && v[1].is_finite()) {
+            return Err(bad(
+                path,
+                &name,
+                format!("channel {c}, sample {s} holds a NaN or infinite value"),
+            ));
+        }
+        Ok(Complex::new(v[0] as f64, v[1] as f64))
+    };
+    // Every acquisition of a kind has the channels of the first.
+    let target = if is_noise { &mut g.noise } else { &mut g.data };
+    if target.is_empty() {
+        target.resize(channels, Vec::new());
+    } else if target.len() != channels {
+        return Err(bad(
+            path,
+            &name,
+            format!(
+                "has {channels} channels but the first {} acquisition has {}",
+                if is_noise { "noise" } else { "imaging" },
+                target.len()
+            ),
+        ));
+    }
+    if is_noise {
+        for c in 0..channels {
+            for s in kept.clone() {
+                let v = sample(c, s)?;
+                g.noise[c].push(v);
+            }
+        }
+        return Ok(());
     }
     if h.trajectory_dimensions != 3 {
         return Err(bad(
@@ -131,28 +200,20 @@ fn add_acquisition(
             ),
         ));
     }
-    let ns = h.number_of_samples as usize;
-    if a.traj.len() != 3 * ns || a.data.len() != 2 * ns {
+    if a.traj.len() != 3 * ns {
         return Err(bad(
             path,
             &name,
             format!(
-                "holds {} trajectory and {} data values for {ns} samples (expected {} and {})",
+                "holds {} trajectory values for {ns} samples (expected {})",
                 a.traj.len(),
-                a.data.len(),
-                3 * ns,
-                2 * ns
+                3 * ns
             ),
         ));
     }
-    let (pre, post) = (h.discard_pre as usize, h.discard_post as usize);
-    for s in pre..ns.saturating_sub(post) {
+    for s in kept {
         let k = [0, 1, 2].map(|d| a.traj.as_slice()[3 * s + d] as f64);
-        let v = [a.data.as_slice()[2 * s], a.data.as_slice()[2 * s + 1]];
-        if k.iter()
-            .chain(&[v[0] as f64, v[1] as f64])
-            .any(|x| !x.is_finite())
-        {
+        if k.iter().any(|x| !x.is_finite()) {
             return Err(bad(
                 path,
                 &name,
@@ -175,14 +236,17 @@ fn add_acquisition(
                 ));
             }
         }
-        traj.push(k);
-        data.push(Complex::new(v[0] as f64, v[1] as f64));
+        g.traj.push(k);
+        for c in 0..channels {
+            let v = sample(c, s)?;
+            g.data[c].push(v);
+        }
     }
     Ok(())
 }
 
-/// Reads a single-coil non-Cartesian ISMRMRD file into a [`Scan`] (no
-/// truth, no anatomy). Samples beyond Nyquist are an error unless allowed.
+/// Reads a non-Cartesian ISMRMRD file into a [`Scan`] (its noise
+/// measurements as noise samples; no maps, truth or anatomy). Samples beyond Nyquist are an error unless allowed.
 pub fn read_ismrmrd(
     path: &Path,
     units: Units,
@@ -245,8 +309,7 @@ pub fn read_ismrmrd(
     // what the file really holds, whatever it declares.
     let count = ds.size();
     const BLOCK: usize = 1024;
-    let mut traj = Vec::new();
-    let mut data = Vec::new();
+    let mut g = Gathered::default();
     for start in (0..count).step_by(BLOCK) {
         let end = (start + BLOCK).min(count);
         let acqs = ds
@@ -261,35 +324,53 @@ pub fn read_ismrmrd(
                 )
             })?;
         for (j, a) in acqs.iter().enumerate() {
-            add_acquisition(
-                path,
-                start + j,
-                a,
-                units,
-                n,
-                allow_beyond_nyquist,
-                &mut traj,
-                &mut data,
-            )?;
+            add_acquisition(path, start + j, a, units, n, allow_beyond_nyquist, &mut g)?;
         }
-        if traj.len() > recon_core::MAX_SAMPLES {
+        if g.traj.len() > recon_core::MAX_SAMPLES {
             return Err(bad(
                 path,
                 "dataset/data",
                 format!("holds more than {} samples", recon_core::MAX_SAMPLES),
             ));
         }
-        crate::scan::check_fits(path, "dataset/data", 2 * 40 * traj.len() as u64)?;
+        let values =
+            g.traj.len() * (3 + 2 * g.data.len()) + 2 * g.noise.iter().map(Vec::len).sum::<usize>();
+        crate::scan::check_fits(path, "dataset/data", 16 * values as u64)?;
     }
-    if traj.is_empty() {
+    if g.traj.is_empty() {
         return Err(bad(path, "dataset/data", "holds no imaging samples"));
     }
+    let coils = g.data.len();
+    let noise = if g.noise.is_empty() {
+        None
+    } else if g.noise.len() != coils {
+        return Err(bad(
+            path,
+            "dataset/data",
+            format!(
+                "its noise acquisitions have {} channels but its imaging acquisitions {coils}",
+                g.noise.len()
+            ),
+        ));
+    } else if g
+        .noise
+        .iter()
+        .any(|v| v.len() != g.noise[0].len() || v.is_empty())
+    {
+        return Err(bad(
+            path,
+            "dataset/data",
+            "its noise acquisitions hold no samples",
+        ));
+    } else {
+        Some(CoilNoise::Samples(g.noise.concat()))
+    };
     Ok(Scan {
         grid,
-        traj,
-        coils: 1,
-        data,
-        noise: None,
+        traj: g.traj,
+        coils,
+        data: g.data.concat(),
+        noise,
         maps: None,
         truth: None,
         anatomy: None,
