@@ -495,16 +495,17 @@ where
 }
 
 /// The gridding baseline with the config's settings, on the run's backend.
+/// Several coils: each coil gridded, combined by the root sum of squares.
 pub fn gridding<B: NufftBackend>(
     backend: &B,
     l: &Loaded,
     inputs: &Inputs,
 ) -> Result<Vec<Complex<f64>>> {
-    let gp = recon_gridding::Params {
-        dcf_iterations: l.cfg.gridding.dcf_iterations,
-    };
-    recon_gridding::reconstruct(backend, &l.grid, &inputs.traj, &inputs.data, &gp)
-        .context("gridding")
+    let g = gridder(backend, l, inputs)?;
+    if inputs.coils > 1 {
+        return gridding_rss(&g, inputs);
+    }
+    g.image(&inputs.data, None).context("gridding")
 }
 
 /// Image-quality figures of one reconstruction against the truth.

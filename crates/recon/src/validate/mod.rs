@@ -16,7 +16,10 @@ mod report;
 mod sweep;
 use method::{run_method, Method};
 use report::{markdown, write};
-use sweep::{sweep, Swept, EXTEND};
+use sweep::{sweep, SweepMethod, Swept, EXTEND};
+
+/// The priors table's row of coils reconstructed one by one.
+const COIL_BY_COIL: &str = "each coil alone, uniform W, root sum of squares";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ValidateArgs {
@@ -307,7 +310,15 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
     // The sweeps: uniform W, and the anatomical W when comparing priors.
     let mut stencils = Vec::new();
     if args.lambda_sweep || args.priors {
-        stencils.push(("uniform W".to_string(), Regulariser::Uniform));
+        stencils.push((
+            "uniform W".to_string(),
+            SweepMethod::Joint(Regulariser::Uniform),
+        ));
+    }
+    // Several coils: also each coil alone, combined by the root sum of
+    // squares, the alternative to SENSE without maps.
+    if args.priors && inputs.coils > 1 {
+        stencils.push((COIL_BY_COIL.to_string(), SweepMethod::CoilByCoil));
     }
     let mut prior_info = None;
     if args.priors {
@@ -319,7 +330,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         prior_info = Some(p.info.clone());
         stencils.push((
             "anatomical W".to_string(),
-            Regulariser::Anatomical(Box::new(p)),
+            SweepMethod::Joint(Regulariser::Anatomical(Box::new(p))),
         ));
     }
     // The sweeps run with the config's engine, in float32 on the GPU when
@@ -410,6 +421,20 @@ fn compare_priors(
         });
     }
     let psnr = |m: &str| rows.iter().find(|r| r.method == m).map(|r| r.psnr_db);
+    // Several coils: SENSE (uniform W) over each coil alone and over
+    // gridding.
+    if let (Some(u), Some(c)) = (psnr("uniform W"), psnr(COIL_BY_COIL)) {
+        for (other, v) in [(COIL_BY_COIL, c), ("gridding", gq.psnr_db)] {
+            let margin = u - v;
+            checks.push(Check {
+                what: format!("{name}: SENSE, uniform W, over {other} (each at its best)"),
+                value: margin,
+                bound: Some("> 0 dB".into()),
+                passed: Some(margin > 0.0),
+                not_run: None,
+            });
+        }
+    }
     if let (Some(a), Some(u)) = (psnr("anatomical W"), psnr("uniform W")) {
         for (other, v) in [("uniform W", u), ("gridding", gq.psnr_db)] {
             let margin = a - v;

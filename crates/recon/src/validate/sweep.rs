@@ -6,7 +6,7 @@ use crate::config::Loaded;
 use crate::pipeline::{self, Inputs, Regulariser, Ui};
 use anyhow::Result;
 use recon_cg::Params;
-use recon_core::{Complex, Real};
+use recon_core::{Complex, Real, Stencil};
 use recon_encoding::NufftBackend;
 use recon_q::Stored;
 
@@ -24,14 +24,24 @@ pub(super) struct Swept {
     pub best_image: Vec<Complex<f64>>,
 }
 
-/// PSNR over a log range of lambda for each W on one backend: the plan,
-/// Q, F^H D and FFT(Q) once, a CG solve per W and lambda.
+/// How a swept method reconstructs.
+#[derive(Clone)]
+pub(super) enum SweepMethod {
+    /// The run's problem (SENSE with several coils) with this W.
+    Joint(Regulariser),
+    /// Several coils: each coil reconstructed alone (its own F^H D, uniform
+    /// W), combined by the root sum of squares.
+    CoilByCoil,
+}
+
+/// PSNR over a log range of lambda for each method on one backend: the
+/// plan, Q, F^H D and FFT(Q) once, a CG solve per method and lambda.
 pub(super) fn sweep<B>(
     b: &B,
     l: &Loaded,
     inputs: &Inputs,
     args: &ValidateArgs,
-    regularisers: &[(String, Regulariser)],
+    regularisers: &[(String, SweepMethod)],
     ui: &impl Ui,
 ) -> Result<Vec<Swept>>
 where
@@ -43,6 +53,17 @@ where
     // FFT(Q), the maps and F^H D on the device once, for every W and lambda.
     let (mut problem, _, _) =
         pipeline::stage_problem(b, &plan, l, inputs, &q, ui, &mut Vec::new())?;
+    // Coil by coil: a single-coil problem per coil, made once.
+    let mut per_coil = Vec::new();
+    if regularisers
+        .iter()
+        .any(|(_, m)| matches!(m, SweepMethod::CoilByCoil))
+    {
+        for d in inputs.data.chunks_exact(inputs.traj.len()) {
+            let fhd = pipeline::stage_fhd(&plan, d, ui)?;
+            per_coil.push(recon_cg::Problem::new(b, &l.grid, &q, &fhd)?);
+        }
+    }
     let truth = inputs.truth.as_deref().expect("checked");
     let params = Params {
         iterations: l.cfg.solver.iterations,
@@ -57,12 +78,31 @@ where
         // the range is extended.
         let mut solve_at = |i: i64| -> Result<(SweepPoint, Vec<Complex<f64>>)> {
             let lambda = 10f64.powf(lo + step * i as f64);
-            let solved = pipeline::solve(b, &mut problem, w, lambda, &params, &mut |_, _| {})?;
-            let img: Vec<Complex<f64>> = solved
-                .x
-                .iter()
-                .map(|c| Complex::new(c.re.f64(), c.im.f64()))
-                .collect();
+            let img: Vec<Complex<f64>> = match w {
+                SweepMethod::Joint(w) => {
+                    let solved =
+                        pipeline::solve(b, &mut problem, w, lambda, &params, &mut |_, _| {})?;
+                    solved
+                        .x
+                        .iter()
+                        .map(|c| Complex::new(c.re.f64(), c.im.f64()))
+                        .collect()
+                }
+                SweepMethod::CoilByCoil => {
+                    // sqrt(sum_c |x_c|^2)
+                    let uniform = Stencil::uniform(l.grid.n);
+                    let mut sum = vec![0.0f64; l.grid.len()];
+                    for p in &mut per_coil {
+                        let (x, _) = p.solve(b, &uniform, lambda, &params, &mut |_, _| {})?;
+                        for (s, x) in sum.iter_mut().zip(&x) {
+                            *s += x.re.f64().powi(2) + x.im.f64().powi(2);
+                        }
+                    }
+                    sum.into_iter()
+                        .map(|s| Complex::new(s.sqrt(), 0.0))
+                        .collect()
+                }
+            };
             let q = pipeline::quality(&img, Some(truth)).expect("truth given");
             ui.log(&format!(
                 "{name}: lambda {lambda:.3e}: PSNR {:.2} dB",
