@@ -10,8 +10,29 @@
 /// and as much again for cuFFT's work area, and frees both after Q; the
 /// image plan's fine grid (the doubled grid) and its sorted points stay for
 /// the run.
-pub fn stage_bytes(n: [usize; 3], samples: usize, nufft: bool) -> Option<[(&'static str, u64); 3]> {
+///
+/// With `coils` > 1 (SENSE), the coils' maps are on the device from F^H D
+/// on (one image vector each), F^H D adds each coil's into a sum (one more
+/// vector), and CG holds two more for `S_c x` and its product.
+pub fn stage_bytes(
+    n: [usize; 3],
+    samples: usize,
+    nufft: bool,
+    coils: usize,
+) -> Option<[(&'static str, u64); 3]> {
     let vox = voxels(n)?;
+    let maps = if coils > 1 {
+        8u64.checked_mul(vox)?.checked_mul(coils as u64)?
+    } else {
+        0
+    };
+    let sense = |extra: u64| -> Option<u64> {
+        if coils > 1 {
+            maps.checked_add(8u64.checked_mul(vox)?.checked_mul(extra)?)
+        } else {
+            Some(0)
+        }
+    };
     let big = vox.checked_mul(8)?; // the (2N)^3 grid
     let c = 8u64; // one complex float32
     let m = samples as u64;
@@ -43,7 +64,7 @@ pub fn stage_bytes(n: [usize; 3], samples: usize, nufft: bool) -> Option<[(&'sta
     };
     Some([
         ("Q", q),
-        ("F^H D", fhd),
+        ("F^H D", fhd.checked_add(sense(1)?)?),
         (
             "CG",
             // Five image vectors; FFT(Q), the work grid and cuFFT's 3-D
@@ -52,14 +73,20 @@ pub fn stage_bytes(n: [usize; 3], samples: usize, nufft: bool) -> Option<[(&'sta
             c.checked_mul(5 * vox)?
                 .checked_add(c.checked_mul(3)?.checked_mul(big)?)?
                 .checked_add(12u64.checked_mul(vox)?)?
-                .checked_add(plan)?,
+                .checked_add(plan)?
+                .checked_add(sense(2)?)?,
         ),
     ])
 }
 
 /// The largest stage's device need (`None` if it overflows).
-pub fn peak_bytes(n: [usize; 3], samples: usize, nufft: bool) -> Option<(&'static str, u64)> {
-    stage_bytes(n, samples, nufft)?
+pub fn peak_bytes(
+    n: [usize; 3],
+    samples: usize,
+    nufft: bool,
+    coils: usize,
+) -> Option<(&'static str, u64)> {
+    stage_bytes(n, samples, nufft, coils)?
         .into_iter()
         .max_by_key(|(_, b)| *b)
 }
@@ -101,6 +128,8 @@ pub struct HostRun {
     /// doubled grid upsampled by 2 (64 times the image grid) for Q, and its
     /// sorted points are on the host.
     pub nufft: bool,
+    /// Receive coils (1: one coil, no SENSE).
+    pub coils: u64,
 }
 
 /// Bytes of host memory a reconstruction needs at its peak, and the stage
@@ -115,12 +144,25 @@ pub fn host_bytes(n: [usize; 3], samples: usize, run: &HostRun) -> Option<(&'sta
     let big = vox.checked_mul(8)?;
     let m = samples as u64;
     let cplx = 2 * run.real_bytes;
-    // Always held: k (3 f64) and data (complex f64) per sample, the truth
-    // and the reference on the grid (f64), and the reference on its own grid.
+    // Always held: k (3 f64) and each coil's data (complex f64, twice while
+    // several coils are whitened and compressed) per sample, the truth and
+    // the reference on the grid (f64), and the reference on its own grid;
+    // with several coils, their maps (complex f64).
+    let copies = if run.coils > 1 { 2 } else { 1 };
+    let per_sample = 16u64
+        .checked_mul(run.coils.max(1))?
+        .checked_mul(copies)?
+        .checked_add(24)?;
+    let maps = if run.coils > 1 {
+        vox.checked_mul(16)?.checked_mul(run.coils)?
+    } else {
+        0
+    };
     let inputs = m
-        .checked_mul(40)?
+        .checked_mul(per_sample)?
         .checked_add(vox.checked_mul(16)?)?
-        .checked_add(run.anatomy_voxels.checked_mul(8)?)?;
+        .checked_add(run.anatomy_voxels.checked_mul(8)?)?
+        .checked_add(maps)?;
     if !run.q {
         return Some(("inputs", inputs));
     }
@@ -149,10 +191,21 @@ pub fn host_bytes(n: [usize; 3], samples: usize, run: &HostRun) -> Option<(&'sta
             .checked_add(vox.checked_mul(5 * cplx)?)?
             .checked_add(vox.checked_mul(32)?)?
     };
+    // Estimating maps: each coil's low-resolution image and its smoothed
+    // product (complex f64), beside the maps; the CPU's SENSE solve holds
+    // the maps in the backend's precision and two more image vectors.
+    let estimate = maps.checked_mul(2)?;
+    let sense = if run.coils > 1 && !run.on_gpu {
+        vox.checked_mul(cplx)?.checked_mul(run.coils + 2)?
+    } else {
+        0
+    };
+    let maps_stage = ("coil maps", inputs.checked_add(q)?.checked_add(estimate)?);
     let cg = inputs
         .checked_add(q)?
         .checked_add(fhd)?
-        .checked_add(solver)?;
+        .checked_add(solver)?
+        .checked_add(sense)?;
     // Results in complex f64 (recon, F^H D, gridding) and Q in f64 if kept.
     let results = vox.checked_mul(48)?.checked_add(if run.output_q {
         big.checked_mul(16)?
@@ -172,9 +225,14 @@ pub fn host_bytes(n: [usize; 3], samples: usize, run: &HostRun) -> Option<(&'sta
         .checked_add(q)?
         .checked_add(results)?
         .checked_add(gridding)?;
-    [q_stage, ("CG", cg), ("gridding and output", after)]
-        .into_iter()
-        .max_by_key(|(_, b)| *b)
+    [
+        q_stage,
+        maps_stage,
+        ("CG", cg),
+        ("gridding and output", after),
+    ]
+    .into_iter()
+    .max_by_key(|(_, b)| *b)
 }
 
 /// Bytes of host memory this process can still allocate: the kernel's
@@ -219,20 +277,20 @@ mod tests {
     #[test]
     fn cg_dominates_and_largest_cubic_fits() {
         // N = 128: CG holds 5 * 2 Mi + 3 * 16 Mi complex floats plus weights.
-        let (stage, bytes) = peak_bytes([128; 3], 284_592, false).unwrap();
+        let (stage, bytes) = peak_bytes([128; 3], 284_592, false, 1).unwrap();
         assert_eq!(stage, "CG");
         assert_eq!(
             bytes,
             8 * 5 * 128u64.pow(3) + 8 * 3 * 256u64.pow(3) + 12 * 128u64.pow(3)
         );
-        let need = |n| peak_bytes([n; 3], 284_592, false).map(|(_, b)| b);
+        let need = |n| peak_bytes([n; 3], 284_592, false, 1).map(|(_, b)| b);
         let n = largest_cubic(bytes, need).unwrap();
         assert_eq!(n, 128);
         assert!(need(n + 2).unwrap() > bytes);
         assert_eq!(largest_cubic(1000, need), None);
         // The NUFFT's Q plan: its fine grid and cuFFT's work area, 64 image
         // grids each, and Q itself.
-        let (stage, bytes) = peak_bytes([128; 3], 284_592, true).unwrap();
+        let (stage, bytes) = peak_bytes([128; 3], 284_592, true, 1).unwrap();
         assert_eq!(stage, "Q");
         assert_eq!(
             bytes,
@@ -244,8 +302,8 @@ mod tests {
     fn overflowing_sizes_are_none_not_wrapped() {
         let huge = [1 << 22; 3]; // 2^66 voxels
         assert_eq!(voxels(huge), None);
-        assert_eq!(peak_bytes(huge, 10, false), None);
-        assert_eq!(peak_bytes(huge, 10, true), None);
+        assert_eq!(peak_bytes(huge, 10, false, 1), None);
+        assert_eq!(peak_bytes(huge, 10, true, 1), None);
         let run = HostRun {
             q: true,
             solve: true,
@@ -255,6 +313,7 @@ mod tests {
             gridding_oversampling: 2.0,
             output_q: false,
             nufft: true,
+            coils: 1,
         };
         assert_eq!(host_bytes(huge, 10, &run), None);
     }
@@ -270,6 +329,7 @@ mod tests {
             gridding_oversampling: 0.0,
             output_q: false,
             nufft: false,
+            coils: 1,
         };
         let gpu = HostRun {
             on_gpu: true,
@@ -295,6 +355,38 @@ mod tests {
         assert_eq!(
             host_bytes([128; 3], 1000, &on_gpu),
             host_bytes([128; 3], 1000, &gpu)
+        );
+    }
+
+    #[test]
+    fn coils_add_their_maps_on_the_device_and_their_data_on_the_host() {
+        // 32 coils at 128^3: CG holds 34 more image vectors (the maps, S_c x
+        // and its product); F^H D the maps and a sum.
+        let v = 128u64.pow(3);
+        let one = stage_bytes([128; 3], 284_592, true, 1).unwrap();
+        let many = stage_bytes([128; 3], 284_592, true, 32).unwrap();
+        assert_eq!(many[0], one[0]);
+        assert_eq!(many[1].1 - one[1].1, 8 * 33 * v);
+        assert_eq!(many[2].1 - one[2].1, 8 * 34 * v);
+        let run = HostRun {
+            q: true,
+            solve: true,
+            real_bytes: 4,
+            on_gpu: true,
+            anatomy_voxels: 0,
+            gridding_oversampling: 2.0,
+            output_q: false,
+            nufft: true,
+            coils: 1,
+        };
+        let (_, single) = host_bytes([128; 3], 284_592, &run).unwrap();
+        let (stage, multi) = host_bytes([128; 3], 284_592, &HostRun { coils: 32, ..run }).unwrap();
+        // Data twice (whitened) and maps: 284,592 x 32 x 32 B and 32 x 16 B
+        // per voxel; estimating maps holds two more per coil.
+        assert_eq!(stage, "coil maps");
+        assert!(
+            multi - single >= 284_592 * 32 * 32 + 3 * 32 * 16 * v,
+            "{multi} vs {single}"
         );
     }
 }

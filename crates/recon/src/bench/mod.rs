@@ -389,7 +389,14 @@ fn results<B: NufftBackend>(
 ) -> Result<Results> {
     if let Some(free) = b.memory_available() {
         let nufft = args.times_nufft()?;
-        crate::pipeline::check_device_memory(&b.describe(), free, p.grid.n, p.traj.len(), nufft)?;
+        crate::pipeline::check_device_memory(
+            &b.describe(),
+            free,
+            p.grid.n,
+            p.traj.len(),
+            nufft,
+            1,
+        )?;
     }
     let stages = args
         .engines()?
@@ -458,6 +465,7 @@ fn check_memory(n: [usize; 3], samples: usize, use_gpu: bool, nufft: bool) -> Re
         gridding_oversampling: 0.0,
         output_q: false,
         nufft,
+        coils: 1,
     };
     let Some(free) = memory::available_host_bytes() else {
         return Ok(());

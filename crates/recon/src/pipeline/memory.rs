@@ -24,6 +24,14 @@ pub fn samples(l: &Loaded) -> Result<usize> {
     })
 }
 
+/// The number of receive coils of a run (before any compression).
+pub fn coils(l: &Loaded) -> usize {
+    match &l.source {
+        Source::Synthetic { .. } => l.cfg.coils.as_ref().map_or(1, |c| c.count),
+        Source::Scan(s) => s.coils,
+    }
+}
+
 /// Checks the host memory a command needs against what is available,
 /// before anything large is made; the error gives the estimate and the
 /// largest cubic matrix that would fit.
@@ -64,6 +72,7 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
         },
         output_q: l.cfg.output.q,
         nufft: l.cfg.engine.kind == config::EngineKind::Nufft,
+        coils: coils(l) as u64,
     };
     let Some(free) = memory::available_host_bytes() else {
         return Ok(());
@@ -100,7 +109,14 @@ pub fn check_memory<B: Backend>(backend: &B, l: &Loaded, work: Work) -> Result<(
     let gpu_free = backend.memory_available();
     if let Some(free) = gpu_free {
         let nufft = l.cfg.engine.kind == config::EngineKind::Nufft;
-        check_device_memory(&backend.describe(), free, l.grid.n, samples(l)?, nufft)?;
+        check_device_memory(
+            &backend.describe(),
+            free,
+            l.grid.n,
+            samples(l)?,
+            nufft,
+            coils(l),
+        )?;
     }
     check_host_memory(
         l,
@@ -117,12 +133,14 @@ pub fn check_device_memory(
     n: [usize; 3],
     samples: usize,
     nufft: bool,
+    coils: usize,
 ) -> Result<()> {
     use recon_core::memory::{self, gib};
-    let (stage, need) = memory::peak_bytes(n, samples, nufft).unwrap_or(("the run", u64::MAX));
+    let (stage, need) =
+        memory::peak_bytes(n, samples, nufft, coils).unwrap_or(("the run", u64::MAX));
     if need > free {
         let fits = match memory::largest_cubic(free, |n| {
-            memory::peak_bytes([n; 3], samples, nufft).map(|(_, b)| b)
+            memory::peak_bytes([n; 3], samples, nufft, coils).map(|(_, b)| b)
         }) {
             Some(n) => format!("the largest cubic matrix that fits is {n}"),
             None => "not even a small matrix fits: free some GPU memory".to_string(),
