@@ -290,13 +290,24 @@ fn structured_scan_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String)> {
             }),
         ),
     ];
+    apply_edits(dir, base, "structured", edits)
+}
+
+/// Copies of `base`, each changed by one edit, named `{prefix}-{i}.h5`.
+#[allow(clippy::type_complexity)]
+fn apply_edits(
+    dir: &Path,
+    base: &Path,
+    prefix: &str,
+    edits: Vec<(&str, Box<dyn Fn(&recon_io::hdf5::File)>)>,
+) -> Vec<(PathBuf, String)> {
     edits
         .into_iter()
         .enumerate()
         .map(|(i, (what, edit))| {
-            let p = dir.join(format!("structured-{i}.h5"));
+            let p = dir.join(format!("{prefix}-{i}.h5"));
             std::fs::copy(base, &p).unwrap();
-            let f = hdf5::File::open_rw(&p).unwrap();
+            let f = recon_io::hdf5::File::open_rw(&p).unwrap();
             edit(&f);
             f.close().unwrap();
             (p, what.to_string())
@@ -420,18 +431,7 @@ fn structured_multicoil_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String
             }),
         ),
     ];
-    edits
-        .into_iter()
-        .enumerate()
-        .map(|(i, (what, edit))| {
-            let p = dir.join(format!("structured-v2-{i}.h5"));
-            std::fs::copy(base, &p).unwrap();
-            let f = hdf5::File::open_rw(&p).unwrap();
-            edit(&f);
-            f.close().unwrap();
-            (p, what.to_string())
-        })
-        .collect()
+    apply_edits(dir, base, "structured-v2", edits)
 }
 
 #[test]

@@ -143,7 +143,7 @@ fn declared_dataset_sizes_are_checked_before_reading() {
         &o,
         &[
             "kspace/data",
-            "has 100 samples but kspace/trajectory has 68719476736",
+            "has 100 samples per coil but kspace/trajectory has 68719476736",
         ],
     );
     assert!(t.elapsed() < Duration::from_secs(10));

@@ -92,7 +92,7 @@ fn nufft_options(args: &BenchNufftArgs) -> Result<recon_cuda::NufftOptions> {
 }
 
 /// The best of `repeats` runs of `f`, in seconds.
-fn best(repeats: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+pub(crate) fn best(repeats: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     let mut best = f64::INFINITY;
     for _ in 0..repeats {
         let t = Instant::now();

@@ -10,6 +10,7 @@
 //! back, the figure of the target. The solve uses the true maps
 //! (normalised), so that the time does not depend on the estimate.
 
+use crate::bench_nufft::best;
 use crate::config::{DeviceChoice, EngineCfg, EngineKind, Precision};
 use anyhow::{Context, Result};
 use recon_cg::{Params, Regularised, Sense, Toeplitz};
@@ -64,17 +65,6 @@ struct Results {
     fhd_seconds: f64,
     cg_ms_per_iteration: f64,
     fhd_plus_cg_seconds: f64,
-}
-
-/// The best of `repeats` runs of `f`, in seconds.
-fn best(repeats: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    let mut best = f64::INFINITY;
-    for _ in 0..repeats {
-        let t = Instant::now();
-        f()?;
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    Ok(best)
 }
 
 pub fn run(args: &BenchSenseArgs) -> Result<()> {
