@@ -144,7 +144,7 @@ pub fn gridder<'b, B: NufftBackend>(
 }
 
 /// Each coil's samples, `[C, M]` split.
-fn per_coil<'a>(inputs: &'a Inputs) -> impl Iterator<Item = &'a [Complex<f64>]> {
+fn per_coil(inputs: &Inputs) -> impl Iterator<Item = &[Complex<f64>]> {
     inputs.data.chunks_exact(inputs.traj.len().max(1))
 }
 
