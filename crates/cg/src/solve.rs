@@ -1,0 +1,185 @@
+//! Conjugate gradient, with its scalars kept on the device: the host
+//! queues iterations and reads the scalars every [`Backend::read_every`].
+
+use crate::Normal;
+use recon_core::{Backend, Error, Ratio, Result};
+
+/// Solver settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// Maximum iterations (the book uses 60).
+    pub iterations: usize,
+    /// Stop early once `||r|| / ||b||` falls to this; 0 never stops early.
+    pub tolerance: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            iterations: 60,
+            tolerance: 0.0,
+        }
+    }
+}
+
+/// What the solver did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Info {
+    pub iterations: usize,
+    /// Final `||b - A x|| / ||b||` (the recursively updated residual).
+    pub relative_residual: f64,
+    /// Relative residual after each iteration.
+    pub residuals: Vec<f64>,
+}
+
+/// Conjugate gradient for `A x = b`, starting from the given `x`.
+/// `on_iteration(i, relative_residual)` is called after each iteration.
+///
+/// The dot products stay on the device and the vector updates take their
+/// coefficients from them there ([`Ratio`]): the host queues iterations
+/// and reads the scalars every [`Backend::read_every`] iterations, so a GPU
+/// never waits for it. Once `||r||` falls to `tolerance ||b||` the queued
+/// iterations leave x as it is, so the result is the one CG would have
+/// stopped at; Info counts only the iterations that ran.
+pub fn solve<B: Backend, A: Normal<B>>(
+    backend: &B,
+    a: &mut A,
+    x: &mut B::Vector,
+    b: &B::Vector,
+    params: &Params,
+    on_iteration: &mut dyn FnMut(usize, f64),
+) -> Result<Info> {
+    let n = a.len();
+    Error::check_len("CG right-hand side", n, backend.len(b))?;
+    Error::check_len("CG initial guess", n, backend.len(x))?;
+    let bb = backend.dot_re(b, b)?;
+    if !bb.is_finite() {
+        return Err(Error::Invalid {
+            what: "conjugate gradient",
+            reason: format!("the right-hand side is not finite (||b||^2 = {bb})"),
+        });
+    }
+    let b_norm = bb.sqrt();
+    let mut info = Info {
+        iterations: 0,
+        relative_residual: 0.0,
+        residuals: Vec::new(),
+    };
+    if b_norm == 0.0 {
+        // A x = 0 has the solution 0.
+        backend.copy(x, b)?;
+        return Ok(info);
+    }
+    let mut ap = backend.zeros(n)?;
+    let mut r = backend.zeros(n)?;
+    let mut p = backend.zeros(n)?;
+    // r = b - A x; from x = 0, the usual start, r = b without applying A.
+    backend.copy(&mut r, b)?;
+    if backend.dot_re(x, x)? != 0.0 {
+        a.apply(backend, &mut ap, x)?;
+        backend.axpy(&mut r, -1.0, &ap)?;
+    }
+    backend.copy(&mut p, &r)?;
+    // The scalars: the floor (tolerance ||b||)^2, <r, r> at the start,
+    // then per iteration i from 1 <p, A p> and <r, r> (see `Slots`).
+    let mut host = vec![0.0; Slots::len(params.iterations)];
+    host[Slots::FLOOR] = (params.tolerance * b_norm).powi(2);
+    let mut s = backend.scalars(&host)?;
+    backend.dot_re_to(&mut s, Slots::rr(0), &r, &r)?;
+    let every = backend.read_every().max(1);
+    for it in 1..=params.iterations {
+        // alpha = <r, r> / <p, A p>
+        a.apply(backend, &mut ap, &p)?;
+        backend.dot_re_to(&mut s, Slots::pap(it), &p, &ap)?;
+        let alpha = Slots::ratio(Slots::rr(it - 1), Slots::pap(it));
+        backend.axpy_ratio(x, 1.0, alpha, &s, &p)?; // x = x + alpha p
+        backend.axpy_ratio(&mut r, -1.0, alpha, &s, &ap)?; // r = r - alpha A p
+        backend.dot_re_to(&mut s, Slots::rr(it), &r, &r)?;
+        // p = r + beta p, beta = <r, r> / <r_old, r_old>
+        let beta = Slots::ratio(Slots::rr(it), Slots::rr(it - 1));
+        backend.xpby_ratio(&mut p, &r, beta, &s)?;
+        if it % every == 0 || it == params.iterations {
+            backend.read_scalars(&mut host, &s)?;
+            if !report(&mut info, &host, it, b_norm, on_iteration)? {
+                break;
+            }
+        }
+    }
+    if params.iterations == 0 {
+        backend.read_scalars(&mut host, &s)?;
+        report(&mut info, &host, 0, b_norm, on_iteration)?;
+    }
+    Ok(info)
+}
+
+/// Where CG keeps its scalars.
+struct Slots;
+
+impl Slots {
+    const FLOOR: usize = 0;
+
+    fn len(iterations: usize) -> usize {
+        2 * iterations + 2
+    }
+
+    /// `<r, r>` after iteration `i` (0: at the start).
+    fn rr(i: usize) -> usize {
+        2 * i + 1
+    }
+
+    /// `<p, A p>` of iteration `i`, from 1.
+    fn pap(i: usize) -> usize {
+        2 * i
+    }
+
+    /// `s[num] / s[den]`, 0 once `s[num]` is at the floor.
+    fn ratio(num: usize, den: usize) -> Ratio {
+        Ratio {
+            num,
+            den,
+            floor: Slots::FLOOR,
+        }
+    }
+}
+
+/// Reads the iterations after `info.iterations`, up to `last`, from the
+/// scalars `s` on the host, as [`Ratio`] gated them on the device: iteration
+/// i ran when `<r, r>` before it was above the floor. Returns whether CG
+/// goes on after `last`.
+fn report(
+    info: &mut Info,
+    s: &[f64],
+    last: usize,
+    b_norm: f64,
+    on_iteration: &mut dyn FnMut(usize, f64),
+) -> Result<bool> {
+    let above = |i: usize| s[Slots::rr(i)].is_finite() && s[Slots::rr(i)] > s[Slots::FLOOR];
+    if info.iterations == 0 {
+        info.relative_residual = s[Slots::rr(0)].sqrt() / b_norm;
+    }
+    for it in info.iterations + 1..=last {
+        if !above(it - 1) {
+            return Ok(false);
+        }
+        let (pap, rr) = (s[Slots::pap(it)], s[Slots::rr(it)]);
+        if !(pap.is_finite() && pap > 0.0) {
+            return Err(Error::Invalid {
+                what: "conjugate gradient",
+                reason: format!(
+                    "p^H A p = {pap} at iteration {it}: the operator is not positive definite"
+                ),
+            });
+        }
+        if !rr.is_finite() {
+            return Err(Error::Invalid {
+                what: "conjugate gradient",
+                reason: format!("the residual is not finite (||r||^2 = {rr}) at iteration {it}"),
+            });
+        }
+        info.iterations = it;
+        info.relative_residual = rr.sqrt() / b_norm;
+        info.residuals.push(info.relative_residual);
+        on_iteration(it, info.relative_residual);
+    }
+    Ok(above(last))
+}
