@@ -9,8 +9,8 @@ rm -rf .gpu
 mkdir -p .gpu/tests
 cargo build --release --locked -p recon
 cp target/release/recon .gpu/recon
-# The GPU tests: tests/gpu.rs and the CUDA crate's own (NVRTC compile) test.
-cargo test --release --locked --no-run --message-format=json -p recon --test gpu --test gpu_nufft -p recon-cuda --lib \
+# The GPU tests: tests/gpu*.rs and the CUDA crate's own (NVRTC compile) test.
+cargo test --release --locked --no-run --message-format=json -p recon --test gpu --test gpu_solver --test gpu_nufft -p recon-cuda --lib \
     | python3 -c '
 import json, sys, shutil
 for line in sys.stdin:

@@ -1,0 +1,252 @@
+//! GPU against CPU float64, the solvers: a CG solve (to a fixed count and
+//! to a tolerance), a SENSE solve, the Toeplitz product on both of its
+//! paths, and the anatomical prior's two passes. Without a usable GPU each
+//! test prints that it was skipped.
+
+mod common;
+
+use common::*;
+use recon_cg::{Normal, Params, Toeplitz};
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
+use recon_cuda::{CudaBackend, Options};
+
+#[test]
+fn cg_solve_matches_cpu_f64() {
+    let Some(b) = gpu(Options::default()) else {
+        return;
+    };
+    let grid = Grid::new([12, 12, 12], [220.0; 3]).unwrap();
+    let mut rng = Rng::new(34);
+    let traj = random_traj(&grid, 6000, &mut rng);
+    let data = rng.complex(traj.len());
+    let params = Params {
+        iterations: 15,
+        tolerance: 0.0,
+    };
+
+    // The same solve on both backends.
+    let w = Stencil::uniform(grid.n);
+    let cpu = CpuBackend::<f64>::new();
+    let q64 = common::q(&cpu, &grid, &traj);
+    let fhd64 = common::fhd(&cpu, &grid, &traj, &data);
+    let (x64, _) = common::cg(&cpu, &grid, &q64, &fhd64, &w, 0.02, &params);
+    let q = common::q(&b, &grid, &traj);
+    let fhd = common::fhd(&b, &grid, &traj, &data);
+    let (xh, info) = common::cg(&b, &grid, &q, &fhd, &w, 0.02, &params);
+    assert_eq!(info.iterations, 15);
+    let err = nrmse(&up(&xh), &x64);
+    println!("CG (15 iterations) GPU f32 vs CPU f64: {err:.2e}");
+    // float32 CG over 15 iterations amplifies rounding by the condition
+    // number seen so far; 1e-4 leaves an order of magnitude of margin.
+    assert!(err < 1e-4, "CG relative error {err:e}");
+
+    // With a tolerance: the GPU reads its scalars every 10 iterations, and
+    // the iterations it queued past the stop leave x as it was, so it stops
+    // where the CPU, reading every iteration, does.
+    let tol = Params {
+        iterations: 60,
+        tolerance: 1e-3,
+    };
+    let (xt64, it64) = common::cg(&cpu, &grid, &q64, &fhd64, &w, 0.02, &tol);
+    let (xt, it) = common::cg(&b, &grid, &q, &fhd, &w, 0.02, &tol);
+    println!(
+        "CG to 1e-3: CPU f64 {} iterations, GPU {}",
+        it64.iterations, it.iterations
+    );
+    assert!(
+        it64.iterations < 60 && it64.iterations % 10 != 0,
+        "{it64:?}"
+    );
+    assert_eq!(it.iterations, it64.iterations);
+    assert_eq!(it.residuals.len(), it.iterations);
+    assert!(nrmse(&up(&xt), &xt64) < 1e-4, "CG to a tolerance");
+
+    // The Toeplitz operator alone, against the CPU's.
+    let mut t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();
+    let v = rng.complex(grid.len());
+    let mut want = cpu.zeros(grid.len()).unwrap();
+    t64.apply(&cpu, &mut want, &v).unwrap();
+    let mut t32 = Toeplitz::new(&b, &grid, &q).unwrap();
+    let gv = b.upload(&down(&v)).unwrap();
+    let mut got = b.zeros(grid.len()).unwrap();
+    t32.apply(&b, &mut got, &gv).unwrap();
+    let mut gh = vec![Complex::default(); grid.len()];
+    b.download(&mut gh, &got).unwrap();
+    assert!(nrmse(&up(&gh), &want) < 1e-5, "Toeplitz");
+}
+
+#[test]
+fn sense_solve_matches_cpu_f64() {
+    let Some(b) = gpu(Options::default()) else {
+        return;
+    };
+    let grid = Grid::new([12, 12, 12], [220.0; 3]).unwrap();
+    let mut rng = Rng::new(35);
+    let traj = random_traj(&grid, 4000, &mut rng);
+    let coils = 3;
+    let maps: Vec<Vec<Complex<f64>>> = (0..coils).map(|_| rng.complex(grid.len())).collect();
+    let data = rng.complex(coils * traj.len());
+    let cpu = CpuBackend::<f64>::new();
+    let params = Params {
+        iterations: 10,
+        tolerance: 0.0,
+    };
+    let w = Stencil::uniform(grid.n);
+    // sum_c S_c^H F^H D_c on each device, through the exact plan.
+    let q64 = common::q(&cpu, &grid, &traj);
+    let plan64 = exact(&cpu, &grid, &traj);
+    let maps64: Vec<_> = maps.iter().map(|m| cpu.upload(m).unwrap()).collect();
+    let mut fhd64 = cpu.zeros(grid.len()).unwrap();
+    plan64
+        .adjoint_coils_on_device(&mut fhd64, &data, &maps64, &mut no_progress())
+        .unwrap();
+    let mut p64 = recon_cg::Problem::with_maps(&cpu, &grid, &q64, &fhd64, &maps).unwrap();
+    let (x64, _) = p64.solve(&cpu, &w, 0.05, &params, &mut |_, _| {}).unwrap();
+
+    let q = common::q(&b, &grid, &traj);
+    let plan = exact(&b, &grid, &traj);
+    let maps32: Vec<Vec<Complex<f32>>> = maps.iter().map(|m| down(m)).collect();
+    let dmaps: Vec<_> = maps32.iter().map(|m| b.upload(m).unwrap()).collect();
+    let mut fhd = b.zeros(grid.len()).unwrap();
+    plan.adjoint_coils_on_device(&mut fhd, &data, &dmaps, &mut no_progress())
+        .unwrap();
+    let mut fh = vec![Complex::default(); grid.len()];
+    b.download(&mut fh, &fhd).unwrap();
+    // float32 sums of 4000 samples per coil: rounding only.
+    assert!(nrmse(&up(&fh), &fhd64) < 1e-5, "SENSE F^H D");
+    let mut p = recon_cg::Problem::with_maps(&b, &grid, &q, &fh, &maps32).unwrap();
+    let (x, info) = p.solve(&b, &w, 0.05, &params, &mut |_, _| {}).unwrap();
+    assert_eq!(info.iterations, 10);
+    let err = nrmse(&up(&x), &x64);
+    println!("SENSE CG (3 coils, 10 iterations) GPU f32 vs CPU f64: {err:.2e}");
+    // As the single-coil CG test: float32 rounding amplified by 10
+    // iterations; 1e-4 leaves an order of magnitude.
+    assert!(err < 1e-4, "SENSE CG relative error {err:e}");
+}
+
+#[test]
+fn toeplitz_product_pruned_and_by_pieces_matches_cpu_f64() {
+    // Line lengths 2n with kernels of radices 8 and 2 (16), 8 and 4 (32),
+    // 8, 4 and 3 (96), 8, 4 and 5 (160), 8, 8 and 4 (256) and 8, 8 and 8
+    // (512), each along x, y and z in turn; non-cubic, so that x, y and z
+    // cannot be swapped unseen. Sizes with a doubled length of 20 or 24 in
+    // any direction have no kernel and fall back to the pieces. Each
+    // operator is applied twice, to catch state left by the first call.
+    let shapes = [
+        ([8, 48, 80], true),
+        ([80, 8, 48], true),
+        ([48, 80, 8], true),
+        ([128, 16, 8], true),
+        ([8, 8, 256], true),
+        ([10, 8, 16], false),
+        ([16, 12, 8], false),
+        ([8, 16, 12], false),
+    ];
+    let Some(pruned) = gpu(Options::default()) else {
+        return;
+    };
+    let pieces = CudaBackend::new(Options {
+        pruned_toeplitz: false,
+        ..Default::default()
+    })
+    .unwrap();
+    let cpu = CpuBackend::<f64>::new();
+    let apply = |b: &CudaBackend, t: &mut Toeplitz<CudaBackend>, v: &[Complex<f64>]| {
+        let gv = b.upload(&down(v)).unwrap();
+        let mut got = b.zeros(v.len()).unwrap();
+        t.apply(b, &mut got, &gv).unwrap();
+        let mut gh = vec![Complex::default(); v.len()];
+        b.download(&mut gh, &got).unwrap();
+        gh
+    };
+    for (n, covered) in shapes {
+        let grid = Grid::new(n, [200.0; 3]).unwrap();
+        let mut rng = Rng::new(7);
+        // Any Q will do: the product is linear in it.
+        let q64 = rng.complex(8 * grid.len());
+        let mut t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();
+        let mut t_pruned = Toeplitz::new(&pruned, &grid, &down(&q64)).unwrap();
+        let mut t_pieces = Toeplitz::new(&pieces, &grid, &down(&q64)).unwrap();
+        for round in 0..2 {
+            let v = rng.complex(grid.len());
+            let mut want = cpu.zeros(grid.len()).unwrap();
+            t64.apply(&cpu, &mut want, &v).unwrap();
+            let by_pruned = apply(&pruned, &mut t_pruned, &v);
+            let by_pieces = apply(&pieces, &mut t_pieces, &v);
+            for (gh, path) in [(&by_pruned, "pruned"), (&by_pieces, "pieces")] {
+                let err = nrmse(&up(gh), &want);
+                println!("Toeplitz {n:?} {path} round {round}: {err:.2e}");
+                // float32 FFTs of these sizes round to a few 1e-7 relative;
+                // a wrong index or twiddle gives order 1.
+                assert!(err < 1e-5, "Toeplitz {n:?} {path}: {err:e}");
+            }
+            // The two paths round differently, so a covered shape that
+            // silently took the pieces would give the same bits.
+            assert_eq!(
+                by_pruned != by_pieces,
+                covered,
+                "Toeplitz {n:?}: the pruned path ran where it should {}",
+                if covered { "have" } else { "not have" }
+            );
+        }
+    }
+}
+
+#[test]
+fn anatomical_two_pass_solve_matches_cpu_f64() {
+    // The anatomical W (edge weights, support diagonal) and its second pass,
+    // whose data edges come from the first pass's image on each backend.
+    let Some(b) = gpu(Options::default()) else {
+        return;
+    };
+    let PriorFixture {
+        grid,
+        traj,
+        data,
+        reference,
+        ..
+    } = prior_fixture(16, [8, 300, 40], 5);
+    let prior = recon_prior::Prior::new(
+        &grid,
+        &reference,
+        &recon_prior::Params {
+            support_threshold: Some(0.05),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(prior.info.outside_support > 0 && prior.info.boundary_edges > 0);
+    // Weights of 0.1 beside 1 and the support diagonal spread the spectrum:
+    // after 20 iterations float32 CG still differs from float64 by 3% (on
+    // the CPU too), after 60 by 3.5e-4 (CPU float32 against float64).
+    let params = Params {
+        iterations: 60,
+        tolerance: 0.0,
+    };
+    let cpu = CpuBackend::<f64>::new();
+    let q64 = common::q(&cpu, &grid, &traj);
+    let fhd64 = common::fhd(&cpu, &grid, &traj, &data);
+    let w = recon::pipeline::Regulariser::Anatomical(Box::new(prior));
+    let mut p64 = recon_cg::Problem::new(&cpu, &grid, &q64, &fhd64).unwrap();
+    let s64 = recon::pipeline::solve(&cpu, &mut p64, &w, 3.0, &params, &mut |_, _| {}).unwrap();
+    let (x64, used64) = (s64.x, s64.prior.unwrap());
+    let q = common::q(&b, &grid, &traj);
+    let fhd = common::fhd(&b, &grid, &traj, &data);
+    let mut p32 = recon_cg::Problem::new(&b, &grid, &q, &fhd).unwrap();
+    let s = recon::pipeline::solve(&b, &mut p32, &w, 3.0, &params, &mut |_, _| {}).unwrap();
+    let (xh, used) = (s.x, s.prior.unwrap());
+    let (n64, n32) = (used64.data_edges.unwrap(), used.data_edges.unwrap());
+    let err = nrmse(&up(&xh), &x64);
+    println!(
+        "anatomical W, 2 x 60 iterations, GPU f32 vs CPU f64: {err:.2e}; data edges {n32} vs {n64}"
+    );
+    // Data edges are thresholds on an image: float32 may flip an edge that
+    // lies at the threshold, but only a handful.
+    assert!(
+        n64 > 0 && n32.abs_diff(n64) <= n64 / 100 + 2,
+        "data edges {n32} vs {n64}"
+    );
+    // CPU float32 reaches 3.5e-4 here; a flipped data edge moves the image
+    // by about as much: 2e-3.
+    assert!(err < 2e-3, "relative error {err:e}");
+}
