@@ -165,18 +165,6 @@ fn structured_scan_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String)> {
                 .unwrap();
         })
     };
-    let replace = |name: &'static str, shape: Vec<usize>, value: f32| -> Edit {
-        Box::new(move |f: &hdf5::File| {
-            f.unlink(name).unwrap();
-            let n: usize = shape.iter().product();
-            f.new_dataset::<f32>()
-                .shape(shape.clone())
-                .create(name)
-                .unwrap()
-                .write_raw(&vec![value; n])
-                .unwrap();
-        })
-    };
     let edits: Vec<(&str, Edit)> = vec![
         ("matrix odd", set_imatrix(vec![7, 8, 8])),
         ("matrix negative", set_imatrix(vec![-8, 8, 8])),
@@ -293,6 +281,27 @@ fn structured_scan_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String)> {
     apply_edits(dir, base, "structured", edits)
 }
 
+/// An edit that replaces dataset `name` (if present) by float32 `value`s
+/// of `shape`.
+fn replace(
+    name: &'static str,
+    shape: Vec<usize>,
+    value: f32,
+) -> Box<dyn Fn(&recon_io::hdf5::File)> {
+    Box::new(move |f: &recon_io::hdf5::File| {
+        if f.link_exists(name) {
+            f.unlink(name).unwrap();
+        }
+        let n: usize = shape.iter().product();
+        f.new_dataset::<f32>()
+            .shape(shape.clone())
+            .create(name)
+            .unwrap()
+            .write_raw(&vec![value; n])
+            .unwrap();
+    })
+}
+
 /// Copies of `base`, each changed by one edit, named `{prefix}-{i}.h5`.
 #[allow(clippy::type_complexity)]
 fn apply_edits(
@@ -340,72 +349,40 @@ fn base_multicoil_scan(dir: &Path) -> PathBuf {
 /// types and values that disagree.
 fn structured_multicoil_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String)> {
     use recon_io::hdf5;
-    let replace = |name: &'static str, shape: Vec<usize>, value: f32| {
-        move |f: &hdf5::File| {
-            if f.link_exists(name) {
-                f.unlink(name).unwrap();
-            }
-            let n: usize = shape.iter().product();
-            f.new_dataset::<f32>()
-                .shape(shape.clone())
-                .create(name)
-                .unwrap()
-                .write_raw(&vec![value; n])
-                .unwrap();
-        }
-    };
     let edits: Vec<(&str, Box<dyn Fn(&hdf5::File)>)> = vec![
-        (
-            "data 2 coils",
-            Box::new(replace("kspace/data", vec![2, 100, 2], 1.0)),
-        ),
-        (
-            "data 0 coils",
-            Box::new(replace("kspace/data", vec![0, 100, 2], 1.0)),
-        ),
-        (
-            "data 4-D",
-            Box::new(replace("kspace/data", vec![3, 100, 2, 1], 1.0)),
-        ),
+        ("data 2 coils", replace("kspace/data", vec![2, 100, 2], 1.0)),
+        ("data 0 coils", replace("kspace/data", vec![0, 100, 2], 1.0)),
+        ("data 4-D", replace("kspace/data", vec![3, 100, 2, 1], 1.0)),
         (
             "data NaN",
-            Box::new(replace("kspace/data", vec![3, 100, 2], f32::NAN)),
+            replace("kspace/data", vec![3, 100, 2], f32::NAN),
         ),
         (
             "noise 2 channels",
-            Box::new(replace("kspace/noise", vec![2, 30, 2], 1.0)),
+            replace("kspace/noise", vec![2, 30, 2], 1.0),
         ),
-        (
-            "noise empty",
-            Box::new(replace("kspace/noise", vec![3, 0, 2], 1.0)),
-        ),
+        ("noise empty", replace("kspace/noise", vec![3, 0, 2], 1.0)),
         (
             "noise infinite",
-            Box::new(replace("kspace/noise", vec![3, 30, 2], f32::INFINITY)),
+            replace("kspace/noise", vec![3, 30, 2], f32::INFINITY),
         ),
-        (
-            "noise 2-D",
-            Box::new(replace("kspace/noise", vec![3, 60], 1.0)),
-        ),
+        ("noise 2-D", replace("kspace/noise", vec![3, 60], 1.0)),
         (
             "covariance beside noise",
-            Box::new(replace("kspace/noise_covariance", vec![3, 3, 2], 1.0)),
+            replace("kspace/noise_covariance", vec![3, 3, 2], 1.0),
         ),
         (
             "maps 4 channels",
-            Box::new(replace("coils/maps", vec![4, 8, 8, 8, 2], 1.0)),
+            replace("coils/maps", vec![4, 8, 8, 8, 2], 1.0),
         ),
         (
             "maps wrong grid",
-            Box::new(replace("coils/maps", vec![3, 8, 4, 8, 2], 1.0)),
+            replace("coils/maps", vec![3, 8, 4, 8, 2], 1.0),
         ),
-        (
-            "maps 4-D",
-            Box::new(replace("coils/maps", vec![3, 8, 8, 16], 1.0)),
-        ),
+        ("maps 4-D", replace("coils/maps", vec![3, 8, 8, 16], 1.0)),
         (
             "maps NaN",
-            Box::new(replace("coils/maps", vec![3, 8, 8, 8, 2], f32::NAN)),
+            replace("coils/maps", vec![3, 8, 8, 8, 2], f32::NAN),
         ),
         (
             "maps declared 2^30 coils",

@@ -148,6 +148,15 @@ fn check(what: &'static str, images: &[Vec<C64>], n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Maps divided by their root sum of squares: unit norm over the coils at
+/// every voxel where they are not all 0.
+pub fn unit_norm(maps: &[Vec<C64>]) -> Vec<Vec<C64>> {
+    let r = rss(maps);
+    maps.iter()
+        .map(|m| m.iter().zip(&r).map(|(s, r)| s / r.max(1e-30)).collect())
+        .collect()
+}
+
 /// `sqrt(sum_c |I_c|^2)` per voxel.
 pub fn rss(images: &[Vec<C64>]) -> Vec<f64> {
     let n = images.first().map_or(0, |i| i.len());

@@ -147,6 +147,11 @@ impl<'b, B: NufftBackend> Gridding<'b, B> {
         })
     }
 
+    /// Samples of the trajectory it was made for.
+    pub fn samples(&self) -> usize {
+        self.weights.len()
+    }
+
     /// The gridding image of `data` (one value per sample), x fastest.
     /// With `taper = Some(kc)`, the data are first weighted by
     /// `cos^2(pi |k| / (2 kc))` inside `|k| < kc` cycles/FOV and 0 outside:

@@ -117,11 +117,7 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
         .iter()
         .map(|s| s.on_grid(&grid))
         .collect();
-    let rss = recon_coils::rss(&truth);
-    let maps: Vec<Vec<Complex<f64>>> = truth
-        .iter()
-        .map(|m| m.iter().zip(&rss).map(|(s, r)| s / r).collect())
-        .collect();
+    let maps = recon_coils::unit_norm(&truth);
     let synthesis_seconds = t.elapsed().as_secs_f64();
     eprintln!(
         "bench-sense: {} coils, {} image, {} samples on {} (synthesis {synthesis_seconds:.1} s)",
@@ -147,14 +143,9 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
     // Per scan: the maps from the data.
     let t = Instant::now();
     let g = recon_gridding::Gridding::new(b, &grid, &traj, &Default::default())?;
-    let kc = 12f64.min(args.matrix as f64 / 4.0);
-    let low = data
-        .chunks_exact(traj.len())
-        .map(|d| g.image(d, Some(kc)))
-        .collect::<recon_core::Result<Vec<_>>>()?;
-    let est = recon_coils::estimate_maps(grid.n, &low, &Default::default())?;
+    let est = crate::pipeline::maps_from_data(&g, &grid, &data, &Default::default())?;
     let maps_estimate_seconds = t.elapsed().as_secs_f64();
-    drop((g, low));
+    drop(g);
     let object = phantom.rasterise(&grid, 1);
     let peak = object.iter().copied().fold(0.0, f64::max);
     let mask: Vec<bool> = object.iter().map(|&v| v > 0.1 * peak).collect();
@@ -162,14 +153,8 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
     drop(est);
 
     let t = Instant::now();
-    let host_maps: Vec<Vec<Complex<B::Real>>> = maps
-        .iter()
-        .map(|m| {
-            m.iter()
-                .map(|c| Complex::new(B::Real::of(c.re), B::Real::of(c.im)))
-                .collect()
-        })
-        .collect();
+    let host_maps: Vec<Vec<Complex<B::Real>>> =
+        maps.iter().map(|m| crate::pipeline::from_f64(m)).collect();
     let mut sense = Sense::new(b, Toeplitz::new(b, &grid, &q)?, &host_maps)?;
     drop(host_maps);
     b.synchronize()?;

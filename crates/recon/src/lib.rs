@@ -345,20 +345,21 @@ fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
     let raw = pipeline::raw_inputs(l, traj, &Bars)?;
     // The truth as a run of this config reconstructs it (with coils,
     // weighted by the prepared maps).
-    let truth = if raw.truth_by_maps {
-        let copy = pipeline::Raw {
-            traj: Vec::new(),
-            data: raw.data.clone(),
-            maps: raw.maps.clone(),
-            covariance: raw.covariance.clone(),
-            truth: raw.truth.clone(),
-            anatomy: None,
-            ..raw
-        };
-        pipeline::prepared(l, copy, &Bars)?.truth
-    } else {
-        raw.truth.clone()
+    let prepared_maps = match raw.truth_by_maps {
+        true => {
+            let data = raw.data.clone();
+            pipeline::prepare(
+                l,
+                data,
+                raw.coils,
+                raw.maps.clone(),
+                raw.covariance.as_deref(),
+            )?
+            .maps
+        }
+        false => None,
     };
+    let truth = pipeline::truth_seen(raw.truth, raw.truth_by_maps, prepared_maps.as_deref());
     let scan = recon_io::scan::Scan {
         grid: l.grid,
         traj: raw.traj,

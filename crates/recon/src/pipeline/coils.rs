@@ -2,11 +2,11 @@
 //! compressed), SENSE's maps, `sum_c S_c^H F^H D_c`, and the gridding
 //! baseline by the root sum of squares.
 
-use super::{stage_fhd, Inputs, Ui};
+use super::{from_f64, stage_fhd, Inputs, Ui};
 use crate::config::{self, Loaded};
 use anyhow::{Context, Result};
 use recon_cg::{Problem, Sense, Toeplitz};
-use recon_core::{Complex, Real};
+use recon_core::Complex;
 use recon_encoding::{NufftBackend, Plan};
 use std::time::Instant;
 
@@ -181,27 +181,28 @@ pub fn stage_maps<B: NufftBackend>(
             .true_maps
             .as_ref()
             .context("sense.maps = \"given\" needs maps with the data")?;
-        let rss = recon_coils::rss(maps);
-        return Ok(maps
-            .iter()
-            .map(|m| m.iter().zip(&rss).map(|(s, r)| s / r.max(1e-30)).collect())
-            .collect());
+        return Ok(recon_coils::unit_norm(maps));
     }
-    // At most a quarter of the smallest matrix size: the images must be
-    // of low resolution for the maps to be smooth.
-    let n_min = *l.grid.n.iter().min().expect("three axes") as f64;
-    let kc = s.calibration.min(n_min / 4.0);
-    ui.stage("coil maps", |_| {
-        let low = per_coil(inputs)
-            .map(|d| g.image(d, Some(kc)))
-            .collect::<recon_core::Result<Vec<_>>>()?;
-        recon_coils::estimate_maps(l.grid.n, &low, &s.params())
-    })
-    .context("estimating coil maps")
+    ui.stage("coil maps", |_| maps_from_data(g, &l.grid, &inputs.data, s))
+        .context("estimating coil maps")
 }
 
-fn from_f64<T: Real>(v: &[C64]) -> Vec<Complex<T>> {
-    v.iter()
-        .map(|c| Complex::new(T::of(c.re), T::of(c.im)))
-        .collect()
+/// Maps estimated from `[C, M]` data on the gridding plan's trajectory:
+/// each coil's k-space centre gridded into a low-resolution image, then
+/// Inati's iteration (`recon_coils::estimate_maps`).
+pub fn maps_from_data<B: NufftBackend>(
+    g: &recon_gridding::Gridding<'_, B>,
+    grid: &recon_core::Grid,
+    data: &[C64],
+    s: &config::SenseCfg,
+) -> recon_core::Result<Vec<Vec<C64>>> {
+    // At most a quarter of the smallest matrix size: the images must be
+    // of low resolution for the maps to be smooth.
+    let n_min = *grid.n.iter().min().expect("three axes") as f64;
+    let kc = s.calibration.min(n_min / 4.0);
+    let low = data
+        .chunks_exact(g.samples().max(1))
+        .map(|d| g.image(d, Some(kc)))
+        .collect::<recon_core::Result<Vec<_>>>()?;
+    recon_coils::estimate_maps(grid.n, &low, &s.params())
 }

@@ -13,7 +13,7 @@ use std::time::Instant;
 mod coils;
 mod memory;
 use coils::gridding_rss;
-pub use coils::{gridder, prepare, stage_maps, stage_problem, Prepared};
+pub use coils::{gridder, maps_from_data, prepare, stage_maps, stage_problem, Prepared};
 pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};
 
 /// How the pipeline reports progress; the binary implements it with indicatif.
@@ -104,18 +104,11 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
 }
 
 /// Prewhitens and compresses the coils of `raw`, and weights a synthetic
-/// truth by the prepared maps' root sum of squares: with several coils,
-/// the image that maps of unit norm reconstruct.
+/// truth by the prepared maps ([`truth_seen`]).
 pub fn prepared(l: &Loaded, raw: Raw, ui: &impl Ui) -> Result<Inputs> {
     let p = prepare(l, raw.data, raw.coils, raw.maps, raw.covariance.as_deref())?;
-    let mut truth = raw.truth;
-    if let (true, Some(t), Some(maps)) = (raw.truth_by_maps, &mut truth, &p.maps) {
-        for (t, r) in t.iter_mut().zip(recon_coils::rss(maps)) {
-            *t *= r;
-        }
-    }
     Ok(Inputs {
-        truth,
+        truth: truth_seen(raw.truth, raw.truth_by_maps, p.maps.as_deref()),
         anatomy_on_grid: ui.stage("reference on the grid", |_| {
             on_grid(&l.grid, raw.anatomy.as_ref())
         })?,
@@ -128,6 +121,23 @@ pub fn prepared(l: &Loaded, raw: Raw, ui: &impl Ui) -> Result<Inputs> {
         compressed: p.compressed,
         noise_sigma: raw.noise_sigma,
     })
+}
+
+/// The truth a run measures PSNR against: with synthetic coils
+/// (`by_maps`), the phantom weighted by the prepared maps' root sum of
+/// squares, the image that maps of unit norm reconstruct.
+pub fn truth_seen(
+    truth: Option<Vec<f64>>,
+    by_maps: bool,
+    maps: Option<&[Vec<Complex<f64>>]>,
+) -> Option<Vec<f64>> {
+    let mut truth = truth?;
+    if let (true, Some(maps)) = (by_maps, maps) {
+        for (t, r) in truth.iter_mut().zip(recon_coils::rss(maps)) {
+            *t *= r;
+        }
+    }
+    Some(truth)
 }
 
 /// k-space data on `traj`, the truth and the anatomy: synthesised (analytic
@@ -239,6 +249,12 @@ fn on_grid(grid: &recon_core::Grid, a: Option<&Volume>) -> Result<Option<Vec<f64
 fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
     v.iter()
         .map(|c| Complex::new(c.re.f64(), c.im.f64()))
+        .collect()
+}
+
+pub(crate) fn from_f64<T: Real>(v: &[Complex<f64>]) -> Vec<Complex<T>> {
+    v.iter()
+        .map(|c| Complex::new(T::of(c.re), T::of(c.im)))
         .collect()
 }
 
