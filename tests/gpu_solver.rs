@@ -1,12 +1,12 @@
 //! GPU against CPU float64, the solvers: a CG solve (to a fixed count and
-//! to a tolerance), a SENSE solve, the Toeplitz product on both of its
+//! to a tolerance), a SENSE solve on one GPU and on all of the host's, the Toeplitz product on both of its
 //! paths, and the anatomical prior's two passes. Without a usable GPU each
 //! test prints that it was skipped.
 
 mod common;
 
 use common::*;
-use recon_cg::{Normal, Params, Toeplitz};
+use recon_cg::{Normal, Params, Sense, Toeplitz};
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
 use recon_cuda::{CudaBackend, Options};
 
@@ -122,6 +122,79 @@ fn sense_solve_matches_cpu_f64() {
     // As the single-coil CG test: float32 rounding amplified by 10
     // iterations; 1e-4 leaves an order of magnitude.
     assert!(err < 1e-4, "SENSE CG relative error {err:e}");
+}
+
+#[test]
+fn sense_shared_among_gpus_matches_one_gpu_and_cpu_f64() {
+    let Some(b) = gpu(Options::default()) else {
+        return;
+    };
+    let gpus = b.shards();
+    if gpus < 2 {
+        println!("skipped: one GPU here; sharing the coils needs two or more");
+        return;
+    }
+    let grid = Grid::new([16, 12, 20], [220.0; 3]).unwrap();
+    let mut rng = Rng::new(36);
+    let traj = random_traj(&grid, 4000, &mut rng);
+    let coils = 2 * gpus + 1;
+    let maps: Vec<Vec<Complex<f64>>> = (0..coils).map(|_| rng.complex(grid.len())).collect();
+    let maps32: Vec<Vec<Complex<f32>>> = maps.iter().map(|m| down(m)).collect();
+    let data = rng.complex(coils * traj.len());
+    let x = rng.complex(grid.len());
+    let cpu = CpuBackend::<f64>::new();
+    let (q64, q) = (common::q(&cpu, &grid, &traj), common::q(&b, &grid, &traj));
+
+    // The CPU's float64 operator and right-hand side, on one device.
+    let s64 = Sense::new(&cpu, Toeplitz::new(&cpu, &grid, &q64).unwrap(), &maps).unwrap();
+    let mut want = cpu.zeros(grid.len()).unwrap();
+    let mut s64 = s64;
+    s64.apply(&cpu, &mut want, &x).unwrap();
+    let plan64 = exact(&cpu, &grid, &traj);
+    let rhs64 =
+        recon::pipeline::sense_rhs(&cpu, &plan64, &[], &s64, &data, &mut no_progress()).unwrap();
+
+    // The GPU's on one device and on all of them.
+    let plan = exact(&b, &grid, &traj);
+    let gx = b.upload(&down(&x)).unwrap();
+    let mut results = Vec::new();
+    for parts in [1, gpus] {
+        let t = Toeplitz::new(&b, &grid, &q).unwrap();
+        let mut s = Sense::split(&b, t, &maps32, parts).unwrap();
+        assert_eq!(s.parts(), parts);
+        let mut got = b.zeros(grid.len()).unwrap();
+        // Twice: the second reuses the other GPUs' buffers.
+        for _ in 0..2 {
+            s.apply(&b, &mut got, &gx).unwrap();
+        }
+        let shards = s.shards(&b).unwrap();
+        let others = recon::pipeline::part_plans(&shards, &plan).unwrap();
+        let rhs =
+            recon::pipeline::sense_rhs(&b, &plan, &others, &s, &data, &mut no_progress()).unwrap();
+        let mut h = vec![Complex::default(); grid.len()];
+        b.download(&mut h, &got).unwrap();
+        let mut r = vec![Complex::default(); grid.len()];
+        b.download(&mut r, &rhs).unwrap();
+        let (e_op, e_rhs) = (nrmse(&up(&h), &want), nrmse(&up(&r), &rhs64));
+        println!("SENSE on {parts} GPU(s), {coils} coils, vs CPU f64: operator {e_op:.2e}, F^H D {e_rhs:.2e}");
+        // float32 rounding of FFTs and of sums over 4000 samples.
+        assert!(e_op < 1e-5 && e_rhs < 1e-5, "{parts} GPU(s)");
+        let w = Stencil::uniform(grid.n);
+        let params = Params {
+            iterations: 10,
+            tolerance: 0.0,
+        };
+        let peak = recon_cg::q_peak(&grid, &q).unwrap();
+        let mut p = recon_cg::Problem::on_device(&b, &grid, peak, s, rhs).unwrap();
+        let (xs, info) = p.solve(&b, &w, 0.05, &params, &mut |_, _| {}).unwrap();
+        assert_eq!(info.iterations, 10);
+        results.push(up(&xs));
+    }
+    // The same float32 products summed in other groups: rounding only,
+    // amplified by 10 CG iterations.
+    let err = nrmse(&results[1], &results[0]);
+    println!("SENSE CG on {gpus} GPUs vs one: {err:.2e}");
+    assert!(err < 1e-5, "{err:e}");
 }
 
 #[test]

@@ -127,6 +127,15 @@ impl Backend for Queued {
         self.cpu
             .sum_exp(out, targets, sources, coef, sign, progress)
     }
+    fn shard(&self, i: usize) -> Result<Self> {
+        Ok(Queued {
+            cpu: self.cpu.shard(i)?,
+            every: self.every,
+        })
+    }
+    fn transfer(&self, out: &mut V, from: &Self, x: &V) -> Result<()> {
+        self.cpu.transfer(out, &from.cpu, x)
+    }
     fn zeros(&self, len: usize) -> Result<V> {
         self.cpu.zeros(len)
     }

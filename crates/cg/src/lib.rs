@@ -6,16 +6,19 @@
 //! [`Problem`] holds FFT(Q) and F^H D on the device, made once per run and
 //! solved for any W and lambda (passes, sweeps). W^H W is the backend's
 //! sparse stencil. Several coils ([`Sense`]) share the one Toeplitz
-//! product: Q does not depend on the coil.
+//! product: Q does not depend on the coil; on a host with several GPUs
+//! they are shared among them.
 //! Everything here is written once against [`Backend`]. CG's scalars stay
 //! on the device with its vectors, and the host reads them only now and
 //! then, so a GPU runs the iterations back to back. Residuals reach the caller through a callback:
 //! this crate never prints.
 
+mod sense;
 mod solve;
+pub use sense::{Sense, SHARE_FROM_VOXELS};
 pub use solve::{solve, Info, Params};
 
-use recon_core::{Backend, CoilOp, Complex, Error, Grid, Real, Result, Stencil};
+use recon_core::{Backend, Complex, Error, Grid, Real, Result, Stencil};
 
 /// A Hermitian positive (semi-)definite operator `A`, applied as `out = A x`.
 pub trait Normal<B: Backend> {
@@ -49,6 +52,18 @@ impl<B: Backend> Toeplitz<B> {
             work: backend.zeros(q.len())?,
         })
     }
+
+    /// The same product on another shard `to`, FFT(Q) copied from `from`
+    /// (this one's backend).
+    pub fn copied(&self, to: &B, from: &B) -> Result<Self> {
+        let mut fq = to.zeros(from.len(&self.fq))?;
+        to.transfer(&mut fq, from, &self.fq)?;
+        Ok(Toeplitz {
+            n: self.n,
+            fq,
+            work: to.zeros(from.len(&self.work))?,
+        })
+    }
 }
 
 impl<B: Backend> Normal<B> for Toeplitz<B> {
@@ -59,113 +74,6 @@ impl<B: Backend> Normal<B> for Toeplitz<B> {
     fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
         // out = crop(IFFT(FFT(Q) . FFT(pad(x))))
         backend.toeplitz(out, x, &self.fq, &mut self.work, self.n)
-    }
-}
-
-/// The data term of SENSE, `sum_c S_c^H F^H F S_c`, around one Toeplitz
-/// product: Q does not depend on the coil, so C coils cost C image-domain
-/// products with their maps and C Toeplitz products with the one FFT(Q).
-/// Without maps it is F^H F itself (one coil of sensitivity 1).
-pub struct Sense<B: Backend> {
-    toeplitz: Toeplitz<B>,
-    /// `S_c`, one per coil, on the device; empty for one coil without a map.
-    maps: Vec<B::Vector>,
-    /// Work: `S_c x` and `F^H F S_c x` (with maps only).
-    work: Option<(B::Vector, B::Vector)>,
-    /// The largest `sum_c |S_c|^2` over the voxels (1 without maps).
-    peak: f64,
-}
-
-impl<B: Backend> Sense<B> {
-    /// `maps`: one per coil, a value per voxel (x fastest), or none.
-    pub fn new(backend: &B, toeplitz: Toeplitz<B>, maps: &[Vec<Complex<B::Real>>]) -> Result<Self> {
-        let n = toeplitz.len();
-        for m in maps {
-            Error::check_len("coil map (one value per voxel)", n, m.len())?;
-        }
-        let peak = if maps.is_empty() {
-            1.0
-        } else {
-            (0..n)
-                .map(|i| maps.iter().map(|m| m[i].norm_sqr().f64()).sum::<f64>())
-                .fold(0.0, f64::max)
-        };
-        let maps = maps
-            .iter()
-            .map(|m| backend.upload(m))
-            .collect::<Result<_>>()?;
-        Self::uploaded(backend, toeplitz, maps, peak)
-    }
-
-    /// Maps already on the device, with `peak` the largest
-    /// `sum_c |S_c|^2` over the voxels (see [`Sense::map_peak`]).
-    pub fn uploaded(
-        backend: &B,
-        toeplitz: Toeplitz<B>,
-        maps: Vec<B::Vector>,
-        peak: f64,
-    ) -> Result<Self> {
-        let n = toeplitz.len();
-        for m in &maps {
-            Error::check_len("coil map (one value per voxel)", n, backend.len(m))?;
-        }
-        if !(peak.is_finite() && peak > 0.0) {
-            return Err(Error::Invalid {
-                what: "coil maps",
-                reason: format!("the largest sum of |S_c|^2 over the coils is {peak}"),
-            });
-        }
-        let work = if maps.is_empty() {
-            None
-        } else {
-            Some((backend.zeros(n)?, backend.zeros(n)?))
-        };
-        Ok(Sense {
-            maps,
-            toeplitz,
-            work,
-            peak,
-        })
-    }
-
-    /// Coils (1 without maps).
-    pub fn coils(&self) -> usize {
-        self.maps.len().max(1)
-    }
-
-    /// The largest `sum_c |S_c|^2`: the operator's diagonal peaks at Q(0)
-    /// times this.
-    pub fn map_peak(&self) -> f64 {
-        self.peak
-    }
-
-    /// The coils' maps on the device (empty without maps).
-    pub fn maps(&self) -> &[B::Vector] {
-        &self.maps
-    }
-}
-
-impl<B: Backend> Normal<B> for Sense<B> {
-    fn len(&self) -> usize {
-        self.toeplitz.len()
-    }
-
-    fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
-        let Some((y, ty)) = &mut self.work else {
-            return self.toeplitz.apply(backend, out, x);
-        };
-        // out = sum_c conj(S_c) . F^H F (S_c . x)
-        for (c, s) in self.maps.iter().enumerate() {
-            backend.coil(y, CoilOp::Forward, s, x)?;
-            self.toeplitz.apply(backend, ty, y)?;
-            let op = if c == 0 {
-                CoilOp::Adjoint
-            } else {
-                CoilOp::AddAdjoint
-            };
-            backend.coil(out, op, s, ty)?;
-        }
-        Ok(())
     }
 }
 

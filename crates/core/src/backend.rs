@@ -103,7 +103,7 @@ impl Ratio {
 pub trait Backend: Send + Sync {
     type Real: Real;
     /// A complex vector in device memory.
-    type Vector: Send;
+    type Vector: Send + Sync;
     /// The stencil of W (squared weights) in device memory.
     type Weights: Send;
     /// A few f64 scalars of an iterative solver in device memory.
@@ -124,6 +124,28 @@ pub trait Backend: Send + Sync {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
+
+    // --- several devices -------------------------------------------------
+
+    /// Devices that can each compute a share of a sum of independent terms
+    /// (SENSE's coils) side by side: the GPUs in use; 1 for the CPU.
+    fn shards(&self) -> usize {
+        1
+    }
+
+    /// A backend whose vectors live on shard `i` (`0..shards()`), with this
+    /// one's settings; shard 0 is this backend's own device. A shard has
+    /// one device: its `shards()` is 1.
+    fn shard(&self, i: usize) -> Result<Self>
+    where
+        Self: Sized;
+
+    /// `out = x`, with `out` a vector of this backend and `x` one of `from`
+    /// (another shard). Ordered after everything issued on either so far and
+    /// before anything issued on either afterwards; the host does not wait.
+    fn transfer(&self, out: &mut Self::Vector, from: &Self, x: &Self::Vector) -> Result<()>
+    where
+        Self: Sized;
 
     /// The summation engine shared by Q, F^H D and the forward model:
     /// `out[n] = sum_m coef[m] exp(sign i 2pi sources[m] . targets[n])`.

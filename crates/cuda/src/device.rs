@@ -27,6 +27,36 @@ pub(crate) fn as_floats_mut(x: &mut [Complex<f32>]) -> &mut [f32] {
     unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr() as *mut f32, 2 * x.len()) }
 }
 
+/// Lets `a` and `b` read each other's memory directly (over NVLink or
+/// PCIe), so that copies between them need not pass through the host;
+/// where the hardware cannot, the copies still work, staged by the driver.
+pub(crate) fn enable_peer_access(a: &Device, b: &Device) -> Result<()> {
+    use cudarc::driver::sys;
+    for (x, y) in [(a, b), (b, a)] {
+        let mut can = 0;
+        // SAFETY: both are valid devices of open contexts.
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, x.ctx.cu_device(), y.ctx.cu_device()) }
+            .result()
+            .at("query peer access")?;
+        if can == 0 {
+            continue;
+        }
+        x.ctx.bind_to_thread().at("bind context")?;
+        // SAFETY: y's context is alive (held by y).
+        match unsafe { sys::cuCtxEnablePeerAccess(y.ctx.cu_ctx(), 0) } {
+            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {
+            }
+            e => {
+                return Err(crate::error::err(
+                    &format!("enable peer access GPU {} to GPU {}", x.ordinal, y.ordinal),
+                    e,
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) struct Device {
     pub(crate) ordinal: usize,
     pub(crate) name: String,
@@ -46,6 +76,17 @@ pub(crate) struct Device {
 impl Device {
     pub fn open(ordinal: usize) -> Result<Self> {
         let ctx = CudaContext::new(ordinal).at(&format!("open device {ordinal}"))?;
+        // cudarc would record an event per buffer argument of every launch
+        // and make each launch wait on them (it cannot know which stream
+        // last wrote a buffer): several driver calls per launch, which made
+        // the host, not the GPU, the limit of SENSE's many short kernels.
+        // Our work is ordered by hand instead: everything on `stream`, the
+        // summation engine's `copy_stream` synchronised by its own events,
+        // and copies between GPUs by `transfer`'s waits.
+        // SAFETY: called before this context allocates anything; the rules
+        // (no use on another stream before the allocation, no free before
+        // another stream's use, no concurrent writes) are kept as above.
+        unsafe { ctx.disable_event_tracking() };
         let name = ctx.name().at("device name")?;
         let (major, minor) = ctx.compute_capability().at("compute capability")?;
         use cudarc::driver::sys::CUdevice_attribute as A;
@@ -179,6 +220,24 @@ impl Device {
 
     pub fn copy(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>) -> Result<()> {
         self.stream.memcpy_dtod(x, out).at("copy device to device")
+    }
+
+    /// `out = x`, `out` on this device and `x` on `from`, without the host
+    /// waiting: the copy runs on this device's stream after the work issued
+    /// on `from`'s so far (cudarc makes the stream wait), and `from`'s
+    /// stream waits for the copy before it may write `x` again.
+    pub fn transfer(
+        &self,
+        out: &mut CudaSlice<f32>,
+        from: &Device,
+        x: &CudaSlice<f32>,
+    ) -> Result<()> {
+        if self.ordinal == from.ordinal {
+            return self.copy(out, x);
+        }
+        let what = format!("copy GPU {} to GPU {}", from.ordinal, self.ordinal);
+        self.stream.memcpy_dtod(x, out).at(&what)?;
+        from.stream.join(&self.stream).at(&what)
     }
 
     /// `y = y + a c x`, with c = `ratio.of(s)`, or 1 without scalars.
@@ -377,6 +436,9 @@ impl Device {
         } else {
             cudarc::cufft::FftDirection::Inverse
         };
+        // cuFFT runs on the device current to the thread, which with
+        // several GPUs may be another's.
+        self.ctx.bind_to_thread().at("bind context")?;
         let (ptr, _sync) = x.device_ptr_mut(&self.stream);
         let p = ptr as *mut fft_sys::cufftComplex;
         // SAFETY: in place on a buffer of the plan's size, on the plan's stream.

@@ -129,14 +129,21 @@ impl Device {
         };
         let mut bufs = if streamed {
             let len = STREAM_CHUNK.min(m.max(1));
-            vec![
+            let bufs = vec![
                 self.stream
                     .alloc_zeros::<Sample>(len)
                     .at("allocate stream buffer")?,
                 self.stream
                     .alloc_zeros::<Sample>(len)
                     .at("allocate stream buffer")?,
-            ]
+            ];
+            // The copies may use the buffers once they exist (they are
+            // freed on `stream` after its last kernel, which waits for the
+            // last copy).
+            self.copy_stream
+                .join(&self.stream)
+                .at("order the stream buffers")?;
+            bufs
         } else {
             Vec::new()
         };

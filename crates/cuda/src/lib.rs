@@ -28,6 +28,7 @@ use recon_core::{
     Backend, CoilOp, Complex, Direction, Error, Progress, Ratio, Result, Sign, Stencil, Targets,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 pub use engine::{Lattice, Sample};
 pub use nufft::{CudaNufft, NufftOptions, Spreading};
@@ -157,8 +158,9 @@ pub fn probe() -> std::result::Result<usize, Unavailable> {
 
 /// The CUDA backend.
 pub struct CudaBackend {
-    /// `devices[0]` holds the vectors and runs CG; all run the summation engine.
-    devices: Vec<Device>,
+    /// `devices[0]` holds the vectors and runs CG; all run the summation
+    /// engine, and each is a shard ([`Backend::shard`]) for SENSE's coils.
+    devices: Vec<Arc<Device>>,
     pub options: Options,
 }
 
@@ -195,7 +197,10 @@ impl CudaBackend {
                     reason: format!("device {o} requested, but only {count} present"),
                 });
             }
-            devices.push(Device::open(o)?);
+            devices.push(Arc::new(Device::open(o)?));
+        }
+        for d in &devices[1..] {
+            device::enable_peer_access(&devices[0], d)?;
         }
         Ok(CudaBackend { devices, options })
     }
@@ -243,7 +248,10 @@ impl Backend for CudaBackend {
 
     fn synchronize(&self) -> Result<()> {
         use error::Ctx;
-        self.dev0().stream.synchronize().at("synchronize")
+        for d in &self.devices {
+            d.stream.synchronize().at("synchronize")?;
+        }
+        Ok(())
     }
 
     fn sum_exp(
@@ -330,6 +338,23 @@ impl Backend for CudaBackend {
                 .collect::<Result<Vec<()>>>()
                 .map(|_| ())
         })
+    }
+
+    fn shards(&self) -> usize {
+        self.devices.len()
+    }
+
+    fn shard(&self, i: usize) -> Result<Self> {
+        Error::check_index("GPU shard", i, self.devices.len())?;
+        Ok(CudaBackend {
+            devices: vec![self.devices[i].clone()],
+            options: self.options.clone(),
+        })
+    }
+
+    fn transfer(&self, out: &mut Self::Vector, from: &Self, x: &Self::Vector) -> Result<()> {
+        Error::check_len("transfer", x.len(), out.len())?;
+        self.dev0().transfer(out, from.dev0(), x)
     }
 
     fn zeros(&self, len: usize) -> Result<Self::Vector> {

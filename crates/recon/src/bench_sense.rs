@@ -8,12 +8,14 @@
 //! `sum_c S_c^H F^H D_c` from the host's data on the device, the CG
 //! iterations of the SENSE operator, and F^H D + CG with the image brought
 //! back, the figure of the issue's target. The solve uses the true maps
-//! (normalised), so that the time does not depend on the estimate.
+//! (normalised), so that the time does not depend on the estimate. The
+//! per-scan stages run once for each count of `--gpus` sharing the coils,
+//! in one process on the same data, with the speed-up over one GPU.
 
 use crate::bench_nufft::best;
 use crate::config::{DeviceChoice, EngineCfg, EngineKind, Precision};
 use anyhow::{Context, Result};
-use recon_cg::{Params, Regularised, Sense, Toeplitz};
+use recon_cg::{Normal, Params, Regularised, Sense, Toeplitz};
 use recon_core::{Complex, Real, Stencil};
 use recon_encoding::{Engine, NufftBackend, Plan};
 use serde::Serialize;
@@ -39,6 +41,10 @@ pub struct BenchSenseArgs {
     /// Where to compute: auto (a GPU when usable), cpu or cuda.
     #[arg(long, value_enum, default_value = "auto")]
     pub device: DeviceChoice,
+    /// GPUs sharing the coils, one run for each count, e.g. `1,2,4`;
+    /// default 1 and every GPU of the host.
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Vec<usize>,
     /// Runs of each per-scan stage; the best is reported.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
@@ -57,14 +63,29 @@ struct Results {
     synthesis_seconds: f64,
     plan_seconds: f64,
     q_seconds: f64,
-    /// FFT(Q) and the maps' upload.
-    setup_seconds: f64,
     maps_estimate_seconds: f64,
     /// Agreement of the estimated maps with the true ones inside the object.
     maps_agreement: f64,
+    /// Image-sized copies between GPU 0 and GPU 1, each way in turn.
+    copy_gb_per_s: Option<f64>,
+    runs: Vec<Run>,
+}
+
+/// The per-scan stages with the coils shared among `gpus` GPUs.
+#[derive(Debug, Serialize)]
+struct Run {
+    gpus: usize,
+    /// FFT(Q) and its copies, the maps' upload, the other GPUs' plans.
+    setup_seconds: f64,
     fhd_seconds: f64,
+    /// One application of the SENSE operator, and the host's time to
+    /// issue it (the GPUs then work on while the host waits).
+    apply_ms: f64,
+    apply_issue_ms: f64,
     cg_ms_per_iteration: f64,
     fhd_plus_cg_seconds: f64,
+    /// One GPU's F^H D + CG over this run's (where one GPU ran).
+    speedup: Option<f64>,
 }
 
 pub fn run(args: &BenchSenseArgs) -> Result<()> {
@@ -152,22 +173,133 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
     let maps_agreement = recon_coils::agreement(&est, &maps, &mask)?;
     drop(est);
 
-    let t = Instant::now();
     let host_maps: Vec<Vec<Complex<B::Real>>> =
         maps.iter().map(|m| crate::pipeline::from_f64(m)).collect();
-    let mut sense = Sense::new(b, Toeplitz::new(b, &grid, &q)?, &host_maps)?;
-    drop(host_maps);
+    let q_peak = recon_cg::q_peak(&grid, &q)?;
+    let copy_gb_per_s = copy_rate(b, grid.len())?;
+    let mut runs: Vec<Run> = Vec::new();
+    for &gpus in &gpu_counts(b, &args.gpus)? {
+        let mut run = per_scan(b, args, &plan, &q, q_peak, &host_maps, &data, gpus)?;
+        let one = runs
+            .iter()
+            .find(|r| r.gpus == 1)
+            .map(|r| r.fhd_plus_cg_seconds);
+        run.speedup = one.map(|t| t / run.fhd_plus_cg_seconds);
+        runs.push(run);
+    }
+    let r = Results {
+        device: b.describe(),
+        matrix: args.matrix,
+        samples: traj.len(),
+        coils: args.coils,
+        iterations: args.iterations,
+        synthesis_seconds,
+        plan_seconds,
+        q_seconds,
+        maps_estimate_seconds,
+        maps_agreement,
+        copy_gb_per_s,
+        runs,
+    };
+    println!("recon bench-sense: {}", r.device);
+    println!(
+        "problem: {}^3 image, {} samples, {} coils on a ring, {} CG iterations",
+        r.matrix, r.samples, r.coils, r.iterations
+    );
+    println!(
+        "per trajectory: plan {:.3} s, Q {:.3} s; per scan: maps estimated in {:.2} s (agreement with the true maps {:.3})",
+        r.plan_seconds, r.q_seconds, r.maps_estimate_seconds, r.maps_agreement
+    );
+    if let Some(rate) = r.copy_gb_per_s {
+        println!("copies between GPU 0 and GPU 1: {rate:.0} GB/s");
+    }
+    println!("| GPUs | FFT(Q), maps, plans | F^H D | operator (host issues it in) | CG per iteration | F^H D + CG | speed-up |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for run in &r.runs {
+        println!(
+            "| {} | {:.3} s | {:.4} s | {:.3} ms ({:.3} ms) | {:.3} ms | {:.4} s | {} |",
+            run.gpus,
+            run.setup_seconds,
+            run.fhd_seconds,
+            run.apply_ms,
+            run.apply_issue_ms,
+            run.cg_ms_per_iteration,
+            run.fhd_plus_cg_seconds,
+            run.speedup.map_or("-".into(), |s| format!("{s:.2}x"))
+        );
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&r)? + "\n";
+        recon_io::write_atomic(path, |tmp| crate::output::write_text(tmp, &json))?;
+    }
+    Ok(())
+}
+
+/// The counts of `--gpus`, checked against the backend's; by default 1
+/// and all of them.
+fn gpu_counts<B: NufftBackend>(b: &B, asked: &[usize]) -> Result<Vec<usize>> {
+    let have = b.shards();
+    if asked.is_empty() {
+        return Ok(if have > 1 { vec![1, have] } else { vec![1] });
+    }
+    for &g in asked {
+        anyhow::ensure!(
+            (1..=have).contains(&g),
+            "--gpus {g}: {} has {have} device(s) to share the coils",
+            b.describe()
+        );
+    }
+    Ok(asked.to_vec())
+}
+
+/// Times the per-scan stages with the coils shared among `gpus` shards.
+#[allow(clippy::too_many_arguments)]
+fn per_scan<B: NufftBackend>(
+    b: &B,
+    args: &BenchSenseArgs,
+    plan: &Plan<'_, B>,
+    q: &[Complex<B::Real>],
+    q_peak: f64,
+    maps: &[Vec<Complex<B::Real>>],
+    data: &[Complex<f64>],
+    gpus: usize,
+) -> Result<Run> {
+    let grid = *plan.grid();
+    let t = Instant::now();
+    let mut sense = Sense::split(b, Toeplitz::new(b, &grid, q)?, maps, gpus)?;
+    let shards = sense.shards(b)?;
+    let others = crate::pipeline::part_plans(&shards, plan)?;
     b.synchronize()?;
     let setup_seconds = t.elapsed().as_secs_f64();
 
     // sum_c S_c^H F^H D_c, from the host's data.
-    let mut rhs = b.zeros(grid.len())?;
+    let rhs = |sense: &Sense<B>| {
+        crate::pipeline::sense_rhs(b, plan, &others, sense, data, &mut |_, _| {})
+    };
     let fhd_seconds = best(args.repeats, || {
-        plan.adjoint_coils_on_device(&mut rhs, &data, sense.maps(), &mut |_, _| {})?;
+        rhs(&sense)?;
         b.synchronize()?;
         Ok(())
     })?;
-    let q_peak = recon_cg::q_peak(&grid, &q)?;
+    // One application: the host's time to issue it, and the whole.
+    let x = b.upload(&vec![
+        Complex::<B::Real>::new(
+            B::Real::of(1.0),
+            B::Real::of(0.0)
+        );
+        grid.len()
+    ])?;
+    let mut y = b.zeros(grid.len())?;
+    let (mut apply_ms, mut apply_issue_ms) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..args.repeats + 1 {
+        b.synchronize()?;
+        let t = Instant::now();
+        sense.apply(b, &mut y, &x)?;
+        apply_issue_ms = apply_issue_ms.min(1e3 * t.elapsed().as_secs_f64());
+        b.synchronize()?;
+        apply_ms = apply_ms.min(1e3 * t.elapsed().as_secs_f64());
+    }
+    drop((x, y));
     let lambda = 0.01 * q_peak * sense.map_peak();
     let params = Params {
         iterations: args.iterations,
@@ -176,7 +308,7 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
     let mut image = vec![Complex::<B::Real>::default(); grid.len()];
     let mut cg_seconds = f64::INFINITY;
     let fhd_plus_cg_seconds = best(args.repeats, || {
-        plan.adjoint_coils_on_device(&mut rhs, &data, sense.maps(), &mut |_, _| {})?;
+        let rhs = rhs(&sense)?;
         let mut a = Regularised::new(b, &mut sense, &Stencil::uniform(grid.n), lambda)?;
         let mut x = b.zeros(grid.len())?;
         b.synchronize()?;
@@ -194,40 +326,39 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
         .sqrt();
     anyhow::ensure!(
         norm.is_finite() && norm > 0.0,
-        "the SENSE solve gave an image of norm {norm}"
+        "the SENSE solve on {gpus} GPU(s) gave an image of norm {norm}"
     );
-    let r = Results {
-        device: b.describe(),
-        matrix: args.matrix,
-        samples: traj.len(),
-        coils: args.coils,
-        iterations: args.iterations,
-        synthesis_seconds,
-        plan_seconds,
-        q_seconds,
+    Ok(Run {
+        gpus,
         setup_seconds,
-        maps_estimate_seconds,
-        maps_agreement,
         fhd_seconds,
+        apply_ms,
+        apply_issue_ms,
         cg_ms_per_iteration: 1e3 * cg_seconds / args.iterations as f64,
         fhd_plus_cg_seconds,
-    };
-    println!("recon bench-sense: {}", r.device);
-    println!(
-        "problem: {}^3 image, {} samples, {} coils on a ring, {} CG iterations",
-        r.matrix, r.samples, r.coils, r.iterations
-    );
-    println!(
-        "per trajectory: plan {:.3} s, Q {:.3} s, FFT(Q) and maps upload {:.3} s",
-        r.plan_seconds, r.q_seconds, r.setup_seconds
-    );
-    println!(
-        "per scan: maps estimated in {:.2} s (agreement with the true maps {:.3}); F^H D {:.4} s; CG {:.3} ms/iteration; F^H D + CG {:.3} s",
-        r.maps_estimate_seconds, r.maps_agreement, r.fhd_seconds, r.cg_ms_per_iteration, r.fhd_plus_cg_seconds
-    );
-    if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&r)? + "\n";
-        recon_io::write_atomic(path, |tmp| crate::output::write_text(tmp, &json))?;
+        speedup: None,
+    })
+}
+
+/// GB/s of image-sized copies between shards 0 and 1, each way in turn;
+/// `None` with one shard.
+fn copy_rate<B: NufftBackend>(b: &B, len: usize) -> Result<Option<f64>> {
+    if b.shards() < 2 {
+        return Ok(None);
     }
-    Ok(())
+    let other = b.shard(1)?;
+    let (mut v0, mut v1) = (b.zeros(len)?, other.zeros(len)?);
+    other.transfer(&mut v1, b, &v0)?;
+    b.synchronize()?;
+    other.synchronize()?;
+    const ROUNDS: usize = 10;
+    let t = Instant::now();
+    for _ in 0..ROUNDS {
+        other.transfer(&mut v1, b, &v0)?;
+        b.transfer(&mut v0, &other, &v1)?;
+    }
+    b.synchronize()?;
+    other.synchronize()?;
+    let bytes = (2 * ROUNDS * len * 2 * std::mem::size_of::<B::Real>()) as f64;
+    Ok(Some(bytes / t.elapsed().as_secs_f64() / 1e9))
 }

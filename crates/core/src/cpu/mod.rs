@@ -14,6 +14,8 @@ pub use engine::sum_exp;
 /// The CPU backend in precision `T`.
 pub struct CpuBackend<T: Real> {
     fft: fft::Planner<T>,
+    /// Shards it reports (all on the host): see [`CpuBackend::with_shards`].
+    shards: usize,
     _t: PhantomData<T>,
 }
 
@@ -21,6 +23,7 @@ impl<T: Real> Default for CpuBackend<T> {
     fn default() -> Self {
         CpuBackend {
             fft: fft::Planner::default(),
+            shards: 1,
             _t: PhantomData,
         }
     }
@@ -29,6 +32,22 @@ impl<T: Real> Default for CpuBackend<T> {
 impl<T: Real> CpuBackend<T> {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A backend that reports `shards` shards, all on the host, so that the
+    /// code which shares sums among the GPUs of a host runs (and is tested)
+    /// on the CPU: the sums split and gather as they would on `shards` GPUs.
+    pub fn with_shards(shards: usize) -> Result<Self> {
+        if shards == 0 {
+            return Err(Error::Invalid {
+                what: "CPU shards",
+                reason: "at least one is needed".into(),
+            });
+        }
+        Ok(CpuBackend {
+            shards,
+            ..Self::default()
+        })
     }
 }
 
@@ -65,6 +84,19 @@ impl<T: Real> Backend for CpuBackend<T> {
         progress: Progress<'_>,
     ) -> Result<()> {
         engine::sum_exp(out, targets, sources, coef, sign, progress)
+    }
+
+    fn shards(&self) -> usize {
+        self.shards
+    }
+
+    fn shard(&self, i: usize) -> Result<Self> {
+        Error::check_index("CPU shard", i, self.shards)?;
+        Ok(Self::new())
+    }
+
+    fn transfer(&self, out: &mut Self::Vector, _from: &Self, x: &Self::Vector) -> Result<()> {
+        self.copy(out, x)
     }
 
     fn zeros(&self, len: usize) -> Result<Self::Vector> {

@@ -113,21 +113,75 @@ pub fn stage_problem<'b, B: NufftBackend>(
     let maps: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| from_f64(m)).collect();
     let sense = Sense::new(backend, Toeplitz::new(backend, grid, q)?, &maps)?;
     drop(maps);
+    let shards = sense.shards(backend)?;
+    let others = part_plans(&shards, plan)?;
     backend.synchronize()?;
     seconds.push(("fft_q", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
-    let mut rhs = backend.zeros(grid.len())?;
-    ui.stage("F^H D", |p| {
-        plan.adjoint_coils_on_device(&mut rhs, &inputs.data, sense.maps(), p)
-    })
-    .context("computing F^H D")?;
+    let rhs = ui
+        .stage("F^H D", |p| {
+            sense_rhs(backend, plan, &others, &sense, &inputs.data, p)
+        })
+        .context("computing F^H D")?;
+    drop(others);
+    drop(shards);
     backend.synchronize()?;
     seconds.push(("fhd", t.elapsed().as_secs_f64()));
     let mut fhd = vec![Complex::default(); grid.len()];
     backend.download(&mut fhd, &rhs)?;
     let problem = Problem::on_device(backend, grid, recon_cg::q_peak(grid, q)?, sense, rhs)?;
     Ok((problem, fhd, Some(g)))
+}
+
+/// Plans like `plan` on `shards` (from [`Sense::shards`]), for
+/// [`sense_rhs`].
+pub fn part_plans<'b, B: NufftBackend>(
+    shards: &'b [B],
+    plan: &Plan<'_, B>,
+) -> Result<Vec<Plan<'b, B>>> {
+    shards
+        .iter()
+        .map(|b| {
+            Plan::new(b, plan.engine(), plan.grid(), plan.traj())
+                .context("planning the encoding operator on another GPU")
+        })
+        .collect()
+}
+
+/// `sum_c S_c^H F^H D_c` on the solver's device, from `data` (each coil's
+/// samples in turn, `[C, M]`): each of `sense`'s parts sums its coils
+/// through its own plan (`plan` for the first, `others` from
+/// [`part_plans`] for the rest), side by side.
+pub fn sense_rhs<B: NufftBackend>(
+    backend: &B,
+    plan: &Plan<'_, B>,
+    others: &[Plan<'_, B>],
+    sense: &Sense<B>,
+    data: &[C64],
+    progress: recon_core::Progress<'_>,
+) -> Result<B::Vector> {
+    let m = plan.traj().len();
+    anyhow::ensure!(
+        others.len() + 1 == sense.parts() && data.len() == sense.coils() * m,
+        "SENSE's right-hand side: {} plans and {} values for {} parts, {} coils and {m} samples",
+        others.len() + 1,
+        data.len(),
+        sense.parts(),
+        sense.coils()
+    );
+    let mut rhs = backend.zeros(plan.grid().len())?;
+    sense.sum_parts(
+        backend,
+        &mut rhs,
+        |i, _, coils, maps, sum, tick| {
+            let p = if i == 0 { plan } else { &others[i - 1] };
+            let d = &data[coils.start * m..coils.end * m];
+            p.adjoint_coils_on_device(sum, d, maps, &mut |_, _| tick())
+        },
+        progress,
+    )?;
+    Ok(rhs)
 }
 
 /// The gridding plan of a run (density weights made once).

@@ -13,7 +13,9 @@ use std::time::Instant;
 mod coils;
 mod memory;
 use coils::gridding_rss;
-pub use coils::{gridder, maps_from_data, prepare, stage_maps, stage_problem, Prepared};
+pub use coils::{
+    gridder, maps_from_data, part_plans, prepare, sense_rhs, stage_maps, stage_problem, Prepared,
+};
 pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};
 
 /// How the pipeline reports progress; the binary implements it with indicatif.
