@@ -53,6 +53,29 @@ impl<B: Backend> Toeplitz<B> {
         })
     }
 
+    /// SENSE's term of one coil: `out = conj(s) . F^H F (s . x)`, or
+    /// `out += ...` with `accumulate`; `scratch` two image-sized vectors.
+    pub fn apply_coil(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        accumulate: bool,
+        s: &B::Vector,
+        x: &B::Vector,
+        scratch: (&mut B::Vector, &mut B::Vector),
+    ) -> Result<()> {
+        backend.toeplitz_coil(
+            out,
+            accumulate,
+            s,
+            x,
+            &self.fq,
+            &mut self.work,
+            scratch,
+            self.n,
+        )
+    }
+
     /// The same product on another shard `to`, FFT(Q) copied from `from`
     /// (this one's backend).
     pub fn copied(&self, to: &B, from: &B) -> Result<Self> {

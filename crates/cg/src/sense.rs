@@ -10,7 +10,7 @@
 //! run side by side.
 
 use crate::{Normal, Toeplitz};
-use recon_core::{Backend, CoilOp, Complex, Error, Progress, Real, Result};
+use recon_core::{Backend, Complex, Error, Progress, Real, Result};
 use std::ops::Range;
 
 /// Voxels from which the coils are shared among several devices by
@@ -63,14 +63,7 @@ impl<B: Backend> Term<B> {
     fn coil(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector, c: usize) -> Result<()> {
         let (y, ty) = self.work.as_mut().expect("work with maps");
         let s = &self.maps[c];
-        backend.coil(y, CoilOp::Forward, s, x)?;
-        self.toeplitz.apply(backend, ty, y)?;
-        let op = if c == 0 {
-            CoilOp::Adjoint
-        } else {
-            CoilOp::AddAdjoint
-        };
-        backend.coil(out, op, s, ty)
+        self.toeplitz.apply_coil(backend, out, c > 0, s, x, (y, ty))
     }
 }
 

@@ -266,6 +266,27 @@ pub trait Backend: Send + Sync {
         x: &Self::Vector,
     ) -> Result<()>;
 
+    /// One coil's term of SENSE's normal operator, `out = conj(s) . T(s . x)`
+    /// (`accumulate`: `out += ...`), T the Toeplitz product of `fq` (`work`
+    /// its scratch, as in [`Backend::toeplitz`]), `scratch` two image-sized
+    /// vectors. The default composes [`Backend::coil`] and
+    /// [`Backend::toeplitz`]; a device may instead fold the map into the
+    /// product's first read and last write.
+    #[allow(clippy::too_many_arguments)]
+    fn toeplitz_coil(
+        &self,
+        out: &mut Self::Vector,
+        accumulate: bool,
+        s: &Self::Vector,
+        x: &Self::Vector,
+        fq: &Self::Vector,
+        work: &mut Self::Vector,
+        scratch: (&mut Self::Vector, &mut Self::Vector),
+        n: [usize; 3],
+    ) -> Result<()> {
+        toeplitz_coil_by_pieces(self, out, accumulate, s, x, fq, work, scratch, n)
+    }
+
     // --- regulariser ----------------------------------------------------
 
     /// Copies the stencil's squared weights to the device.
@@ -319,4 +340,28 @@ pub fn toeplitz_by_pieces<B: Backend + ?Sized>(
     backend.mul(work, fq)?;
     backend.fft3(work, d, Direction::Inverse)?;
     backend.crop(out, work, n)
+}
+
+/// [`Backend::toeplitz_coil`] from its pieces: `y = s . x`, `ty = T y`,
+/// `out (+)= conj(s) . ty`.
+#[allow(clippy::too_many_arguments)]
+pub fn toeplitz_coil_by_pieces<B: Backend + ?Sized>(
+    backend: &B,
+    out: &mut B::Vector,
+    accumulate: bool,
+    s: &B::Vector,
+    x: &B::Vector,
+    fq: &B::Vector,
+    work: &mut B::Vector,
+    (y, ty): (&mut B::Vector, &mut B::Vector),
+    n: [usize; 3],
+) -> Result<()> {
+    backend.coil(y, CoilOp::Forward, s, x)?;
+    backend.toeplitz(ty, y, fq, work, n)?;
+    let op = if accumulate {
+        CoilOp::AddAdjoint
+    } else {
+        CoilOp::Adjoint
+    };
+    backend.coil(out, op, s, ty)
 }

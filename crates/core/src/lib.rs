@@ -22,7 +22,8 @@ mod real;
 mod stencil;
 
 pub use backend::{
-    fft_q_by_pieces, toeplitz_by_pieces, Backend, CoilOp, Direction, Ratio, Sign, Targets,
+    fft_q_by_pieces, toeplitz_by_pieces, toeplitz_coil_by_pieces, Backend, CoilOp, Direction,
+    Ratio, Sign, Targets,
 };
 pub use cpu::CpuBackend;
 pub use error::Error;

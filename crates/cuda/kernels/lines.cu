@@ -123,11 +123,16 @@ __device__ __forceinline__ int at(int i, int c)
 // (q / a) * b + (q % a) * d + k * step, for k < n, times f[k] where f is
 // not null. The line's transform index i holds point k = i (plain), or,
 // centred, the mode of frequency i (i - L above L/2) at k = frequency +
-// n/2: the n lowest frequencies, in the order -n/2 .. n/2 - 1.
+// n/2: the n lowest frequencies, in the order -n/2 .. n/2 - 1. A coil
+// map `s` (SENSE), where not null, is indexed like the data: a load
+// multiplies each point by s, a store writes conj(s) times the result
+// (`coil` MAP_SET) or adds it to what is there (MAP_ADD).
+enum { MAP_SET = 0, MAP_ADD = 1 };
 struct Map {
     long long b, d, step;
-    int a, n, centred, unused;
+    int a, n, centred, coil;
     const float* f;
+    const float2* s;
 };
 
 // The point of transform index i of a line of length len, or -1.
@@ -158,11 +163,13 @@ struct Line {
     {
         const int k = point_of(mi, i, len);
         if (k < 0 || !inside) return make_float2(0.0f, 0.0f);
-        float2 v = src[in + k * mi.step];
+        const long long at = in + k * mi.step;
+        float2 v = src[at];
         if (mi.f) {
             const float f = mi.f[k];
             v = make_float2(f * v.x, f * v.y);
         }
+        if (mi.s) v = cmul(mi.s[at], v);
         return v;
     }
     __device__ __forceinline__ void store(int i, float2 v) const
@@ -173,7 +180,13 @@ struct Line {
             const float f = mo.f[k];
             v = make_float2(f * v.x, f * v.y);
         }
-        dst[out + k * mo.step] = v;
+        const long long at = out + k * mo.step;
+        if (mo.s) {
+            const float2 c = mo.s[at];
+            v = cmul(make_float2(c.x, -c.y), v);
+            if (mo.coil == MAP_ADD) v = cadd(v, dst[at]);
+        }
+        dst[at] = v;
     }
 };
 

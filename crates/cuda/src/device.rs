@@ -29,7 +29,10 @@ pub(crate) fn as_floats_mut(x: &mut [Complex<f32>]) -> &mut [f32] {
 
 /// Lets `a` and `b` read each other's memory directly (over NVLink or
 /// PCIe), so that copies between them need not pass through the host;
-/// where the hardware cannot, the copies still work, staged by the driver.
+/// where the hardware cannot, the copies still work, staged by the driver
+/// (an H200 pair: 35 GB/s staged, 330 GB/s direct). Our buffers come from
+/// each device's default memory pool (cudarc allocates stream-ordered),
+/// whose peers need their own grant beside the contexts'.
 pub(crate) fn enable_peer_access(a: &Device, b: &Device) -> Result<()> {
     use cudarc::driver::sys;
     for (x, y) in [(a, b), (b, a)] {
@@ -53,6 +56,27 @@ pub(crate) fn enable_peer_access(a: &Device, b: &Device) -> Result<()> {
                 ))
             }
         }
+        // y's pool grants x's device access to what it allocates.
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: y's device is valid; pool is written by the call.
+        unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, y.ctx.cu_device()) }
+            .result()
+            .at("find the default memory pool")?;
+        let grant = sys::CUmemAccessDesc {
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: x.ctx.cu_device(),
+            },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: one valid descriptor.
+        unsafe { sys::cuMemPoolSetAccess(pool, &grant, 1) }
+            .result()
+            .at(&format!(
+                "grant GPU {} access to GPU {}'s memory pool",
+                x.ordinal, y.ordinal
+            ))?;
+        x.peers.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(())
 }
@@ -71,6 +95,8 @@ pub(crate) struct Device {
     /// The pruned Toeplitz product's plans, per image shape (toeplitz.rs).
     pub(crate) toeplitz: Mutex<HashMap<[usize; 3], crate::toeplitz::Passes>>,
     pub(crate) partial: Mutex<CudaSlice<f64>>,
+    /// Whether it reads another GPU's memory directly (enable_peer_access).
+    pub(crate) peers: std::sync::atomic::AtomicBool,
 }
 
 impl Device {
@@ -146,11 +172,20 @@ impl Device {
             ffts: Mutex::new(HashMap::new()),
             toeplitz: Mutex::new(HashMap::new()),
             partial: Mutex::new(partial),
+            peers: Default::default(),
         })
     }
 
     pub fn describe(&self) -> String {
-        format!("GPU {} {} ({} SMs)", self.ordinal, self.name, self.sms)
+        let peers = if self.peers.load(std::sync::atomic::Ordering::Relaxed) {
+            ", peer access"
+        } else {
+            ""
+        };
+        format!(
+            "GPU {} {} ({} SMs{peers})",
+            self.ordinal, self.name, self.sms
+        )
     }
 
     /// One sin and one cos per pair at 16 results per clock per SM.

@@ -505,10 +505,41 @@ impl Backend for CudaBackend {
         Error::check_len("Toeplitz output", 2 * len, out.len())?;
         Error::check_len("FFT(Q)", 16 * len, fq.len())?;
         Error::check_len("Toeplitz work", 16 * len, work.len())?;
-        if self.options.pruned_toeplitz && self.dev0().toeplitz(out, x, fq, work, n)? {
+        if self.options.pruned_toeplitz && self.dev0().toeplitz(out, x, fq, work, n, None)? {
             return Ok(());
         }
         recon_core::toeplitz_by_pieces(self, out, x, fq, work, n)
+    }
+
+    fn toeplitz_coil(
+        &self,
+        out: &mut Self::Vector,
+        accumulate: bool,
+        s: &Self::Vector,
+        x: &Self::Vector,
+        fq: &Self::Vector,
+        work: &mut Self::Vector,
+        scratch: (&mut Self::Vector, &mut Self::Vector),
+        n: [usize; 3],
+    ) -> Result<()> {
+        let len: usize = n.iter().product();
+        for (what, v) in [
+            ("coil map", &*s),
+            ("SENSE input", x),
+            ("SENSE output", &*out),
+        ] {
+            Error::check_len(what, 2 * len, v.len())?;
+        }
+        Error::check_len("FFT(Q)", 16 * len, fq.len())?;
+        Error::check_len("Toeplitz work", 16 * len, work.len())?;
+        if self.options.pruned_toeplitz
+            && self
+                .dev0()
+                .toeplitz(out, x, fq, work, n, Some((s, accumulate)))?
+        {
+            return Ok(());
+        }
+        recon_core::toeplitz_coil_by_pieces(self, out, accumulate, s, x, fq, work, scratch, n)
     }
 
     fn upload_weights(&self, w: &Stencil) -> Result<Self::Weights> {

@@ -50,8 +50,8 @@ pub(crate) fn shared_bytes(l: usize) -> usize {
 /// Where line q's points lie: point k at `(q / a) * b + (q % a) * d + k *
 /// step` (in float2), for k < n, multiplied by `f[k]` where `f` is not
 /// null. Plain, transform index i is point i; centred, point k holds the
-/// frequency k - n/2 (the n lowest, as a NUFFT orders its modes). `Map` in
-/// lines.cu.
+/// frequency k - n/2 (the n lowest, as a NUFFT orders its modes). A coil
+/// map `s` where not null (see [`Map::coil`]). `Map` in lines.cu.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Map {
@@ -61,8 +61,9 @@ pub(crate) struct Map {
     a: i32,
     n: i32,
     centred: i32,
-    unused: i32,
+    coil: i32,
     f: u64,
+    s: u64,
 }
 
 // SAFETY: plain integers and a device address, laid out as the C struct.
@@ -79,8 +80,9 @@ impl Map {
             a: if a == 0 { 1 << 30 } else { a as i32 },
             n: n as i32,
             centred: 0,
-            unused: 0,
+            coil: 0,
             f: 0,
+            s: 0,
         }
     }
 
@@ -99,6 +101,15 @@ impl Map {
     pub fn times(mut self, dev: &Device, f: &CudaSlice<f32>) -> Map {
         let (ptr, _sync) = f.device_ptr(&dev.stream);
         self.f = ptr;
+        self
+    }
+
+    /// With a coil map `s`, indexed like the data: loads multiply by s,
+    /// stores write conj(s) times the result, or add it with `accumulate`.
+    pub fn coil(mut self, dev: &Device, s: &CudaSlice<f32>, accumulate: bool) -> Map {
+        let (ptr, _sync) = s.device_ptr(&dev.stream);
+        self.s = ptr;
+        self.coil = accumulate as i32;
         self
     }
 }
@@ -185,6 +196,6 @@ mod tests {
         assert_eq!(columns_per_block(256), 8);
         assert_eq!(columns_per_block(96), 16);
         assert_eq!(columns_per_block(1024), 4);
-        assert_eq!(std::mem::size_of::<Map>(), 48);
+        assert_eq!(std::mem::size_of::<Map>(), 56);
     }
 }

@@ -45,7 +45,9 @@ impl Device {
 
     /// The pruned, fused Toeplitz product (module docs); `Ok(false)`, with
     /// nothing done, for shapes it does not cover. `work` holds at least
-    /// the lower half of the 2n grid.
+    /// the lower half of the 2n grid. With `coil = (s, accumulate)`, SENSE's
+    /// term of one coil instead, `out (+)= conj(s) . T(s . x)`: the map
+    /// rides along with the first pass's reads and the last's writes.
     pub fn toeplitz(
         &self,
         out: &mut CudaSlice<f32>,
@@ -53,6 +55,7 @@ impl Device {
         fq: &CudaSlice<f32>,
         work: &mut CudaSlice<f32>,
         n: [usize; 3],
+        coil: Option<(&CudaSlice<f32>, bool)>,
     ) -> Result<bool> {
         use std::collections::hash_map::Entry;
         let mut cache = self.toeplitz.lock().expect("Toeplitz plans poisoned");
@@ -72,8 +75,13 @@ impl Device {
         let work_rows = |n| Map::new(ny, plane, px, 1, n);
         // y lines of work: line q = z px + x.
         let work_ys = |n| Map::new(px, plane, 1, px, n);
-        // 1. x: FFT of x's rows zero-padded to 2nx
-        self.lines(&p.x, work, Some(x), work_rows(px), Map::rows(nx, nx), -1.0)?;
+        let image = Map::rows(nx, nx);
+        let (read, write) = match coil {
+            Some((s, accumulate)) => (image.coil(self, s, false), image.coil(self, s, accumulate)),
+            None => (image, image),
+        };
+        // 1. x: FFT of x's rows zero-padded to 2nx (times s)
+        self.lines(&p.x, work, Some(x), work_rows(px), read, -1.0)?;
         // 2. y: FFT, points y >= ny zero
         self.lines(&p.y, work, None, work_ys(py), work_ys(ny), -1.0)?;
         // 3. z: FFT, product with FFT(Q) / (2n)^3, inverse FFT
@@ -90,8 +98,9 @@ impl Device {
         unsafe { b.launch(p.z.cfg) }.at("launch toeplitz_columns")?;
         // 4. y: inverse FFT, points y < ny kept
         self.lines(&p.y, work, None, work_ys(ny), work_ys(py), 1.0)?;
-        // 5. x: inverse FFT of the rows y < ny, cropped into out
-        self.lines(&p.x, out, Some(work), Map::rows(nx, nx), work_rows(px), 1.0)?;
+        // 5. x: inverse FFT of the rows y < ny, cropped into out (times
+        // conj(s), added)
+        self.lines(&p.x, out, Some(work), write, work_rows(px), 1.0)?;
         Ok(true)
     }
 
