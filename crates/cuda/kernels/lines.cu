@@ -144,16 +144,19 @@ __device__ __forceinline__ int point_of(const Map& m, int i, int len)
 }
 
 // This thread's line: read from src through one map, written to dst
-// through another (the same buffer for the passes in place).
-struct Line {
+// through another (the same buffer for the passes in place). COIL: the
+// maps' coil maps apply where set (a separate kernel, so that the other passes keep
+// their registers: the launch bounds allow 64 per thread).
+template <bool COIL>
+struct LineT {
     const float2* src;
     float2* dst;
     long long in, out;
     Map mi, mo;
     int len;
     bool inside;
-    __device__ __forceinline__ Line(const float2* src_, float2* dst_, const Map& mi_, const Map& mo_, int q,
-                                    bool inside_, int len_)
+    __device__ __forceinline__ LineT(const float2* src_, float2* dst_, const Map& mi_, const Map& mo_, int q,
+                                     bool inside_, int len_)
         : src(src_), dst(dst_), mi(mi_), mo(mo_), len(len_), inside(inside_)
     {
         in = (long long)(q / mi.a) * mi.b + (long long)(q % mi.a) * mi.d;
@@ -169,7 +172,7 @@ struct Line {
             const float f = mi.f[k];
             v = make_float2(f * v.x, f * v.y);
         }
-        if (mi.s) v = cmul(mi.s[at], v);
+        if (COIL && mi.s) v = cmul(mi.s[at], v);
         return v;
     }
     __device__ __forceinline__ void store(int i, float2 v) const
@@ -181,7 +184,7 @@ struct Line {
             v = make_float2(f * v.x, f * v.y);
         }
         const long long at = out + k * mo.step;
-        if (mo.s) {
+        if (COIL && mo.s) {
             const float2 c = mo.s[at];
             v = cmul(make_float2(c.x, -c.y), v);
             if (mo.coil == MAP_ADD) v = cadd(v, dst[at]);
@@ -211,8 +214,8 @@ __host__ __device__ constexpr int last_radix(int L)
 // writing (the pass is in place) and after. NS is the product of the
 // earlier radices; tw[k] = exp(i 2pi k / L), conjugated for s = -1. With
 // `f`, each result is multiplied by f[g * R + r] before it is written.
-template <int L, int C, int R, int NS, Place SRC, Place DST>
-__device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Line& col,
+template <int L, int C, int R, int NS, Place SRC, Place DST, class Col>
+__device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Col& col,
                                      const float2* f)
 {
     constexpr int TC = L / 8;
@@ -259,9 +262,9 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
 // The FFT of length L of every column, sign s: the passes from NS (points
 // combined so far) on. The first reads from FIRST, the last writes to LAST
 // (multiplied by `f`); the others work in shared memory.
-template <int L, int C, int NS, Place FIRST, Place LAST>
+template <int L, int C, int NS, Place FIRST, Place LAST, class Col>
 __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s,
-                                            const Line& col, const float2* f)
+                                            const Col& col, const float2* f)
 {
     if constexpr (NS < L) {
         constexpr int R = next_radix(L / NS);
@@ -315,7 +318,7 @@ __device__ __forceinline__ void columns(float2* work, const float2* __restrict__
     const long long x = b.line;
     // Column x: point z at z * P + x.
     const Map m{0, 1, P, 1 << 30, nz, 0, 0, nullptr};
-    const Line col(work, work, m, m, (int)x, x < P, L);
+    const LineT<false> col(work, work, m, m, (int)x, x < P, L);
 
     // scale * FFT(Q) at the points this thread's last forward pass writes
     // (j + r L/R for its groups j), loaded before the FFT so that the
@@ -341,13 +344,14 @@ __device__ __forceinline__ void columns(float2* work, const float2* __restrict__
 // (map mo), through shared memory: the first pass reads global memory, the
 // last writes it. A null src reads dst: in place (a block reads all of its
 // lines before it writes any). Blocks and shared memory as columns<L>.
-template <int L>
+// COIL: with the maps' coil maps (SENSE's term of one coil).
+template <int L, bool COIL>
 __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Map mi, int count,
                                       const float2* __restrict__ twiddles, float s)
 {
     constexpr int C = columns_for(L);
     const Block b = block<L>(twiddles);
-    const Line line(src ? src : dst, dst, mi, mo, (int)b.line, b.line < count, L);
+    const LineT<COIL> line(src ? src : dst, dst, mi, mo, (int)b.line, b.line < count, L);
     fft_columns<L, C, 1, GLOBAL, GLOBAL>(b.S, b.tw, b.c, b.tj, s, line, nullptr);
 }
 
@@ -364,7 +368,13 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
     extern "C" __global__ void BOUNDS(L) fft_lines_##L(float2* dst, const float2* src, Map mo, Map mi, \
                                                            int count, const float2* __restrict__ tw, float s) \
     {                                                                                                        \
-        lines<L>(dst, src, mo, mi, count, tw, s);                                                            \
+        lines<L, false>(dst, src, mo, mi, count, tw, s);                                                     \
+    }                                                                                                        \
+    extern "C" __global__ void BOUNDS(L) fft_lines_coil_##L(float2* dst, const float2* src, Map mo, Map mi, \
+                                                                int count, const float2* __restrict__ tw,   \
+                                                                float s)                                    \
+    {                                                                                                        \
+        lines<L, true>(dst, src, mo, mi, count, tw, s);                                                      \
     }
 
 KERNELS(16)

@@ -21,7 +21,13 @@ pub(crate) const LENGTHS: [usize; 14] = [
 pub(crate) fn kernel_names() -> Vec<String> {
     LENGTHS
         .iter()
-        .flat_map(|l| [format!("toeplitz_columns_{l}"), format!("fft_lines_{l}")])
+        .flat_map(|l| {
+            [
+                format!("toeplitz_columns_{l}"),
+                format!("fft_lines_{l}"),
+                format!("fft_lines_coil_{l}"),
+            ]
+        })
         .collect()
 }
 
@@ -105,7 +111,8 @@ impl Map {
     }
 
     /// With a coil map `s`, indexed like the data: loads multiply by s,
-    /// stores write conj(s) times the result, or add it with `accumulate`.
+    /// stores write conj(s) times the result, or add it with `accumulate`
+    /// (for the `fft_lines_coil` kernels only).
     pub fn coil(mut self, dev: &Device, s: &CudaSlice<f32>, accumulate: bool) -> Map {
         let (ptr, _sync) = s.device_ptr(&dev.stream);
         self.s = ptr;

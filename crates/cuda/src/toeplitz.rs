@@ -26,6 +26,8 @@ use recon_core::{Complex, Result};
 /// x (rows of x), y and z.
 pub(crate) struct Passes {
     x: Pass,
+    /// The x lines with a coil map (SENSE).
+    x_coil: Pass,
     y: Pass,
     z: Pass,
 }
@@ -38,6 +40,7 @@ impl Device {
         }
         Ok(Some(Passes {
             x: self.pass("fft_lines", 2 * nx, ny * nz)?,
+            x_coil: self.pass("fft_lines_coil", 2 * nx, ny * nz)?,
             y: self.pass("fft_lines", 2 * ny, 2 * nx * nz)?,
             z: self.pass("toeplitz_columns", 2 * nz, 4 * nx * ny)?,
         }))
@@ -76,12 +79,16 @@ impl Device {
         // y lines of work: line q = z px + x.
         let work_ys = |n| Map::new(px, plane, 1, px, n);
         let image = Map::rows(nx, nx);
-        let (read, write) = match coil {
-            Some((s, accumulate)) => (image.coil(self, s, false), image.coil(self, s, accumulate)),
-            None => (image, image),
+        let (xp, read, write) = match coil {
+            Some((s, accumulate)) => (
+                &p.x_coil,
+                image.coil(self, s, false),
+                image.coil(self, s, accumulate),
+            ),
+            None => (&p.x, image, image),
         };
         // 1. x: FFT of x's rows zero-padded to 2nx (times s)
-        self.lines(&p.x, work, Some(x), work_rows(px), read, -1.0)?;
+        self.lines(xp, work, Some(x), work_rows(px), read, -1.0)?;
         // 2. y: FFT, points y >= ny zero
         self.lines(&p.y, work, None, work_ys(py), work_ys(ny), -1.0)?;
         // 3. z: FFT, product with FFT(Q) / (2n)^3, inverse FFT
@@ -100,7 +107,7 @@ impl Device {
         self.lines(&p.y, work, None, work_ys(ny), work_ys(py), 1.0)?;
         // 5. x: inverse FFT of the rows y < ny, cropped into out (times
         // conj(s), added)
-        self.lines(&p.x, out, Some(work), write, work_rows(px), 1.0)?;
+        self.lines(xp, out, Some(work), write, work_rows(px), 1.0)?;
         Ok(true)
     }
 
