@@ -198,6 +198,18 @@ fn sense_shared_among_gpus_matches_one_gpu_and_cpu_f64() {
     assert!(err < 1e-5, "{err:e}");
 }
 
+/// The default GPU backend, and one that always composes the Toeplitz
+/// product from its pieces; `None` (skipped) without a GPU.
+fn pruned_and_pieces() -> Option<(CudaBackend, CudaBackend)> {
+    let pruned = gpu(Options::default())?;
+    let pieces = CudaBackend::new(Options {
+        pruned_toeplitz: false,
+        ..Default::default()
+    })
+    .unwrap();
+    Some((pruned, pieces))
+}
+
 #[test]
 fn toeplitz_product_pruned_and_by_pieces_matches_cpu_f64() {
     // Line lengths 2n with kernels of radices 8 and 2 (16), 8 and 4 (32),
@@ -216,14 +228,9 @@ fn toeplitz_product_pruned_and_by_pieces_matches_cpu_f64() {
         ([16, 12, 8], false),
         ([8, 16, 12], false),
     ];
-    let Some(pruned) = gpu(Options::default()) else {
+    let Some((pruned, pieces)) = pruned_and_pieces() else {
         return;
     };
-    let pieces = CudaBackend::new(Options {
-        pruned_toeplitz: false,
-        ..Default::default()
-    })
-    .unwrap();
     let cpu = CpuBackend::<f64>::new();
     let apply = |b: &CudaBackend, t: &mut Toeplitz<CudaBackend>, v: &[Complex<f64>]| {
         let gv = b.upload(&down(v)).unwrap();
@@ -272,14 +279,9 @@ fn sense_terms_folded_into_the_toeplitz_passes_match_cpu_f64() {
     // read and last write (covered shapes), and by the pieces (an uncovered
     // shape, and the pieces backend), against the CPU in float64. Three
     // coils: the first sets out, the others add to it; applied twice.
-    let Some(pruned) = gpu(Options::default()) else {
+    let Some((pruned, pieces)) = pruned_and_pieces() else {
         return;
     };
-    let pieces = CudaBackend::new(Options {
-        pruned_toeplitz: false,
-        ..Default::default()
-    })
-    .unwrap();
     let cpu = CpuBackend::<f64>::new();
     for (n, covered) in [
         ([8, 16, 48], true),

@@ -51,7 +51,7 @@ pub(crate) fn enable_peer_access(a: &Device, b: &Device) -> Result<()> {
             }
             e => {
                 return Err(crate::error::err(
-                    &format!("enable peer access GPU {} to GPU {}", x.ordinal, y.ordinal),
+                    format!("enable peer access GPU {} to GPU {}", x.ordinal, y.ordinal),
                     e,
                 ))
             }

@@ -13,7 +13,11 @@
 //! result does not depend on the number of GPUs). The CG primitives (cuFFT,
 //! the W^H W stencil, reductions) run on the first GPU; only scalars cross
 //! to the host per iteration. The NUFFT ([`recon_nufft::NufftBackend`],
-//! kernels in `kernels/nufft.cu`) runs on the first GPU too.
+//! kernels in `kernels/nufft.cu`) runs on the first GPU too. Each GPU is
+//! also a shard ([`Backend::shard`]) for sums that recon-cg shares among
+//! them (SENSE's coils), with direct copies between them. Work is ordered
+//! by hand (one stream per GPU, events where two meet): cudarc's automatic
+//! event per buffer and launch is off (device.rs).
 
 mod device;
 mod engine;
@@ -523,11 +527,7 @@ impl Backend for CudaBackend {
         n: [usize; 3],
     ) -> Result<()> {
         let len: usize = n.iter().product();
-        for (what, v) in [
-            ("coil map", &*s),
-            ("SENSE input", x),
-            ("SENSE output", &*out),
-        ] {
+        for (what, v) in [("coil map", s), ("SENSE input", x), ("SENSE output", &*out)] {
             Error::check_len(what, 2 * len, v.len())?;
         }
         Error::check_len("FFT(Q)", 16 * len, fq.len())?;
