@@ -244,6 +244,8 @@ fn four_coil_run_beats_its_gridding_and_reports_its_coils() {
     let r = report(tmp.path());
     assert_eq!(r["coils"], 4);
     assert_eq!(r["maps"], "estimate");
+    // One CPU: the coils stay on one device.
+    assert_eq!(r["coil_devices"], 1);
     let (it, gr) = (
         r["psnr_db"].as_f64().unwrap(),
         r["gridding_psnr_db"].as_f64().unwrap(),

@@ -219,6 +219,11 @@ impl<B: Backend> Problem<B> {
         })
     }
 
+    /// Devices that share the coils (see [`Sense`]).
+    pub fn devices(&self) -> usize {
+        self.sense.parts()
+    }
+
     /// The right-hand side on the device.
     pub fn rhs(&self) -> &B::Vector {
         &self.fhd

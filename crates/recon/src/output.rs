@@ -31,6 +31,9 @@ pub struct Report {
     pub compressed_from: Option<usize>,
     pub energy_kept: Option<f64>,
     pub device: String,
+    /// GPUs that shared the coils' terms (1 unless several coils on a grid
+    /// of 64^3 voxels or more, on a host with several GPUs).
+    pub coil_devices: usize,
     /// How Q and F^H D were computed, e.g. "nufft (tolerance 1e-6, ...)".
     pub engine: String,
     pub precision: String,
@@ -84,6 +87,7 @@ pub fn report(
         compressed_from: inputs.compressed.map(|c| c.0),
         energy_kept: inputs.compressed.map(|c| c.1),
         device: out.device.clone(),
+        coil_devices: out.coil_devices,
         engine: l.cfg.engine.engine().describe(),
         precision: format!("{:?}", l.cfg.engine.precision).to_lowercase(),
         matrix: l.grid.n,

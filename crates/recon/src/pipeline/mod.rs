@@ -70,6 +70,9 @@ pub struct Outputs {
     pub prior: Option<recon_prior::Info>,
     pub seconds: Vec<(&'static str, f64)>,
     pub device: String,
+    /// GPUs that shared SENSE's coils (1 for one coil, a small grid or one
+    /// device).
+    pub coil_devices: usize,
 }
 
 /// The sample positions: generated, or from the scan file.
@@ -461,6 +464,7 @@ where
         tolerance: l.cfg.solver.tolerance,
     };
     let lambda_abs = problem.lambda_abs(l.cfg.solver.lambda);
+    let coil_devices = problem.devices();
     let w = regulariser(l, inputs)?;
     if let Regulariser::Anatomical(p) = &w {
         let i = &p.info;
@@ -509,6 +513,7 @@ where
         prior: solved.prior,
         seconds,
         device: backend.describe(),
+        coil_devices,
     })
 }
 
