@@ -42,7 +42,11 @@ fn sense(b: &CpuBackend<f64>, f: &Fixture, parts: usize) -> Sense<CpuBackend<f64
 
 /// `sum_c S_c^H F^H D_c` through the pipeline's function, with a plan per
 /// part; returns it and the progress calls.
-fn rhs(b: &CpuBackend<f64>, f: &Fixture, s: &Sense<CpuBackend<f64>>) -> (Vec<C>, Vec<(u64, u64)>) {
+fn rhs(
+    b: &CpuBackend<f64>,
+    f: &Fixture,
+    s: &mut Sense<CpuBackend<f64>>,
+) -> (Vec<C>, Vec<(u64, u64)>) {
     let plan = exact(b, &f.grid, &f.traj);
     let shards = s.shards(b).unwrap();
     let others = recon::pipeline::part_plans(&shards, &plan).unwrap();
@@ -82,8 +86,8 @@ fn coils_shared_among_shards_give_one_devices_operator_rhs_and_solve() {
 
     // The right-hand side, each part through its own plan, and progress
     // counting every coil once whatever the thread that did it.
-    let (b1, _) = rhs(&one, &f, &s1);
-    let (b3, calls) = rhs(&three, &f, &s3);
+    let (b1, _) = rhs(&one, &f, &mut s1);
+    let (b3, calls) = rhs(&three, &f, &mut s3);
     let err = nrmse(&b3, &b1);
     assert!(err < 1e-14, "right-hand side shared vs one: {err:e}");
     let want: Vec<(u64, u64)> = (1..=7).map(|d| (d, 7)).collect();
@@ -129,13 +133,12 @@ fn the_split_follows_the_coils_the_shards_and_the_grid() {
     }
     assert!(CpuBackend::<f64>::with_shards(0).is_err());
     // The right-hand side refuses data for another number of coils.
-    let s = sense(&three, &f, 2);
+    let mut s = sense(&three, &f, 2);
     let plan = exact(&three, &f.grid, &f.traj);
     let shards = s.shards(&three).unwrap();
     let others = recon::pipeline::part_plans(&shards, &plan).unwrap();
     let short = &f.data[..f.traj.len()];
-    let e = recon::pipeline::sense_rhs(&three, &plan, &others, &s, short, &mut |_, _| {})
-        .err()
-        .expect("refused");
+    let e = recon::pipeline::sense_rhs(&three, &plan, &others, &mut s, short, &mut |_, _| {})
+        .expect_err("refused");
     assert!(e.to_string().contains("2 coils"), "{e}");
 }

@@ -117,16 +117,29 @@ impl<B: Backend> Sense<B> {
             });
         }
         let parts = parts.min(coils);
-        let mut built = Vec::with_capacity(parts);
+        let mut built: Vec<Part<B>> = Vec::with_capacity(parts);
+        let mut toeplitz = Some(toeplitz);
         for i in 0..parts {
             let range = i * coils / parts..(i + 1) * coils / parts;
-            let shard = if i == 0 {
-                None
-            } else {
-                Some(backend.shard(i)?)
+            // The first part runs on `backend` with the given product; the
+            // others on their shards, with a copy of its FFT(Q).
+            let (shard, toeplitz) = match built.first() {
+                None => (None, toeplitz.take().expect("the given product")),
+                Some(first) => {
+                    let b = backend.shard(i)?;
+                    let t = first.term.toeplitz.copied(&b, backend)?;
+                    let shard = Shard {
+                        x: b.zeros(n)?,
+                        sum: b.zeros(n)?,
+                        backend: b,
+                    };
+                    (Some(shard), t)
+                }
             };
-            let b = shard.as_ref().unwrap_or(backend);
-            let part_maps = maps[range.start.min(maps.len())..range.end.min(maps.len())]
+            let b = shard.as_ref().map_or(backend, |s| &s.backend);
+            let part_maps = maps
+                .get(range.clone())
+                .unwrap_or(&[])
                 .iter()
                 .map(|m| b.upload(m))
                 .collect::<Result<Vec<_>>>()?;
@@ -135,41 +148,23 @@ impl<B: Backend> Sense<B> {
             } else {
                 Some((b.zeros(n)?, b.zeros(n)?))
             };
-            let part_toeplitz = if i == 0 {
-                None
-            } else {
-                Some(toeplitz.copied(b, backend)?)
-            };
-            let shard = match shard {
-                None => None,
-                Some(b) => Some(Shard {
-                    x: b.zeros(n)?,
-                    sum: b.zeros(n)?,
-                    backend: b,
-                }),
-            };
-            built.push((shard, range, part_toeplitz, part_maps, work));
-        }
-        let mut toeplitz = Some(toeplitz);
-        let parts: Vec<Part<B>> = built
-            .into_iter()
-            .map(|(shard, coils, t, maps, work)| Part {
+            built.push(Part {
                 shard,
-                coils,
+                coils: range,
                 term: Term {
-                    toeplitz: t.or_else(|| toeplitz.take()).expect("the first part's"),
-                    maps,
+                    toeplitz,
+                    maps: part_maps,
                     work,
                 },
-            })
-            .collect();
-        let inbox = if parts.len() > 1 {
+            });
+        }
+        let inbox = if parts > 1 {
             Some(backend.zeros(n)?)
         } else {
             None
         };
         Ok(Sense {
-            parts,
+            parts: built,
             coils,
             peak,
             inbox,
@@ -199,69 +194,68 @@ impl<B: Backend> Sense<B> {
     }
 
     /// `out = sum_i s_i`, on the solver's device, where part i computes
-    /// `term(i, its backend, its coils, its maps, s_i, tick)`: its share of
-    /// a sum over the coils (for F^H D, `sum_c S_c^H F^H D_c` over its
-    /// coils through a plan on its own device), calling `tick` after each
-    /// coil. Each part runs on a host thread of its own, so that one
-    /// device's host work (the data's uploads) does not hold up another's;
-    /// `progress` counts the coils done.
+    /// `term(i, its coils, its maps, s_i, tick)`: its share of a sum over the
+    /// coils (for F^H D, `sum_c S_c^H F^H D_c` over its coils through a plan
+    /// on its own device), calling `tick` after each coil. Each part runs on
+    /// a host thread of its own, so that one device's host work (the data's
+    /// uploads) does not hold up another's; `progress` counts the coils done.
     pub fn sum_parts<F>(
-        &self,
+        &mut self,
         backend: &B,
         out: &mut B::Vector,
         term: F,
         progress: Progress<'_>,
     ) -> Result<()>
     where
-        F: Fn(usize, &B, Range<usize>, &[B::Vector], &mut B::Vector, &dyn Fn()) -> Result<()>
-            + Sync,
+        F: Fn(usize, Range<usize>, &[B::Vector], &mut B::Vector, &dyn Fn()) -> Result<()> + Sync,
     {
-        let n = self.len();
-        Error::check_len("SENSE sum (one value per voxel)", n, backend.len(out))?;
+        Error::check_len(
+            "SENSE sum (one value per voxel)",
+            self.len(),
+            backend.len(out),
+        )?;
+        let coils = self.coils as u64;
         let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let sums = std::thread::scope(|s| {
+        std::thread::scope(|s| {
             let term = &term;
-            let mut handles = Vec::new();
             let mut first = Some(&mut *out);
-            for (i, p) in self.parts.iter().enumerate() {
-                let tx = tx.clone();
-                let first = first.take();
-                let b = p.shard.as_ref().map_or(backend, |s| &s.backend);
-                handles.push(s.spawn(move || -> Result<Option<B::Vector>> {
-                    let tick = || {
-                        let _ = tx.send(());
+            let handles: Vec<_> = (self.parts.iter_mut().enumerate())
+                .map(|(i, p)| {
+                    let tx = tx.clone();
+                    // The first part sums into out, the others into their own.
+                    let sum = match &mut p.shard {
+                        Some(shard) => &mut shard.sum,
+                        None => first.take().expect("one first part"),
                     };
-                    match first {
-                        Some(out) => {
-                            term(i, b, p.coils.clone(), &p.term.maps, out, &tick)?;
-                            Ok(None)
-                        }
-                        None => {
-                            let mut sum = b.zeros(n)?;
-                            term(i, b, p.coils.clone(), &p.term.maps, &mut sum, &tick)?;
-                            Ok(Some(sum))
-                        }
-                    }
-                }));
-            }
+                    let (range, maps) = (p.coils.clone(), &p.term.maps);
+                    s.spawn(move || {
+                        let tick = || {
+                            let _ = tx.send(());
+                        };
+                        term(i, range, maps, sum, &tick)
+                    })
+                })
+                .collect();
             drop(tx);
             let mut done = 0;
             for () in rx {
                 done += 1;
-                progress(done, self.coils as u64);
+                progress(done, coils);
             }
             handles
                 .into_iter()
-                .map(|h| h.join().expect("a SENSE part's thread panicked"))
-                .collect::<Result<Vec<_>>>()
+                .try_for_each(|h| h.join().expect("a SENSE part's thread panicked"))
         })?;
-        // out = out + s_i, i > 0, brought over one at a time
-        let mut inbox = backend.zeros(n)?;
-        for (p, sum) in self.parts.iter().zip(sums) {
-            if let (Some(s), Some(sum)) = (&p.shard, sum) {
-                backend.transfer(&mut inbox, &s.backend, &sum)?;
-                backend.axpy(out, 1.0, &inbox)?;
-            }
+        self.gather(backend, out)
+    }
+
+    /// `out = out + s_i` for each part past the first, its sum brought over.
+    fn gather(&mut self, backend: &B, out: &mut B::Vector) -> Result<()> {
+        for p in &self.parts[1..] {
+            let inbox = self.inbox.as_mut().expect("an inbox with several parts");
+            let s = p.shard.as_ref().expect("a shard past the first part");
+            backend.transfer(inbox, &s.backend, &s.sum)?;
+            backend.axpy(out, 1.0, inbox)?;
         }
         Ok(())
     }
@@ -273,6 +267,8 @@ impl<B: Backend> Normal<B> for Sense<B> {
     }
 
     fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        // Coils of the largest part.
+        let most = self.parts.iter().map(|p| p.term.maps.len()).max();
         let (first, rest) = self.parts.split_first_mut().expect("a part at least");
         if first.term.maps.is_empty() {
             return first.term.toeplitz.apply(backend, out, x);
@@ -285,12 +281,7 @@ impl<B: Backend> Normal<B> for Sense<B> {
         // parts in turn: every device gets work at the host's pace from the
         // start, instead of the last waiting while the host issues the
         // others' coils.
-        let most = first
-            .term
-            .maps
-            .len()
-            .max(rest.iter().map(|p| p.term.maps.len()).max().unwrap_or(0));
-        for c in 0..most {
+        for c in 0..most.unwrap_or(0) {
             for p in rest.iter_mut() {
                 if c < p.term.maps.len() {
                     let s = p.shard.as_mut().expect("a shard past the first part");
@@ -301,13 +292,6 @@ impl<B: Backend> Normal<B> for Sense<B> {
                 first.term.coil(backend, out, x, c)?;
             }
         }
-        // out = out + each other part's sum
-        for p in rest.iter() {
-            let inbox = self.inbox.as_mut().expect("an inbox with several parts");
-            let s = p.shard.as_ref().expect("a shard past the first part");
-            backend.transfer(inbox, &s.backend, &s.sum)?;
-            backend.axpy(out, 1.0, inbox)?;
-        }
-        Ok(())
+        self.gather(backend, out)
     }
 }

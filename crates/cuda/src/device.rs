@@ -42,7 +42,7 @@ pub(crate) struct Device {
     pub(crate) toeplitz: Mutex<HashMap<[usize; 3], crate::toeplitz::Passes>>,
     pub(crate) partial: Mutex<CudaSlice<f64>>,
     /// Whether it reads another GPU's memory directly (enable_peer_access).
-    pub(crate) peers: std::sync::atomic::AtomicBool,
+    pub(crate) peers: bool,
 }
 
 impl Device {
@@ -118,16 +118,12 @@ impl Device {
             ffts: Mutex::new(HashMap::new()),
             toeplitz: Mutex::new(HashMap::new()),
             partial: Mutex::new(partial),
-            peers: Default::default(),
+            peers: false,
         })
     }
 
     pub fn describe(&self) -> String {
-        let peers = if self.peers.load(std::sync::atomic::Ordering::Relaxed) {
-            ", peer access"
-        } else {
-            ""
-        };
+        let peers = if self.peers { ", peer access" } else { "" };
         format!(
             "GPU {} {} ({} SMs{peers})",
             self.ordinal, self.name, self.sms

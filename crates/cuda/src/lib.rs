@@ -116,11 +116,13 @@ impl CudaBackend {
                     reason: format!("device {o} requested, but only {count} present"),
                 });
             }
-            devices.push(Arc::new(Device::open(o)?));
+            devices.push(Device::open(o)?);
         }
-        for d in &devices[1..] {
-            peers::enable_peer_access(&devices[0], d)?;
+        for i in 1..devices.len() {
+            let (first, rest) = devices.split_at_mut(i);
+            peers::enable_peer_access(&mut first[0], &mut rest[0])?;
         }
+        let devices = devices.into_iter().map(Arc::new).collect();
         Ok(CudaBackend { devices, options })
     }
 
@@ -419,11 +421,12 @@ impl Backend for CudaBackend {
         work: &mut Self::Vector,
         n: [usize; 3],
     ) -> Result<()> {
-        let len: usize = n.iter().product();
-        Error::check_len("Toeplitz input", 2 * len, x.len())?;
-        Error::check_len("Toeplitz output", 2 * len, out.len())?;
-        Error::check_len("FFT(Q)", 16 * len, fq.len())?;
-        Error::check_len("Toeplitz work", 16 * len, work.len())?;
+        check_toeplitz(
+            [("Toeplitz input", x), ("Toeplitz output", out)],
+            fq,
+            work,
+            n,
+        )?;
         if self.options.pruned_toeplitz && self.dev0().toeplitz(out, x, fq, work, n, None)? {
             return Ok(());
         }
@@ -441,12 +444,12 @@ impl Backend for CudaBackend {
         scratch: (&mut Self::Vector, &mut Self::Vector),
         n: [usize; 3],
     ) -> Result<()> {
-        let len: usize = n.iter().product();
-        for (what, v) in [("coil map", s), ("SENSE input", x), ("SENSE output", &*out)] {
-            Error::check_len(what, 2 * len, v.len())?;
-        }
-        Error::check_len("FFT(Q)", 16 * len, fq.len())?;
-        Error::check_len("Toeplitz work", 16 * len, work.len())?;
+        check_toeplitz(
+            [("coil map", s), ("SENSE input", x), ("SENSE output", out)],
+            fq,
+            work,
+            n,
+        )?;
         if self.options.pruned_toeplitz
             && self
                 .dev0()
@@ -481,6 +484,22 @@ impl Backend for CudaBackend {
         self.dev0()
             .add_whw(out, a as f32, x, w.w2.as_ref(), w.d2.as_ref(), w.n)
     }
+}
+
+/// The lengths of a Toeplitz product's operands on the image grid `n`
+/// (`images`, named), FFT(Q) and the work vector on the doubled grid.
+fn check_toeplitz<const K: usize>(
+    images: [(&'static str, &cudarc::driver::CudaSlice<f32>); K],
+    fq: &cudarc::driver::CudaSlice<f32>,
+    work: &cudarc::driver::CudaSlice<f32>,
+    n: [usize; 3],
+) -> Result<()> {
+    let len: usize = n.iter().product();
+    for (what, v) in images {
+        Error::check_len(what, 2 * len, v.len())?;
+    }
+    Error::check_len("FFT(Q)", 16 * len, fq.len())?;
+    Error::check_len("Toeplitz work", 16 * len, work.len())
 }
 
 impl recon_nufft::NufftBackend for CudaBackend {

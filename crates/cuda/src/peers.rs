@@ -12,52 +12,56 @@ use recon_core::Result;
 /// (an H200 pair: 35 GB/s staged, 330 GB/s direct). Our buffers come from
 /// each device's default memory pool (cudarc allocates stream-ordered),
 /// whose peers need their own grant beside the contexts'.
-pub(crate) fn enable_peer_access(a: &Device, b: &Device) -> Result<()> {
-    use cudarc::driver::sys;
-    for (x, y) in [(a, b), (b, a)] {
-        let mut can = 0;
-        // SAFETY: both are valid devices of open contexts.
-        unsafe { sys::cuDeviceCanAccessPeer(&mut can, x.ctx.cu_device(), y.ctx.cu_device()) }
-            .result()
-            .at("query peer access")?;
-        if can == 0 {
-            continue;
-        }
-        x.ctx.bind_to_thread().at("bind context")?;
-        // SAFETY: y's context is alive (held by y).
-        match unsafe { sys::cuCtxEnablePeerAccess(y.ctx.cu_ctx(), 0) } {
-            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {
-            }
-            e => {
-                return Err(crate::error::err(
-                    format!("enable peer access GPU {} to GPU {}", x.ordinal, y.ordinal),
-                    e,
-                ))
-            }
-        }
-        // y's pool grants x's device access to what it allocates.
-        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: y's device is valid; pool is written by the call.
-        unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, y.ctx.cu_device()) }
-            .result()
-            .at("find the default memory pool")?;
-        let grant = sys::CUmemAccessDesc {
-            location: sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                id: x.ctx.cu_device(),
-            },
-            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-        };
-        // SAFETY: one valid descriptor.
-        unsafe { sys::cuMemPoolSetAccess(pool, &grant, 1) }
-            .result()
-            .at(&format!(
-                "grant GPU {} access to GPU {}'s memory pool",
-                x.ordinal, y.ordinal
-            ))?;
-        x.peers.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
+pub(crate) fn enable_peer_access(a: &mut Device, b: &mut Device) -> Result<()> {
+    a.peers |= grant(a, b)?;
+    b.peers |= grant(b, a)?;
     Ok(())
+}
+
+/// Lets `x` read `y`'s memory, where the hardware can; returns whether it
+/// can.
+fn grant(x: &Device, y: &Device) -> Result<bool> {
+    use cudarc::driver::sys;
+    let mut can = 0;
+    // SAFETY: both are valid devices of open contexts.
+    unsafe { sys::cuDeviceCanAccessPeer(&mut can, x.ctx.cu_device(), y.ctx.cu_device()) }
+        .result()
+        .at("query peer access")?;
+    if can == 0 {
+        return Ok(false);
+    }
+    x.ctx.bind_to_thread().at("bind context")?;
+    // SAFETY: y's context is alive (held by y).
+    match unsafe { sys::cuCtxEnablePeerAccess(y.ctx.cu_ctx(), 0) } {
+        sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+        e => {
+            return Err(crate::error::err(
+                format!("enable peer access GPU {} to GPU {}", x.ordinal, y.ordinal),
+                e,
+            ))
+        }
+    }
+    // y's pool grants x's device access to what it allocates.
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: y's device is valid; pool is written by the call.
+    unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, y.ctx.cu_device()) }
+        .result()
+        .at("find the default memory pool")?;
+    let grant = sys::CUmemAccessDesc {
+        location: sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: x.ctx.cu_device(),
+        },
+        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    // SAFETY: one valid descriptor.
+    unsafe { sys::cuMemPoolSetAccess(pool, &grant, 1) }
+        .result()
+        .at(&format!(
+            "grant GPU {} access to GPU {}'s memory pool",
+            x.ordinal, y.ordinal
+        ))?;
+    Ok(true)
 }
 
 impl Device {

@@ -273,11 +273,11 @@ fn per_scan<B: NufftBackend>(
     let setup_seconds = t.elapsed().as_secs_f64();
 
     // sum_c S_c^H F^H D_c, from the host's data.
-    let rhs = |sense: &Sense<B>| {
+    let rhs = |sense: &mut Sense<B>| {
         crate::pipeline::sense_rhs(b, plan, &others, sense, data, &mut |_, _| {})
     };
     let fhd_seconds = best(args.repeats, || {
-        rhs(&sense)?;
+        rhs(&mut sense)?;
         b.synchronize()?;
         Ok(())
     })?;
@@ -308,7 +308,7 @@ fn per_scan<B: NufftBackend>(
     let mut image = vec![Complex::<B::Real>::default(); grid.len()];
     let mut cg_seconds = f64::INFINITY;
     let fhd_plus_cg_seconds = best(args.repeats, || {
-        let rhs = rhs(&sense)?;
+        let rhs = rhs(&mut sense)?;
         let mut a = Regularised::new(b, &mut sense, &Stencil::uniform(grid.n), lambda)?;
         let mut x = b.zeros(grid.len())?;
         b.synchronize()?;

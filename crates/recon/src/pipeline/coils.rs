@@ -111,7 +111,7 @@ pub fn stage_problem<'b, B: NufftBackend>(
 
     let t = Instant::now();
     let maps: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| from_f64(m)).collect();
-    let sense = Sense::new(backend, Toeplitz::new(backend, grid, q)?, &maps)?;
+    let mut sense = Sense::new(backend, Toeplitz::new(backend, grid, q)?, &maps)?;
     drop(maps);
     let shards = sense.shards(backend)?;
     let others = part_plans(&shards, plan)?;
@@ -121,7 +121,7 @@ pub fn stage_problem<'b, B: NufftBackend>(
     let t = Instant::now();
     let rhs = ui
         .stage("F^H D", |p| {
-            sense_rhs(backend, plan, &others, &sense, &inputs.data, p)
+            sense_rhs(backend, plan, &others, &mut sense, &inputs.data, p)
         })
         .context("computing F^H D")?;
     drop(others);
@@ -157,7 +157,7 @@ pub fn sense_rhs<B: NufftBackend>(
     backend: &B,
     plan: &Plan<'_, B>,
     others: &[Plan<'_, B>],
-    sense: &Sense<B>,
+    sense: &mut Sense<B>,
     data: &[C64],
     progress: recon_core::Progress<'_>,
 ) -> Result<B::Vector> {
@@ -174,7 +174,7 @@ pub fn sense_rhs<B: NufftBackend>(
     sense.sum_parts(
         backend,
         &mut rhs,
-        |i, _, coils, maps, sum, tick| {
+        |i, coils, maps, sum, tick| {
             let p = if i == 0 { plan } else { &others[i - 1] };
             let d = &data[coils.start * m..coils.end * m];
             p.adjoint_coils_on_device(sum, d, maps, &mut |_, _| tick())
