@@ -1,7 +1,8 @@
 //! The GPU NUFFT (recon-cuda, float32) against direct sums in float64, against
 //! the CPU NUFFT at the same tolerance, its adjoint, both spreading methods,
-//! and the encoding plan's Q, F^H D and F against the exact engine on the
-//! CPU in float64. Without a usable GPU each test prints that it was skipped.
+//! type 1 over coils through their maps, and the encoding plan's Q, F^H D
+//! and F against the exact engine on the CPU in float64. Without a usable
+//! GPU each test prints that it was skipped.
 
 mod common;
 
@@ -202,6 +203,64 @@ fn matches_the_cpu_nufft(b: &CudaBackend, cpu: &CpuBackend<f64>, m: [usize; 3], 
             (lhs - rhs).norm() < 1e-5 * lhs.norm(),
             "{m:?} tol {tol:e}: {lhs} vs {rhs}"
         );
+    }
+}
+
+#[test]
+fn type1_over_coils_matches_the_cpu_coil_by_coil_on_both_ffts() {
+    let Some(b) = gpu_with(NufftOptions::default()) else {
+        return;
+    };
+    let cpu = CpuBackend::<f64>::new();
+    let mut rng = Rng::new(6);
+    let x: Vec<[f64; 3]> = (0..20_000)
+        .map(|_| [0, 1, 2].map(|_| std::f64::consts::PI * rng.sym()))
+        .collect();
+    let w: Vec<f64> = (0..x.len()).map(|i| 0.5 + (i % 11) as f64 / 11.0).collect();
+    // Five coils: each pinned buffer is written again after its copy.
+    let coils = 5;
+    let d = rng.complex(coils * x.len());
+    // Fine sizes 40, 36, 32 (cuFFT) and 64, 16, 160 (line FFTs: the map
+    // rides on the last pass).
+    for (m, lines) in [([20, 18, 16], false), ([32, 8, 80], true)] {
+        let len: usize = m.iter().product();
+        let maps: Vec<Vec<Complex<f64>>> = (0..coils).map(|_| rng.complex(len)).collect();
+        let pc = cpu.nufft_plan(m, 1e-6, 1, &x).unwrap();
+        let mut want = vec![Complex::default(); len];
+        recon_encoding::type1_coils_by_pieces(&cpu, &pc, &mut want, &w, &d, &maps, &mut |_, _| {})
+            .unwrap();
+        let pg = b.nufft_plan(m, 1e-6, 1, &x).unwrap();
+        assert_eq!(pg.line_fft(), lines, "{m:?}: which FFT");
+        let gmaps: Vec<_> = maps.iter().map(|s| b.upload(&down(s)).unwrap()).collect();
+        let mut ticks = 0;
+        // Twice through the plan: the second run reuses its buffers.
+        for run in 0..2 {
+            let mut out = b.zeros(len).unwrap();
+            b.nufft_type1_coils(&pg, &mut out, &w, &d, &gmaps, &mut |_, _| ticks += 1)
+                .unwrap();
+            let mut got = vec![Complex::default(); len];
+            b.download(&mut got, &out).unwrap();
+            let e = nrmse(&up(&got), &want);
+            println!("{m:?} run {run}: type 1 over {coils} coils, GPU against CPU f64 {e:.2e}");
+            // The same kernel and sums as the CPU at 1e-6: float32 rounding.
+            assert!(e < 1e-5, "{m:?} run {run}: {e:e}");
+        }
+        assert_eq!(ticks, 2 * coils, "progress once per coil");
+        // Lengths that disagree are refused.
+        let mut out = b.zeros(len).unwrap();
+        assert!(b
+            .nufft_type1_coils(
+                &pg,
+                &mut out,
+                &w[1..],
+                &d[..coils * (x.len() - 1)],
+                &gmaps,
+                &mut |_, _| {}
+            )
+            .is_err());
+        assert!(b
+            .nufft_type1_coils(&pg, &mut out, &w, &d[1..], &gmaps, &mut |_, _| {})
+            .is_err());
     }
 }
 

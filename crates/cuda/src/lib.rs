@@ -525,6 +525,20 @@ impl recon_nufft::NufftBackend for CudaBackend {
         self.dev0().nufft_type1(plan, out, c)
     }
 
+    fn nufft_type1_coils(
+        &self,
+        plan: &CudaNufft,
+        out: &mut Self::Vector,
+        w: &[f64],
+        d: &[Complex<f64>],
+        maps: &[Self::Vector],
+        progress: recon_core::Progress<'_>,
+    ) -> Result<()> {
+        recon_nufft::check_type1_coils(self, out, w, d, maps)?;
+        self.dev0()
+            .nufft_type1_coils(plan, out, w, d, maps, progress)
+    }
+
     fn nufft_type1_adjoint(
         &self,
         plan: &CudaNufft,

@@ -18,6 +18,8 @@ use recon_core::{Error, Result};
 use recon_nufft::Layout;
 use std::sync::Mutex;
 
+mod coils;
+
 /// Widths the kernels are compiled for: float32 tolerances 1e-1 to 1e-6
 /// need 3 to 8 cells.
 pub(crate) const WIDTHS: std::ops::RangeInclusive<usize> = 2..=8;
@@ -120,6 +122,8 @@ pub struct CudaNufft {
     fine: Mutex<CudaSlice<f32>>,
     /// The FFT of the fine grid.
     fft: Fft,
+    /// Type 1 over coils: pinned buffers for their values (coils.rs).
+    staging: Mutex<Option<coils::Staging>>,
 }
 
 /// How a plan transforms its fine grid.
@@ -130,12 +134,21 @@ enum Fft {
     /// by that axis's correction; the last pass writes the output. Type 2
     /// runs the same in reverse. No pass of its own for the deconvolution,
     /// and under half the traffic of a full 3-D transform.
-    Lines(Box<[Pass; 3]>),
+    Lines(Box<LinePasses>),
     /// cuFFT on the whole fine grid, then the deconvolution (or before it,
     /// the amplification) as a kernel of its own. The plan's work area
     /// goes with the plan (Q's, on a grid 64 times the image, is freed
     /// after Q).
     Cufft(cudarc::cufft::CudaFft),
+}
+
+/// The line FFTs' passes along x (every row), y and z, and z's with a
+/// coil map (type 1 summed through SENSE's maps).
+struct LinePasses {
+    x: Pass,
+    y: Pass,
+    z: Pass,
+    z_coil: Pass,
 }
 
 impl CudaNufft {
@@ -322,11 +335,12 @@ impl Device {
         let fine = self.zeros::<f32>(2 * n.iter().product::<usize>())?;
         let [m0, m1, _] = layout.modes;
         let fft = if lines::covered(n) {
-            Fft::Lines(Box::new([
-                self.pass("fft_lines", n[0], n[1] * n[2])?,
-                self.pass("fft_lines", n[1], m0 * n[2])?,
-                self.pass("fft_lines", n[2], m0 * m1)?,
-            ]))
+            Fft::Lines(Box::new(LinePasses {
+                x: self.pass("fft_lines", n[0], n[1] * n[2])?,
+                y: self.pass("fft_lines", n[1], m0 * n[2])?,
+                z: self.pass("fft_lines", n[2], m0 * m1)?,
+                z_coil: self.pass("fft_lines_coil", n[2], m0 * m1)?,
+            }))
         } else {
             Fft::Cufft(self.fft_plan(n)?)
         };
@@ -346,6 +360,7 @@ impl Device {
             correction: [cx?, cy?, cz?],
             fine: Mutex::new(fine),
             fft,
+            staging: Mutex::new(None),
         })
     }
 
@@ -464,26 +479,39 @@ impl Device {
         self.check_lengths(p, out.len(), c.len())?;
         let mut fine = p.fine.lock().expect("NUFFT fine grid poisoned");
         self.nufft_spread(p, &mut fine, c)?;
+        self.type1_from_fine(p, out, &mut fine, None)
+    }
+
+    /// Type 1's steps after spreading, from the spread `fine` grid into
+    /// `out`. With `coil = (s, accumulate)` on the line FFTs, SENSE's term
+    /// of one coil instead, `out (+)= conj(s) . type1`: the map rides on
+    /// the last pass's write (the cuFFT path has no such pass; see
+    /// coils.rs).
+    fn type1_from_fine(
+        &self,
+        p: &CudaNufft,
+        out: &mut CudaSlice<f32>,
+        fine: &mut CudaSlice<f32>,
+        coil: Option<(&CudaSlice<f32>, bool)>,
+    ) -> Result<()> {
         let [cx, cy, cz] = &p.correction;
         match &p.fft {
             Fft::Lines(fft) => {
                 // x, then y where x is a mode, then z into out.
                 let [x, y, z] = p.axes();
                 let s = p.layout.sign as f32;
-                self.lines(&fft[0], &mut fine, None, x.modes.times(self, cx), x.grid, s)?;
-                self.lines(&fft[1], &mut fine, None, y.modes.times(self, cy), y.grid, s)?;
-                self.lines(
-                    &fft[2],
-                    out,
-                    Some(&fine),
-                    z.modes.times(self, cz),
-                    z.grid,
-                    s,
-                )
+                self.lines(&fft.x, fine, None, x.modes.times(self, cx), x.grid, s)?;
+                self.lines(&fft.y, fine, None, y.modes.times(self, cy), y.grid, s)?;
+                let (pass, modes) = match coil {
+                    None => (&fft.z, z.modes.times(self, cz)),
+                    Some((map, add)) => (&fft.z_coil, z.modes.times(self, cz).coil(self, map, add)),
+                };
+                self.lines(pass, out, Some(fine), modes, z.grid, s)
             }
             Fft::Cufft(plan) => {
-                self.fft_exec(plan, &mut fine, p.layout.sign)?;
-                self.corrections(p, "nufft_deconvolve", out, &fine, p.modes_len())
+                debug_assert!(coil.is_none(), "the cuFFT path folds no coil map");
+                self.fft_exec(plan, fine, p.layout.sign)?;
+                self.corrections(p, "nufft_deconvolve", out, fine, p.modes_len())
             }
         }
     }
@@ -504,15 +532,15 @@ impl Device {
                 let [x, y, z] = p.axes();
                 let s = -p.layout.sign as f32;
                 self.lines(
-                    &fft[2],
+                    &fft.z,
                     &mut fine,
                     Some(f),
                     z.grid,
                     z.modes.times(self, cz),
                     s,
                 )?;
-                self.lines(&fft[1], &mut fine, None, y.grid, y.modes.times(self, cy), s)?;
-                self.lines(&fft[0], &mut fine, None, x.grid, x.modes.times(self, cx), s)?;
+                self.lines(&fft.y, &mut fine, None, y.grid, y.modes.times(self, cy), s)?;
+                self.lines(&fft.x, &mut fine, None, x.grid, x.modes.times(self, cx), s)?;
             }
             Fft::Cufft(plan) => {
                 self.corrections(p, "nufft_amplify", &mut fine, f, p.fine_len())?;

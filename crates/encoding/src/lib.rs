@@ -19,7 +19,7 @@
 //! CPU, recon-cuda's kernels on the GPU), in the backend's precision.
 
 use recon_core::{CoilOp, Complex, Error, Grid, Progress, Real, Result};
-pub use recon_nufft::NufftBackend;
+pub use recon_nufft::{type1_coils_by_pieces, weighted, NufftBackend};
 
 mod exact;
 
@@ -88,17 +88,6 @@ pub fn mu<T: Real>(grid: &Grid, traj: &[[f64; 3]], data: &[Complex<f64>]) -> Vec
     weighted(traj.iter().map(|k| grid.phi(*k)), data)
 }
 
-/// `w_m D_m` in `T`, for a real weight per sample (phi for F^H D, density
-/// weights for gridding).
-pub fn weighted<T: Real>(w: impl Iterator<Item = f64>, data: &[Complex<f64>]) -> Vec<Complex<T>> {
-    w.zip(data)
-        .map(|(w, d)| {
-            let m = d * w;
-            Complex::new(T::of(m.re), T::of(m.im))
-        })
-        .collect()
-}
-
 /// F for one grid and trajectory on one backend.
 pub struct Plan<'b, B: NufftBackend> {
     backend: &'b B,
@@ -165,6 +154,14 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
 
     pub fn traj(&self) -> &[[f64; 3]] {
         &self.traj
+    }
+
+    /// The NUFFT plan on the image grid (None for the exact engine), and
+    /// phi(k_m), the weights F^H D gives the data: what a caller needs to
+    /// run the plan's type 1 itself (`recon bench-sense` times SENSE's
+    /// F^H D both ways).
+    pub fn nufft(&self) -> Option<(&B::Nufft, &[f64])> {
+        self.nufft.as_ref().map(|p| (p, &self.phi[..]))
     }
 
     pub fn backend(&self) -> &'b B {
@@ -307,7 +304,8 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
 
     /// `out = sum_c S_c^H F^H D_c` on the device for SENSE: `data` holds
     /// each coil's samples in turn (`[C, M]`) and `maps` one `S_c` per
-    /// coil on the device. Each coil's F^H D goes through the one plan.
+    /// coil on the device. For the NUFFT, one type 1 batched over the
+    /// coils through the one plan; for the exact engine, coil by coil.
     pub fn adjoint_coils_on_device(
         &self,
         out: &mut B::Vector,
@@ -316,21 +314,14 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
         progress: Progress<'_>,
     ) -> Result<()> {
         let b = self.backend;
-        let m = self.traj.len();
-        if maps.is_empty() {
-            return Err(Error::Invalid {
-                what: "coil maps",
-                reason: "none given".into(),
-            });
+        Error::check_len("F^H D (one value per voxel)", self.grid.len(), b.len(out))?;
+        if let Some(p) = &self.nufft {
+            return b.nufft_type1_coils(p, out, &self.phi, data, maps, progress);
         }
-        Error::check_len(
-            "k-space data (one value per coil and sample)",
-            maps.len() * m,
-            data.len(),
-        )?;
-        let mut one = b.zeros(self.grid.len())?;
-        for (c, (d, s)) in data.chunks_exact(m.max(1)).zip(maps).enumerate() {
-            self.adjoint_on_device(&mut one, d, &mut |_, _| {})?;
+        recon_nufft::check_type1_coils(b, out, &self.phi, data, maps)?;
+        let (m, mut one) = (self.traj.len(), b.zeros(self.grid.len())?);
+        for (c, s) in maps.iter().enumerate() {
+            self.adjoint_on_device(&mut one, &data[c * m..(c + 1) * m], &mut |_, _| {})?;
             let op = if c == 0 {
                 CoilOp::Adjoint
             } else {

@@ -27,7 +27,7 @@
 //! and [`NufftBackend`], the plan interface the pipeline calls, which this
 //! CPU plan and recon-cuda's GPU plan implement.
 
-use recon_core::{Backend, Complex, CpuBackend, Error, Real, Result};
+use recon_core::{Backend, CoilOp, Complex, CpuBackend, Error, Progress, Real, Result};
 
 mod fft;
 mod fine;
@@ -184,6 +184,93 @@ pub trait NufftBackend: Backend {
         out: &mut Self::Vector,
         c: &Self::Vector,
     ) -> Result<()>;
+
+    /// Type 1 batched over coils and summed through their maps, SENSE's
+    /// right-hand side: `out = sum_c conj(S_c) . type1(w . d_c)`, with `d`
+    /// the coils' values in turn (`[C, M]`, on the host, one per point),
+    /// `w` a real weight per point and `maps` one `S_c` per coil. Calls
+    /// `progress` after each coil. The default takes the coils one by one
+    /// ([`type1_coils_by_pieces`]); a device may overlap one coil's upload
+    /// with the previous coil's transform.
+    fn nufft_type1_coils(
+        &self,
+        plan: &Self::Nufft,
+        out: &mut Self::Vector,
+        w: &[f64],
+        d: &[Complex<f64>],
+        maps: &[Self::Vector],
+        progress: Progress<'_>,
+    ) -> Result<()> {
+        type1_coils_by_pieces(self, plan, out, w, d, maps, progress)
+    }
+}
+
+/// Checks [`NufftBackend::nufft_type1_coils`]' lengths: as many values as
+/// coils times weights, at least one coil, and an image per map.
+pub fn check_type1_coils<B: NufftBackend + ?Sized>(
+    backend: &B,
+    out: &B::Vector,
+    w: &[f64],
+    d: &[Complex<f64>],
+    maps: &[B::Vector],
+) -> Result<()> {
+    if maps.is_empty() {
+        return Err(Error::Invalid {
+            what: "coil maps",
+            reason: "none given".into(),
+        });
+    }
+    Error::check_len(
+        "k-space data (one value per coil and sample)",
+        maps.len() * w.len(),
+        d.len(),
+    )?;
+    for s in maps {
+        Error::check_len(
+            "coil map (one value per voxel)",
+            backend.len(out),
+            backend.len(s),
+        )?;
+    }
+    Ok(())
+}
+
+/// [`NufftBackend::nufft_type1_coils`] coil by coil: `mu = w . d_c`
+/// uploaded, `one = type1(mu)`, `out (+)= conj(S_c) . one`.
+pub fn type1_coils_by_pieces<B: NufftBackend + ?Sized>(
+    backend: &B,
+    plan: &B::Nufft,
+    out: &mut B::Vector,
+    w: &[f64],
+    d: &[Complex<f64>],
+    maps: &[B::Vector],
+    progress: Progress<'_>,
+) -> Result<()> {
+    check_type1_coils(backend, out, w, d, maps)?;
+    let (m, mut one) = (w.len(), backend.zeros(backend.len(out))?);
+    for (c, s) in maps.iter().enumerate() {
+        let mu: Vec<Complex<B::Real>> = weighted(w.iter().copied(), &d[c * m..(c + 1) * m]);
+        backend.nufft_type1(plan, &mut one, &backend.upload(&mu)?)?;
+        let op = if c == 0 {
+            CoilOp::Adjoint
+        } else {
+            CoilOp::AddAdjoint
+        };
+        backend.coil(out, op, s, &one)?;
+        progress(c as u64 + 1, maps.len() as u64);
+    }
+    Ok(())
+}
+
+/// `w_m d_m` in `T`, for a real weight per point (phi for F^H D, density
+/// weights for gridding).
+pub fn weighted<T: Real>(w: impl Iterator<Item = f64>, d: &[Complex<f64>]) -> Vec<Complex<T>> {
+    w.zip(d)
+        .map(|(w, d)| {
+            let m = d * w;
+            Complex::new(T::of(m.re), T::of(m.im))
+        })
+        .collect()
 }
 
 impl<T: Real> NufftBackend for CpuBackend<T> {

@@ -68,6 +68,9 @@ struct Results {
     maps_agreement: f64,
     /// Image-sized copies between GPU 0 and GPU 1, each way in turn.
     copy_gb_per_s: Option<f64>,
+    /// F^H D on one device taken coil by coil (each coil's values weighed,
+    /// uploaded and transformed in turn), against the runs' batched type 1.
+    fhd_coil_by_coil_seconds: f64,
     runs: Vec<Run>,
 }
 
@@ -177,6 +180,7 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
         maps.iter().map(|m| crate::pipeline::from_f64(m)).collect();
     let q_peak = recon_cg::q_peak(&grid, &q)?;
     let copy_gb_per_s = copy_rate(b, grid.len())?;
+    let fhd_coil_by_coil_seconds = coil_by_coil(b, args.repeats, &plan, &host_maps, &data)?;
     let mut runs: Vec<Run> = Vec::new();
     for &gpus in &gpu_counts(b, &args.gpus)? {
         let mut run = per_scan(b, args, &plan, &q, q_peak, &host_maps, &data, gpus)?;
@@ -199,6 +203,7 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
         maps_estimate_seconds,
         maps_agreement,
         copy_gb_per_s,
+        fhd_coil_by_coil_seconds,
         runs,
     };
     println!("recon bench-sense: {}", r.device);
@@ -209,6 +214,10 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
     println!(
         "per trajectory: plan {:.3} s, Q {:.3} s; per scan: maps estimated in {:.2} s (agreement with the true maps {:.3})",
         r.plan_seconds, r.q_seconds, r.maps_estimate_seconds, r.maps_agreement
+    );
+    println!(
+        "F^H D on one device coil by coil: {:.4} s (the runs below: one type 1 batched over the coils)",
+        r.fhd_coil_by_coil_seconds
     );
     if let Some(rate) = r.copy_gb_per_s {
         println!("copies between GPU 0 and GPU 1: {rate:.0} GB/s");
@@ -337,6 +346,28 @@ fn per_scan<B: NufftBackend>(
         cg_ms_per_iteration: 1e3 * cg_seconds / args.iterations as f64,
         fhd_plus_cg_seconds,
         speedup: None,
+    })
+}
+
+/// Seconds (best of `repeats`) of `sum_c S_c^H F^H D_c` on one device
+/// taken coil by coil ([`recon_encoding::type1_coils_by_pieces`]).
+fn coil_by_coil<B: NufftBackend>(
+    b: &B,
+    repeats: usize,
+    plan: &Plan<'_, B>,
+    maps: &[Vec<Complex<B::Real>>],
+    data: &[Complex<f64>],
+) -> Result<f64> {
+    let (p, phi) = plan.nufft().context("bench-sense runs the NUFFT engine")?;
+    let maps = maps
+        .iter()
+        .map(|s| b.upload(s))
+        .collect::<recon_core::Result<Vec<_>>>()?;
+    let mut out = b.zeros(plan.grid().len())?;
+    best(repeats, || {
+        recon_encoding::type1_coils_by_pieces(b, p, &mut out, phi, data, &maps, &mut |_, _| {})?;
+        b.synchronize()?;
+        Ok(())
     })
 }
 
