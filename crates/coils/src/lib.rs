@@ -28,6 +28,7 @@
 //! `[C, M]`, coil after coil. Everything is f64. The C x C algebra is
 //! nalgebra's (pure Rust: the binary links no BLAS).
 
+mod cells;
 mod compress;
 mod maps;
 mod noise;
@@ -122,6 +123,28 @@ pub struct MapParams {
     /// Signal amplitude, as a fraction of its peak, below which the maps
     /// fade to 0.
     pub floor: f64,
+    /// Voxels per axis of the cells the iteration runs on (1: every
+    /// voxel). The coil images are of low resolution, so their averages
+    /// over small cells lose nothing the maps need, and the iteration's
+    /// cost falls with the cell's volume. The box is then `smoothing /
+    /// cell` cells wide (odd, at least 1), and the last numerators `A_c`
+    /// are interpolated back to the voxels before the division, so the
+    /// maps keep unit norm wherever there is signal: `A_c` is close to
+    /// `S_c` times a weight common to all coils, and the division removes
+    /// that weight. [`cell_for`] picks the cell for a calibration radius.
+    pub cell: usize,
+}
+
+/// The largest cell (voxels per axis) that still samples coil images of
+/// calibration radius `kc` cycles/FOV at 3 cells per cycle on every axis
+/// of the grid `n`: the images hold no detail the cells would lose.
+pub fn cell_for(n: [usize; 3], kc: f64) -> usize {
+    let n_min = *n.iter().min().expect("three axes") as f64;
+    if kc.is_finite() && kc > 0.0 {
+        ((n_min / (3.0 * kc)).floor() as usize).max(1)
+    } else {
+        1
+    }
 }
 
 impl Default for MapParams {
@@ -130,6 +153,7 @@ impl Default for MapParams {
             smoothing: 5,
             iterations: 5,
             floor: 0.05,
+            cell: 1,
         }
     }
 }

@@ -258,5 +258,10 @@ pub fn maps_from_data<B: NufftBackend>(
         .chunks_exact(g.samples().max(1))
         .map(|d| g.image(d, Some(kc)))
         .collect::<recon_core::Result<Vec<_>>>()?;
-    recon_coils::estimate_maps(grid.n, &low, &s.params())
+    // Inati's iteration on cells as coarse as the images' resolution allows.
+    let p = recon_coils::MapParams {
+        cell: recon_coils::cell_for(grid.n, kc),
+        ..s.params()
+    };
+    recon_coils::estimate_maps(grid.n, &low, &p)
 }
