@@ -5,6 +5,7 @@
 //! centres (held constant beyond the outermost centres).
 
 use crate::C64;
+use rayon::prelude::*;
 
 /// Cells per axis of the grid `n`.
 pub fn shape(n: [usize; 3], f: usize) -> [usize; 3] {
@@ -17,22 +18,29 @@ pub fn width(w: usize, f: usize) -> usize {
     2 * ((cells - 1.0) / 2.0).round().max(0.0) as usize + 1
 }
 
-/// The mean of `x` (the grid `n`, x fastest) over each cell.
+/// The mean of `x` (the grid `n`, x fastest) over each cell, plane of
+/// cells by plane in parallel.
 pub fn mean(x: &[C64], n: [usize; 3], f: usize) -> Vec<C64> {
     let nc = shape(n, f);
-    let mut sum = vec![C64::default(); nc.iter().product()];
-    let mut count = vec![0u32; sum.len()];
-    for z in 0..n[2] {
-        for y in 0..n[1] {
-            let row = &x[(z * n[1] + y) * n[0]..][..n[0]];
-            let base = ((z / f) * nc[1] + y / f) * nc[0];
-            for (i, v) in row.iter().enumerate() {
-                sum[base + i / f] += v;
-                count[base + i / f] += 1;
+    let plane = nc[0] * nc[1];
+    let mut out = vec![C64::default(); plane * nc[2]];
+    out.par_chunks_mut(plane).enumerate().for_each(|(zc, sum)| {
+        let mut count = vec![0u32; plane];
+        for z in zc * f..((zc + 1) * f).min(n[2]) {
+            for y in 0..n[1] {
+                let row = &x[(z * n[1] + y) * n[0]..][..n[0]];
+                let base = (y / f) * nc[0];
+                for (i, v) in row.iter().enumerate() {
+                    sum[base + i / f] += v;
+                    count[base + i / f] += 1;
+                }
             }
         }
-    }
-    sum.iter().zip(&count).map(|(s, &c)| s / c as f64).collect()
+        sum.iter_mut()
+            .zip(&count)
+            .for_each(|(s, &c)| *s /= c as f64);
+    });
+    out
 }
 
 /// `a` on the cells of the grid `n` interpolated to its voxels.

@@ -18,6 +18,11 @@
 //! repeat: A_c = smooth(I_c conj(rho)); S_c = A_c / ||A||; rho = sum_c conj(S_c) I_c
 //! ```
 //!
+//! The images hold no detail finer than the calibration radius, so on
+//! large grids the iteration runs on cells of several voxels
+//! ([`MapParams::cell`], [`cell_for`]), and only its last numerators come
+//! back to the voxels, to be divided there.
+//!
 //! Key decision: maps have unit norm over the coils where the object is,
 //! and fade to 0 where it is not (`||A||` below a floor of its peak), so
 //! regions without signal never divide noise by noise. With unit-norm maps
@@ -34,7 +39,7 @@ mod maps;
 mod noise;
 
 pub use compress::{compression, Keep};
-pub use maps::{agreement, estimate_maps};
+pub use maps::{agreement, cell_means, estimate_maps, estimate_maps_from_cells};
 pub use noise::{covariance, whitening};
 
 use rayon::prelude::*;

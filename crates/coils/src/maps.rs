@@ -7,12 +7,59 @@ use recon_core::{Error, Result};
 
 /// Sensitivity maps from low-resolution coil images on the grid `n`
 /// (Inati's iteration; see the crate's notes). With `p.cell` > 1 the
-/// iteration runs on cells of that many voxels per axis (the images
-/// averaged over each cell), and its last `A_c` is interpolated back to
-/// the grid before the division: see [`MapParams::cell`].
+/// iteration runs on cells of that many voxels per axis: see
+/// [`MapParams::cell`] and [`estimate_maps_from_cells`].
 pub fn estimate_maps(n: [usize; 3], images: &[Vec<C64>], p: &MapParams) -> Result<Vec<Vec<C64>>> {
-    let len: usize = n.iter().product();
-    check("coil image (one value per voxel)", images, len)?;
+    check(
+        "coil image (one value per voxel)",
+        images,
+        n.iter().product(),
+    )?;
+    check_params(p)?;
+    if p.cell == 1 {
+        return estimate_maps_from_cells(n, images, p);
+    }
+    let coarse: Vec<Vec<C64>> = images.iter().map(|im| cell_means(im, n, p.cell)).collect();
+    estimate_maps_from_cells(n, &coarse, p)
+}
+
+/// A coil image on the grid `n` averaged over cells of `cell` voxels per
+/// axis (the last cell of an axis holds what is left), for
+/// [`estimate_maps_from_cells`]: a caller with many coils keeps only these.
+pub fn cell_means(image: &[C64], n: [usize; 3], cell: usize) -> Vec<C64> {
+    cells::mean(image, n, cell.max(1))
+}
+
+/// [`estimate_maps`] from coil images already averaged over cells of
+/// `p.cell` voxels ([`cell_means`]; the images themselves when `p.cell` is
+/// 1): Inati's iteration on the cells, its last numerators `A_c`
+/// interpolated back to the voxels of `n`, then divided there by their
+/// root sum of squares.
+pub fn estimate_maps_from_cells(
+    n: [usize; 3],
+    images: &[Vec<C64>],
+    p: &MapParams,
+) -> Result<Vec<Vec<C64>>> {
+    check_params(p)?;
+    let nc = cells::shape(n, p.cell);
+    check(
+        "coil image on cells (one value per cell)",
+        images,
+        nc.iter().product(),
+    )?;
+    let a = numerators(nc, images, cells::width(p.smoothing, p.cell), p)?;
+    let mut maps = if p.cell == 1 {
+        a
+    } else {
+        a.par_iter()
+            .map(|a| cells::interpolate(a, n, p.cell))
+            .collect()
+    };
+    divide(&mut maps, p.floor)?;
+    Ok(maps)
+}
+
+fn check_params(p: &MapParams) -> Result<()> {
     if p.smoothing % 2 == 0
         || p.cell == 0
         || !(p.floor.is_finite() && p.floor >= 0.0 && p.floor < 1.0)
@@ -25,16 +72,7 @@ pub fn estimate_maps(n: [usize; 3], images: &[Vec<C64>], p: &MapParams) -> Resul
             ),
         });
     }
-    let mut maps = if p.cell == 1 {
-        numerators(n, images, p.smoothing, p)?
-    } else {
-        let f = p.cell;
-        let coarse: Vec<Vec<C64>> = images.par_iter().map(|im| cells::mean(im, n, f)).collect();
-        let a = numerators(cells::shape(n, f), &coarse, cells::width(p.smoothing, f), p)?;
-        a.par_iter().map(|a| cells::interpolate(a, n, f)).collect()
-    };
-    divide(&mut maps, p.floor)?;
-    Ok(maps)
+    Ok(())
 }
 
 /// Inati's iteration on `images` over the grid `n` with a box of width
@@ -356,6 +394,18 @@ mod tests {
         };
         let e = estimate_maps(n, &images, &p).unwrap_err();
         assert!(e.to_string().contains("cell positive"), "{e}");
+        // Images on cells must match the cells' shape (16^3 for cells of 2).
+        let p = MapParams {
+            cell: 2,
+            ..MapParams::default()
+        };
+        let e = estimate_maps_from_cells(n, &images, &p).unwrap_err();
+        assert!(e.to_string().contains("one value per cell"), "{e}");
+        let on_cells: Vec<Vec<C64>> = images.iter().map(|im| cell_means(im, n, 2)).collect();
+        assert_eq!(
+            estimate_maps_from_cells(n, &on_cells, &p).unwrap(),
+            estimate_maps(n, &images, &p).unwrap()
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //! divided by the FOV, the result estimates the same voxel values as the
 //! iterative reconstruction (the units of the phantom).
 
+use rayon::prelude::*;
 use recon_core::{Complex, Error, Grid, Real, Result};
 use recon_nufft::NufftBackend;
 
@@ -179,7 +180,7 @@ impl<'b, B: NufftBackend> Gridding<'b, B> {
         let mut out = vec![Complex::default(); self.grid.len()];
         b.download(&mut out, &image)?;
         Ok(out
-            .into_iter()
+            .into_par_iter()
             .map(|v: Complex<B::Real>| Complex::new(v.re.f64(), v.im.f64()))
             .collect())
     }

@@ -254,14 +254,22 @@ pub fn maps_from_data<B: NufftBackend>(
     // of low resolution for the maps to be smooth.
     let n_min = *grid.n.iter().min().expect("three axes") as f64;
     let kc = s.calibration.min(n_min / 4.0);
-    let low = data
-        .chunks_exact(g.samples().max(1))
-        .map(|d| g.image(d, Some(kc)))
-        .collect::<recon_core::Result<Vec<_>>>()?;
-    // Inati's iteration on cells as coarse as the images' resolution allows.
+    // Inati's iteration on cells as coarse as the images' resolution
+    // allows; each coil's image is averaged over them as soon as it is
+    // made, so only the cells are kept.
     let p = recon_coils::MapParams {
         cell: recon_coils::cell_for(grid.n, kc),
         ..s.params()
     };
-    recon_coils::estimate_maps(grid.n, &low, &p)
+    let low = data
+        .chunks_exact(g.samples().max(1))
+        .map(|d| {
+            let image = g.image(d, Some(kc))?;
+            Ok(match p.cell {
+                1 => image,
+                f => recon_coils::cell_means(&image, grid.n, f),
+            })
+        })
+        .collect::<recon_core::Result<Vec<_>>>()?;
+    recon_coils::estimate_maps_from_cells(grid.n, &low, &p)
 }
