@@ -329,14 +329,18 @@ mod tests {
         (maps, object)
     }
 
+    /// Noiseless coil images: each map times the object.
+    fn seen(maps: &[Vec<C64>], object: &[f64]) -> Vec<Vec<C64>> {
+        maps.iter()
+            .map(|m| m.iter().zip(object).map(|(s, o)| s * *o).collect())
+            .collect()
+    }
+
     #[test]
     fn maps_from_noiseless_coil_images_agree_with_the_truth() {
         let n = [16, 16, 16];
         let (maps, object) = truth(n, 6);
-        let images: Vec<Vec<C64>> = maps
-            .iter()
-            .map(|m| m.iter().zip(&object).map(|(s, o)| s * *o).collect())
-            .collect();
+        let images = seen(&maps, &object);
         let est = estimate_maps(n, &images, &MapParams::default()).unwrap();
         let mask: Vec<bool> = object.iter().map(|&o| o > 0.0).collect();
         let a = agreement(&est, &maps, &mask).unwrap();
@@ -360,10 +364,7 @@ mod tests {
     fn maps_on_cells_agree_with_maps_on_voxels_and_the_truth() {
         let n = [32, 32, 32];
         let (maps, object) = truth(n, 6);
-        let images: Vec<Vec<C64>> = maps
-            .iter()
-            .map(|m| m.iter().zip(&object).map(|(s, o)| s * *o).collect())
-            .collect();
+        let images = seen(&maps, &object);
         let mask: Vec<bool> = object.iter().map(|&o| o > 0.0).collect();
         let voxels = estimate_maps(n, &images, &MapParams::default()).unwrap();
         for cell in [2, 4] {

@@ -18,7 +18,7 @@
 //! NUFFT runs on the backend's device ([`NufftBackend`]: recon-nufft on the
 //! CPU, recon-cuda's kernels on the GPU), in the backend's precision.
 
-use recon_core::{CoilOp, Complex, Error, Grid, Progress, Real, Result};
+use recon_core::{Complex, Error, Grid, Progress, Real, Result};
 pub use recon_nufft::{type1_coils_by_pieces, weighted, NufftBackend};
 
 mod exact;
@@ -319,18 +319,10 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
             return b.nufft_type1_coils(p, out, &self.phi, data, maps, progress);
         }
         recon_nufft::check_type1_coils(b, out, &self.phi, data, maps)?;
-        let (m, mut one) = (self.traj.len(), b.zeros(self.grid.len())?);
-        for (c, s) in maps.iter().enumerate() {
-            self.adjoint_on_device(&mut one, &data[c * m..(c + 1) * m], &mut |_, _| {})?;
-            let op = if c == 0 {
-                CoilOp::Adjoint
-            } else {
-                CoilOp::AddAdjoint
-            };
-            b.coil(out, op, s, &one)?;
-            progress(c as u64 + 1, maps.len() as u64);
-        }
-        Ok(())
+        let m = self.traj.len();
+        recon_nufft::sum_through_maps(b, out, maps, progress, |c, one| {
+            self.adjoint_on_device(one, &data[c * m..(c + 1) * m], &mut |_, _| {})
+        })
     }
 
     /// `out = F rho`, one value per sample.

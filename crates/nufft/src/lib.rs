@@ -247,10 +247,25 @@ pub fn type1_coils_by_pieces<B: NufftBackend + ?Sized>(
     progress: Progress<'_>,
 ) -> Result<()> {
     check_type1_coils(backend, out, w, d, maps)?;
-    let (m, mut one) = (w.len(), backend.zeros(backend.len(out))?);
-    for (c, s) in maps.iter().enumerate() {
+    let m = w.len();
+    sum_through_maps(backend, out, maps, progress, |c, one| {
         let mu: Vec<Complex<B::Real>> = weighted(w.iter().copied(), &d[c * m..(c + 1) * m]);
-        backend.nufft_type1(plan, &mut one, &backend.upload(&mu)?)?;
+        backend.nufft_type1(plan, one, &backend.upload(&mu)?)
+    })
+}
+
+/// `out = sum_c conj(S_c) . y_c` coil after coil, each `y_c` made by
+/// `y(c, one)` into one image-sized vector; `progress` after each coil.
+pub fn sum_through_maps<B: Backend + ?Sized>(
+    backend: &B,
+    out: &mut B::Vector,
+    maps: &[B::Vector],
+    progress: Progress<'_>,
+    mut y: impl FnMut(usize, &mut B::Vector) -> Result<()>,
+) -> Result<()> {
+    let mut one = backend.zeros(backend.len(out))?;
+    for (c, s) in maps.iter().enumerate() {
+        y(c, &mut one)?;
         let op = if c == 0 {
             CoilOp::Adjoint
         } else {
