@@ -19,15 +19,20 @@ pub fn estimate_maps(n: [usize; 3], images: &[Vec<C64>], p: &MapParams) -> Resul
     if p.cell == 1 {
         return estimate_maps_from_cells(n, images, p);
     }
-    let coarse: Vec<Vec<C64>> = images.iter().map(|im| cell_means(im, n, p.cell)).collect();
+    let coarse: Vec<Vec<C64>> = images.iter().map(|im| cells::mean(im, n, p.cell)).collect();
     estimate_maps_from_cells(n, &coarse, p)
 }
 
 /// A coil image on the grid `n` averaged over cells of `cell` voxels per
 /// axis (the last cell of an axis holds what is left), for
 /// [`estimate_maps_from_cells`]: a caller with many coils keeps only these.
-pub fn cell_means(image: &[C64], n: [usize; 3], cell: usize) -> Vec<C64> {
-    cells::mean(image, n, cell.max(1))
+/// With cells of one voxel, the image itself.
+pub fn cell_means(image: Vec<C64>, n: [usize; 3], cell: usize) -> Vec<C64> {
+    if cell <= 1 {
+        image
+    } else {
+        cells::mean(&image, n, cell)
+    }
 }
 
 /// [`estimate_maps`] from coil images already averaged over cells of
@@ -402,7 +407,10 @@ mod tests {
         };
         let e = estimate_maps_from_cells(n, &images, &p).unwrap_err();
         assert!(e.to_string().contains("one value per cell"), "{e}");
-        let on_cells: Vec<Vec<C64>> = images.iter().map(|im| cell_means(im, n, 2)).collect();
+        let on_cells: Vec<Vec<C64>> = images
+            .iter()
+            .map(|im| cell_means(im.clone(), n, 2))
+            .collect();
         assert_eq!(
             estimate_maps_from_cells(n, &on_cells, &p).unwrap(),
             estimate_maps(n, &images, &p).unwrap()

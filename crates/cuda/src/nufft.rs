@@ -509,7 +509,12 @@ impl Device {
                 self.lines(pass, out, Some(fine), modes, z.grid, s)
             }
             Fft::Cufft(plan) => {
-                debug_assert!(coil.is_none(), "the cuFFT path folds no coil map");
+                if coil.is_some() {
+                    return Err(Error::Invalid {
+                        what: "GPU type 1",
+                        reason: "the cuFFT path folds no coil map".into(),
+                    });
+                }
                 self.fft_exec(plan, fine, p.layout.sign)?;
                 self.corrections(p, "nufft_deconvolve", out, fine, p.modes_len())
             }

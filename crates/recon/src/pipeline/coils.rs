@@ -264,11 +264,11 @@ pub fn maps_from_data<B: NufftBackend>(
     let low = data
         .chunks_exact(g.samples().max(1))
         .map(|d| {
-            let image = g.image(d, Some(kc))?;
-            Ok(match p.cell {
-                1 => image,
-                f => recon_coils::cell_means(&image, grid.n, f),
-            })
+            Ok(recon_coils::cell_means(
+                g.image(d, Some(kc))?,
+                grid.n,
+                p.cell,
+            ))
         })
         .collect::<recon_core::Result<Vec<_>>>()?;
     recon_coils::estimate_maps_from_cells(grid.n, &low, &p)
