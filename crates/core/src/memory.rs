@@ -1,7 +1,12 @@
 //! Memory a reconstruction needs, estimated before allocating: on the GPU
 //! (each stage's peak) and on the host (the whole run's peak). Every size
 //! product is checked: a product that overflows is reported as `None`, never
-//! wrapped.
+//! wrapped. What the host allows, and which limit binds, is in [`limits`].
+
+mod limits;
+pub use limits::{
+    available_host_bytes, host_limit, machine_limits, process_limits, smallest, HostLimit,
+};
 
 /// Bytes of device memory each stage holds at its peak, in float32, for an
 /// `n` grid and `samples` k-space samples (`None` if it overflows), with the
@@ -233,36 +238,6 @@ pub fn host_bytes(n: [usize; 3], samples: usize, run: &HostRun) -> Option<(&'sta
     ]
     .into_iter()
     .max_by_key(|(_, b)| *b)
-}
-
-/// Bytes of host memory this process can still allocate: the kernel's
-/// `MemAvailable`, capped by a cgroup (v2 or v1) limit. `None` where
-/// neither is readable (not Linux).
-pub fn available_host_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
-        s.lines()
-            .find(|l| l.starts_with("MemAvailable:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-    });
-    let cgroup = [
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        (
-            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-        ),
-    ]
-    .iter()
-    .find_map(|(max, cur)| {
-        let read = |p: &str| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
-        let (max, cur) = (read(max)?, read(cur).unwrap_or(0));
-        Some(max.saturating_sub(cur))
-    });
-    match (meminfo, cgroup) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 /// Bytes as GiB, for messages.

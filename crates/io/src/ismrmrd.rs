@@ -16,7 +16,7 @@
 //! `Units::CyclesPerFov` takes them as they are.
 
 use crate::hdf5::{self, types::VarLenArray, types::VarLenAscii, types::VarLenUnicode, H5Type};
-use crate::scan::{CoilNoise, Scan};
+use crate::scan::{CoilNoise, ReadOptions, Scan};
 use crate::{beyond_nyquist, layout as bad, Context, IoError};
 use recon_core::{Complex, Grid};
 use std::path::Path;
@@ -104,6 +104,22 @@ struct Gathered {
     data: Vec<Vec<Complex<f64>>>,
     /// Per channel, its noise samples (noise measurement acquisitions).
     noise: Vec<Vec<Complex<f64>>>,
+}
+
+impl Gathered {
+    /// The memory held so far, and at the end, when each kind's channels
+    /// are joined into one array beside them (the vectors' capacities
+    /// count: they grow by doubling).
+    fn need(&self) -> crate::scan::ReadNeed {
+        let caps = |v: &[Vec<Complex<f64>>]| v.iter().map(Vec::capacity).sum::<usize>() as u64;
+        let lens = |v: &[Vec<Complex<f64>>]| v.iter().map(Vec::len).sum::<usize>() as u64;
+        let joined = 16 * (lens(&self.data) + lens(&self.noise));
+        let decoded = 24 * self.traj.len() as u64 + joined;
+        crate::scan::ReadNeed {
+            own: 24 * self.traj.capacity() as u64 + 16 * (caps(&self.data) + caps(&self.noise)) + joined,
+            decoded,
+        }
+    }
 }
 
 /// ISMRMRD's ACQ_IS_NOISE_MEASUREMENT flag bit (1-based).
@@ -252,6 +268,18 @@ pub fn read_ismrmrd(
     units: Units,
     allow_beyond_nyquist: bool,
 ) -> Result<Scan, IoError> {
+    let opts = ReadOptions {
+        allow_beyond_nyquist,
+        ..Default::default()
+    };
+    read_ismrmrd_with(path, units, &opts)
+}
+
+/// [`read_ismrmrd`] with all its options. Its acquisitions have no
+/// declared size: the file's own is told to `opts.on_declared` once the
+/// header is read.
+pub fn read_ismrmrd_with(path: &Path, units: Units, opts: &ReadOptions) -> Result<Scan, IoError> {
+    let allow_beyond_nyquist = opts.allow_beyond_nyquist;
     let file = hdf5::File::open(path).at(path, "open")?;
     let xml_ds = file
         .dataset("dataset/xml")
@@ -305,6 +333,8 @@ pub fn read_ismrmrd(
     let ds = file
         .dataset("dataset/data")
         .map_err(|_| bad(path, "dataset/data", "is missing"))?;
+    // The acquisitions are the data: their size is the file's.
+    opts.declared(std::fs::metadata(path).map_or(0, |m| m.len()));
     // Acquisitions are read in blocks, so that memory grows only with
     // what the file really holds, whatever it declares.
     let count = ds.size();
@@ -333,9 +363,7 @@ pub fn read_ismrmrd(
                 format!("holds more than {} samples", recon_core::MAX_SAMPLES),
             ));
         }
-        let values =
-            g.traj.len() * (3 + 2 * g.data.len()) + 2 * g.noise.iter().map(Vec::len).sum::<usize>();
-        crate::scan::check_fits(path, "dataset/data", 16 * values as u64)?;
+        crate::scan::check_fits(path, "dataset/data", g.need(), opts.handed_to)?;
     }
     if g.traj.is_empty() {
         return Err(bad(path, "dataset/data", "holds no imaging samples"));

@@ -12,10 +12,11 @@ mod atomic;
 pub mod ismrmrd;
 pub mod scan;
 
+mod outdir;
 pub use atomic::{
     check_writable_file, remove_partial_files, remove_stale_partials, temp_path, write_atomic,
-    OutputDir, MANIFEST,
 };
+pub use outdir::{is_mount_point, Commit, OutputDir, MANIFEST};
 
 use std::path::Path;
 use thiserror::Error;
@@ -28,6 +29,16 @@ pub enum IoError {
         op: &'static str,
         source: std::io::Error,
     },
+    /// The output folder changed during the run: what is there was kept,
+    /// and the new outputs were left in `kept`.
+    #[error("{target}: {why}: it was kept, and the new outputs were left in {kept}")]
+    Kept {
+        target: String,
+        why: String,
+        kept: String,
+    },
+    #[error("no space left on device: writing {file} in {dir}")]
+    NoSpace { dir: String, file: String },
     #[error("{path}: HDF5 {op}: {message}")]
     Hdf5 {
         path: String,
@@ -71,11 +82,72 @@ pub trait Context<T> {
 
 impl<T> Context<T> for hdf5::Result<T> {
     fn at(self, path: &Path, op: &str) -> Result<T, IoError> {
-        self.map_err(|e| IoError::Hdf5 {
+        self.map_err(|e| hdf5_error(path, op, &e.to_string()))
+    }
+}
+
+/// An HDF5 error at `path`. A failed system call is reported as the OS
+/// error it was, once, with the file's real name (not its temporary one):
+/// HDF5's own message for it is a multi-line dump of the write's details.
+fn hdf5_error(path: &Path, op: &str, message: &str) -> IoError {
+    let real = real_path(path);
+    let errno = message
+        .split("errno = ")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse::<i32>().ok());
+    match errno {
+        Some(libc::ENOSPC) => no_space(path),
+        Some(n) => IoError::Hdf5 {
+            path: real.display().to_string(),
+            op: op.to_string(),
+            message: std::io::Error::from_raw_os_error(n).to_string(),
+        },
+        None => IoError::Hdf5 {
             path: path.display().to_string(),
             op: op.to_string(),
-            message: e.to_string(),
-        })
+            message: message.to_string(),
+        },
+    }
+}
+
+/// "No space left on device" while writing `path` (its real name).
+pub(crate) fn no_space(path: &Path) -> IoError {
+    let real = real_path(path);
+    IoError::NoSpace {
+        dir: real
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .display()
+            .to_string(),
+        file: real
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    }
+}
+
+/// The final name of a file being written under [`temp_path`]'s name.
+pub(crate) fn real_path(path: &Path) -> std::path::PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let real = name
+        .strip_prefix(".partial-")
+        .and_then(|r| r.split_once('-'))
+        .map(|(_, rest)| rest.to_string());
+    match (real, path.parent()) {
+        // Inside a staging folder: name the output folder.
+        (None, Some(dir)) => match dir.file_name().map(|d| d.to_string_lossy().into_owned()) {
+            Some(d) if d.starts_with(".partial-") => {
+                real_path(dir).join(name)
+            }
+            _ => path.to_path_buf(),
+        },
+        (Some(r), _) => path.with_file_name(r),
+        (None, None) => path.to_path_buf(),
     }
 }
 

@@ -17,15 +17,26 @@
 //!   with attribute `fov_mm` (3 floats, x y z; the k-space FOV when absent),
 //!   centred on the same isocentre.
 //!
-//! Reading checks everything and names the dataset and what was expected.
+//! Attribute `version` of `/kspace` (1 or 2) is always written; a file
+//! without it is read by its data's rank, and any other version is refused.
+//!
+//! Reading checks every shape first, naming each axis, then the memory the
+//! read takes against every limit that applies, and only then reads; it
+//! names the dataset and what was expected. A group that is present but
+//! cannot be read is an error, never taken for an absent one.
 
 use crate::hdf5;
 use crate::{beyond_nyquist, layout as bad, Context, IoError};
-use hdf5::types::TypeDescriptor;
+use datasets::{attr3, check_f32, open_f32, optional, read_checked, Axis, Need};
 use recon_core::{Complex, Grid, Volume};
 use std::path::Path;
 
 mod bytes;
+mod datasets;
+mod write;
+pub(crate) use datasets::{check_fits, check_matrix};
+pub(crate) use datasets::Need as ReadNeed;
+pub use write::write_scan;
 
 /// The coils' noise as a scan file gives it.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,145 +66,88 @@ pub struct Scan {
     pub anatomy: Option<Volume>,
 }
 
-/// A float32 dataset, opened and checked for type and declared shape, not
-/// yet read: sizes are checked against each other and the memory before
-/// anything is read.
-fn open_f32(
-    file: &hdf5::File,
-    path: &Path,
-    name: &str,
-    shape: &[Option<usize>],
-) -> Result<(hdf5::Dataset, Vec<usize>), IoError> {
-    let ds = file
-        .dataset(name)
-        .map_err(|_| bad(path, name, "is missing"))?;
-    let dtype = ds
-        .dtype()
-        .and_then(|t| t.to_descriptor())
-        .at(path, &format!("read the type of `{name}`"))?;
-    if dtype != TypeDescriptor::Float(hdf5::types::FloatSize::U4) {
-        return Err(bad(
-            path,
-            name,
-            format!("has type {dtype}, expected float32"),
-        ));
-    }
-    let got = ds.shape();
-    let fits = got.len() == shape.len()
-        && got
-            .iter()
-            .zip(shape)
-            .all(|(g, s)| s.is_none_or(|s| *g == s));
-    if !fits {
-        let want: Vec<String> = shape
-            .iter()
-            .map(|s| s.map_or("M".to_string(), |v| v.to_string()))
-            .collect();
-        return Err(bad(
-            path,
-            name,
-            format!("has shape {got:?}, expected [{}]", want.join(", ")),
-        ));
-    }
-    Ok((ds, got))
+/// How a file is read.
+#[derive(Clone, Copy, Default)]
+pub struct ReadOptions<'a> {
+    /// Accept samples beyond Nyquist (`|k_d| > N_d/2`).
+    pub allow_beyond_nyquist: bool,
+    /// The process (its id) the scan is handed to, which decodes its own
+    /// copy while this one still holds its: recon's reader process. The
+    /// memory check then counts both copies, and that process's limits.
+    pub handed_to: Option<u32>,
+    /// Told the bytes the file's datasets declare, once their shapes are
+    /// checked and before they are read (a reader's time limit grows with them).
+    pub on_declared: Option<&'a dyn Fn(u64)>,
 }
 
-/// Reads a dataset checked by [`open_f32`], and checks its values are finite.
-fn read_checked(
-    ds: &hdf5::Dataset,
-    path: &Path,
-    name: &str,
-    shape: &[usize],
-) -> Result<Vec<f32>, IoError> {
-    let v: Vec<f32> = ds.read_raw().at(path, &format!("read `{name}`"))?;
-    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        let row: usize = shape[1..].iter().product();
-        return Err(bad(
-            path,
-            name,
-            format!(
-                "holds {} at index {} (row {}): values must be finite",
-                v[i],
-                i,
-                i / row.max(1)
-            ),
-        ));
-    }
-    Ok(v)
-}
-
-/// Refuses to read `bytes` more when the host cannot hold them.
-pub(crate) fn check_fits(path: &Path, what: &str, bytes: u64) -> Result<(), IoError> {
-    match recon_core::memory::available_host_bytes() {
-        Some(free) if bytes > free => Err(bad(
-            path,
-            what,
-            format!(
-                "would need {:.2} GiB of memory to read, but {:.2} GiB is available",
-                recon_core::memory::gib(bytes),
-                recon_core::memory::gib(free)
-            ),
-        )),
-        _ => Ok(()),
+impl ReadOptions<'_> {
+    pub(crate) fn declared(&self, bytes: u64) {
+        if let Some(f) = self.on_declared {
+            f(bytes)
+        }
     }
 }
 
-/// A reconstruction matrix from a file, held to the config's limits: each
-/// size even, from 4 to [`recon_core::MAX_N`].
-pub(crate) fn check_matrix(path: &Path, what: &str, n: [i64; 3]) -> Result<[usize; 3], IoError> {
-    let max = recon_core::MAX_N as i64;
-    if n.iter().any(|&v| v < 4 || v % 2 != 0 || v > max) {
-        return Err(bad(
-            path,
-            what,
-            format!("is {n:?}: each size must be even, from 4 to {max}"),
-        ));
-    }
-    Ok(n.map(|v| v as usize))
-}
+/// The most coils a scan file may have.
+pub const MAX_COILS: usize = 1024;
 
-/// Attribute `name` of `owner` (a group or dataset path, for messages): 3 numbers.
-fn attr3<T: hdf5::H5Type + Copy>(
-    loc: &hdf5::Location,
-    path: &Path,
-    owner: &str,
-    name: &str,
-) -> Result<[T; 3], IoError> {
-    let what = format!("{owner} attribute {name}");
-    let a = loc.attr(name).map_err(|_| bad(path, &what, "is missing"))?;
-    let v: Vec<T> = a
-        .read_raw()
-        .map_err(|e| bad(path, &what, format!("cannot be read as 3 numbers: {e}")))?;
-    match v[..] {
-        [a, b, c] => Ok([a, b, c]),
-        _ => Err(bad(
-            path,
-            &what,
-            format!("has {} values, expected 3 (x, y, z)", v.len()),
-        )),
-    }
-}
+/// The smallest largest root-sum-of-squares of coil maps that float32
+/// carries with its full precision: maps scaled below it lose digits (a
+/// scale of 1e-40 is below float32's normal range) and are refused.
+pub const MIN_MAPS_SCALE: f64 = 1e-30;
 
 /// Reads and checks a scan file. Samples beyond Nyquist (`|k_d| > N_d/2`)
 /// are an error unless `allow_beyond_nyquist`.
 pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoError> {
+    read_scan_with(
+        path,
+        &ReadOptions {
+            allow_beyond_nyquist,
+            ..Default::default()
+        },
+    )
+}
+
+/// [`read_scan`] with all its options.
+pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> {
     let file = hdf5::File::open(path).at(path, "open")?;
     let ks = file
         .group("kspace")
         .map_err(|_| bad(path, "/kspace", "is missing (not a recon scan file?)"))?;
+    let version = datasets::version(&ks, path)?;
     let fov = attr3::<f64>(&ks, path, "/kspace", "fov_mm")?;
     let matrix = attr3::<i64>(&ks, path, "/kspace", "matrix")?;
     let n = check_matrix(path, "/kspace attribute matrix", matrix)?;
     let grid = Grid::new(n, fov)
         .map_err(|e| bad(path, "/kspace attributes matrix and fov_mm", e.to_string()))?;
-    // Shapes first, checked against each other and the limits; then read.
-    let (tds, tshape) = open_f32(&file, path, "kspace/trajectory", &[None, Some(3)])?;
+    let voxels = [Axis::Named("Nz", n[2]), Axis::Named("Ny", n[1]), Axis::Named("Nx", n[0])];
+    // A shape error of an image on the grid says where the grid comes from.
+    let on_the_grid = |e: IoError| match e {
+        IoError::Layout {
+            path,
+            name,
+            problem,
+        } if problem.contains("shape") => IoError::Layout {
+            path,
+            name,
+            problem: format!("{problem}: it must match /kspace matrix {matrix:?} as [Nz, Ny, Nx]"),
+        },
+        e => e,
+    };
+
+    // Every shape first, checked against each other and the limits.
+    let (tds, tshape) = open_f32(&file, path, "kspace/trajectory", &[Axis::Any("M"), Axis::Is(3)])?;
     // [M, 2] (version 1) or [C, M, 2] (version 2).
     let rank = file.dataset("kspace/data").map_or(2, |d| d.ndim());
+    let rank = match version {
+        Some(1) => 2,
+        Some(_) => 3,
+        None => rank,
+    };
     let (dds, dshape) = if rank == 3 {
-        open_f32(&file, path, "kspace/data", &[None, None, Some(2)])?
+        open_f32(&file, path, "kspace/data", &[Axis::Any("C"), Axis::Any("M"), Axis::Is(2)])?
     } else {
-        open_f32(&file, path, "kspace/data", &[None, Some(2)])?
+        open_f32(&file, path, "kspace/data", &[Axis::Any("M"), Axis::Is(2)])?
     };
     let (coils, dm) = match dshape[..] {
         [c, m, _] => (c, m),
@@ -230,19 +184,67 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
             ),
         ));
     }
-    // float32 as read, then float64: 3 + 2 C numbers per sample each.
+    let truth = match optional(&file, path, "reference", "truth")? {
+        Some(ds) => {
+            let name = "reference/truth";
+            let shape = check_f32(&ds, path, name, &voxels).map_err(on_the_grid)?;
+            Some((ds, shape))
+        }
+        None => None,
+    };
+    let anatomy = anatomy_dataset(&file, path, &grid)?;
+    let noise = noise_dataset(&file, path, coils)?;
+    let maps = match optional(&file, path, "coils", "maps")? {
+        Some(ds) => {
+            let shape = [Axis::Any("C"), voxels[0], voxels[1], voxels[2], Axis::Is(2)];
+            let got = check_f32(&ds, path, "coils/maps", &shape).map_err(on_the_grid)?;
+            same_coils(path, "coils/maps", got[0], coils)?;
+            Some((ds, got))
+        }
+        None => None,
+    };
+    if version == Some(1) && (noise.is_some() || maps.is_some()) {
+        return Err(bad(
+            path,
+            "/kspace attribute version",
+            "is 1, but the file has coils' noise or maps, which version 2 holds: set version = 2 \
+             and give kspace/data as [C, M, 2]",
+        ));
+    }
+
+    // What reading takes: each dataset as stored (float32), and decoded
+    // (float64: 3 per sample, 2 per complex value, 1 per image voxel).
+    let count = |shape: &[usize]| shape.iter().product::<usize>() as u64;
+    let stored = [
+        Some(count(&tshape)),
+        Some(count(&dshape)),
+        noise.as_ref().map(|(_, s, _)| count(s)),
+        maps.as_ref().map(|(_, s)| count(s)),
+        truth.as_ref().map(|(_, s)| count(s)),
+        anatomy.as_ref().map(|(_, s, _)| count(s)),
+    ];
+    let floats: u64 = stored.iter().flatten().sum();
+    let largest = stored.iter().flatten().max().copied().unwrap_or(0);
+    let decoded = 8 * floats;
     check_fits(
         path,
-        "kspace/trajectory and kspace/data",
-        12 * (3 + 2 * coils as u64) * m as u64,
+        "the file's datasets",
+        Need {
+            own: decoded + 4 * largest,
+            decoded,
+        },
+        opts.handed_to,
     )?;
+    opts.declared(4 * floats);
+
+    // Then read.
     let t = read_checked(&tds, path, "kspace/trajectory", &tshape)?;
-    let d = read_checked(&dds, path, "kspace/data", &dshape)?;
     let traj: Vec<[f64; 3]> = t
         .chunks_exact(3)
         .map(|k| [k[0], k[1], k[2]].map(f64::from))
         .collect();
-    if !allow_beyond_nyquist {
+    drop(t);
+    if !opts.allow_beyond_nyquist {
         for (m, k) in traj.iter().enumerate() {
             if let Some(d) = beyond_nyquist(*k, n) {
                 return Err(bad(
@@ -256,38 +258,52 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
             }
         }
     }
-    let data = complex(d);
-    let image = |name: &str| -> Result<Option<Vec<f64>>, IoError> {
-        if !file.link_exists(name) {
-            return Ok(None);
+    let data = complex(read_checked(&dds, path, "kspace/data", &dshape)?);
+    let truth = match truth {
+        Some((ds, shape)) => Some(
+            read_checked(&ds, path, "reference/truth", &shape)?
+                .into_iter()
+                .map(f64::from)
+                .collect(),
+        ),
+        None => None,
+    };
+    let anatomy = match anatomy {
+        Some((ds, shape, g)) => {
+            let v = read_checked(&ds, path, "reference/anatomy", &shape)?;
+            Some(
+                Volume::new(g, v.into_iter().map(f64::from).collect())
+                    .map_err(|e| bad(path, "reference/anatomy", e.to_string()))?,
+            )
         }
-        let shape = [n[2], n[1], n[0]];
-        let (ds, _) = open_f32(&file, path, name, &shape.map(Some)).map_err(|e| match e {
-            IoError::Layout { problem, .. } if problem.contains("shape") => bad(
-                path,
-                name,
-                format!("{problem}: it must match /kspace matrix {matrix:?} as [Nz, Ny, Nx]"),
-            ),
-            e => e,
-        })?;
-        check_fits(path, name, 12 * grid.len() as u64)?;
-        let v = read_checked(&ds, path, name, &shape)?;
-        Ok(Some(v.into_iter().map(f64::from).collect()))
+        None => None,
+    };
+    let noise = match noise {
+        Some((ds, shape, name)) => {
+            let v = complex(read_checked(&ds, path, name, &shape)?);
+            Some(if name == NOISE_SAMPLES {
+                CoilNoise::Samples(v)
+            } else {
+                CoilNoise::Covariance(v)
+            })
+        }
+        None => None,
+    };
+    let maps = match maps {
+        Some((ds, shape)) => Some(read_maps(&ds, path, &shape, grid.len())?),
+        None => None,
     };
     Ok(Scan {
         grid,
         traj,
         coils,
-        truth: image("reference/truth")?,
-        anatomy: anatomy(&file, path, &grid)?,
-        noise: coil_noise(&file, path, coils)?,
-        maps: maps(&file, path, &grid, coils)?,
         data,
+        noise,
+        maps,
+        truth,
+        anatomy,
     })
 }
-
-/// The most coils a scan file may have.
-pub const MAX_COILS: usize = 1024;
 
 /// Float32 pairs `[..., 2]` as complex numbers.
 fn complex(v: Vec<f32>) -> Vec<Complex<f64>> {
@@ -308,78 +324,97 @@ fn same_coils(path: &Path, name: &str, got: usize, coils: usize) -> Result<(), I
     ))
 }
 
-/// `/kspace/noise` or `/kspace/noise_covariance`, when present.
-fn coil_noise(file: &hdf5::File, path: &Path, coils: usize) -> Result<Option<CoilNoise>, IoError> {
-    let (samples, covariance) = ("kspace/noise", "kspace/noise_covariance");
-    match (file.link_exists(samples), file.link_exists(covariance)) {
-        (false, false) => Ok(None),
-        (true, true) => Err(bad(
+const NOISE_SAMPLES: &str = "kspace/noise";
+const NOISE_COVARIANCE: &str = "kspace/noise_covariance";
+
+/// `/kspace/noise` or `/kspace/noise_covariance`, when present, checked
+/// and not yet read, with its name.
+#[allow(clippy::type_complexity)]
+fn noise_dataset(
+    file: &hdf5::File,
+    path: &Path,
+    coils: usize,
+) -> Result<Option<(hdf5::Dataset, Vec<usize>, &'static str)>, IoError> {
+    let samples = optional(file, path, "kspace", "noise")?;
+    let covariance = optional(file, path, "kspace", "noise_covariance")?;
+    match (samples, covariance) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(bad(
             path,
-            covariance,
+            NOISE_COVARIANCE,
             "and kspace/noise are both present: give the noise samples or their covariance, not both",
         )),
-        (true, false) => {
-            let (ds, shape) = open_f32(file, path, samples, &[None, None, Some(2)])?;
-            same_coils(path, samples, shape[0], coils)?;
+        (Some(ds), None) => {
+            let shape = check_f32(&ds, path, NOISE_SAMPLES, &[Axis::Any("C"), Axis::Any("K"), Axis::Is(2)])?;
+            same_coils(path, NOISE_SAMPLES, shape[0], coils)?;
             if shape[1] == 0 || shape[1] > recon_core::MAX_SAMPLES {
                 return Err(bad(
                     path,
-                    samples,
+                    NOISE_SAMPLES,
                     format!("holds {} samples per coil: there must be 1 to {}", shape[1], recon_core::MAX_SAMPLES),
                 ));
             }
-            check_fits(path, samples, 24 * (coils * shape[1]) as u64)?;
-            Ok(Some(CoilNoise::Samples(complex(read_checked(&ds, path, samples, &shape)?))))
+            Ok(Some((ds, shape, NOISE_SAMPLES)))
         }
-        (false, true) => {
-            let (ds, shape) = open_f32(file, path, covariance, &[None, None, Some(2)])?;
-            same_coils(path, covariance, shape[0], coils)?;
-            same_coils(path, covariance, shape[1], coils)?;
-            let v = complex(read_checked(&ds, path, covariance, &shape)?);
-            Ok(Some(CoilNoise::Covariance(v)))
+        (None, Some(ds)) => {
+            let shape = check_f32(&ds, path, NOISE_COVARIANCE, &[Axis::Any("C"), Axis::Any("C"), Axis::Is(2)])?;
+            same_coils(path, NOISE_COVARIANCE, shape[0], coils)?;
+            same_coils(path, NOISE_COVARIANCE, shape[1], coils)?;
+            Ok(Some((ds, shape, NOISE_COVARIANCE)))
         }
     }
 }
 
-/// `/coils/maps` on the k-space grid, when present.
-fn maps(
-    file: &hdf5::File,
+/// `/coils/maps`, read and checked: finite, and of a scale float32 carries
+/// (not all zero, largest root sum of squares at least [`MIN_MAPS_SCALE`]).
+fn read_maps(
+    ds: &hdf5::Dataset,
     path: &Path,
-    grid: &Grid,
-    coils: usize,
-) -> Result<Option<Vec<Vec<Complex<f64>>>>, IoError> {
+    shape: &[usize],
+    voxels: usize,
+) -> Result<Vec<Vec<Complex<f64>>>, IoError> {
     let name = "coils/maps";
-    if !file.link_exists(name) {
-        return Ok(None);
+    let v = complex(read_checked(ds, path, name, shape)?);
+    let maps: Vec<Vec<Complex<f64>>> = v.chunks_exact(voxels).map(|c| c.to_vec()).collect();
+    drop(v);
+    let largest = (0..voxels)
+        .map(|i| maps.iter().map(|m| m[i].norm_sqr()).sum::<f64>())
+        .fold(0.0, f64::max)
+        .sqrt();
+    if largest == 0.0 {
+        return Err(bad(
+            path,
+            name,
+            "is zero everywhere: the coils see nothing (omit the maps to estimate them, or set sense.maps = \"estimate\")",
+        ));
     }
-    let (ds, shape) = open_f32(file, path, name, &[None, None, None, None, Some(2)])?;
-    same_coils(path, name, shape[0], coils)?;
-    let n = grid.n;
-    if shape[1..4] != [n[2], n[1], n[0]] {
+    if largest < MIN_MAPS_SCALE {
         return Err(bad(
             path,
             name,
             format!(
-                "has maps of {:?} voxels: they must match /kspace matrix {:?} as [Nz, Ny, Nx]",
-                &shape[1..4],
-                n
+                "has a largest root sum of squares of {largest:.3e}, below {MIN_MAPS_SCALE:e}: \
+                 float32 loses their digits at that scale. Maps are normalised by their root \
+                 sum of squares, so any scale near 1 gives the same result: rescale them"
             ),
         ));
     }
-    check_fits(path, name, 24 * (coils * grid.len()) as u64)?;
-    let v = complex(read_checked(&ds, path, name, &shape)?);
-    Ok(Some(
-        v.chunks_exact(grid.len()).map(|c| c.to_vec()).collect(),
-    ))
+    Ok(maps)
 }
 
-/// `/reference/anatomy` on its own grid, when present.
-fn anatomy(file: &hdf5::File, path: &Path, grid: &Grid) -> Result<Option<Volume>, IoError> {
+/// `/reference/anatomy` on its own grid, when present, checked and not yet
+/// read.
+#[allow(clippy::type_complexity)]
+fn anatomy_dataset(
+    file: &hdf5::File,
+    path: &Path,
+    grid: &Grid,
+) -> Result<Option<(hdf5::Dataset, Vec<usize>, Grid)>, IoError> {
     let name = "reference/anatomy";
-    if !file.link_exists(name) {
+    let Some(ds) = optional(file, path, "reference", "anatomy")? else {
         return Ok(None);
-    }
-    let (ds, shape) = open_f32(file, path, name, &[None, None, None])?;
+    };
+    let shape = check_f32(&ds, path, name, &[Axis::Any("Az"), Axis::Any("Ay"), Axis::Any("Ax")])?;
     let fov = if ds.attr("fov_mm").is_ok() {
         attr3::<f64>(&ds, path, "/reference/anatomy", "fov_mm")?
     } else {
@@ -393,84 +428,5 @@ fn anatomy(file: &hdf5::File, path: &Path, grid: &Grid) -> Result<Option<Volume>
             format!("shape {shape:?} and fov_mm {fov:?}: {e}"),
         )
     })?;
-    check_fits(path, name, 12 * g.len() as u64)?;
-    let v = read_checked(&ds, path, name, &shape)?;
-    let vol = Volume::new(g, v.into_iter().map(f64::from).collect())
-        .map_err(|e| bad(path, name, e.to_string()))?;
-    Ok(Some(vol))
-}
-
-/// Writes a scan file atomically.
-pub fn write_scan(path: &Path, scan: &Scan) -> Result<(), IoError> {
-    crate::write_atomic(path, |tmp| {
-        let file = hdf5::File::create(tmp).at(tmp, "create")?;
-        let ks = file.create_group("kspace").at(tmp, "create /kspace")?;
-        let m = scan.traj.len();
-        let t: Vec<f32> = scan.traj.iter().flat_map(|k| k.map(|v| v as f32)).collect();
-        let d: Vec<f32> = scan
-            .data
-            .iter()
-            .flat_map(|c| [c.re as f32, c.im as f32])
-            .collect();
-        let pairs = |v: &[Complex<f64>]| -> Vec<f32> {
-            v.iter().flat_map(|c| [c.re as f32, c.im as f32]).collect()
-        };
-        let c = scan.coils;
-        let v2 = c > 1 || scan.noise.is_some() || scan.maps.is_some();
-        crate::write_dataset(tmp, &ks, "trajectory", &[m, 3], &t, false)?;
-        if v2 {
-            crate::write_dataset(tmp, &ks, "data", &[c, m, 2], &d, false)?;
-            crate::set_attr(tmp, &ks, "version", &[2i64])?;
-        } else {
-            crate::write_dataset(tmp, &ks, "data", &[m, 2], &d, false)?;
-        }
-        crate::set_attr(tmp, &ks, "fov_mm", &scan.grid.fov_mm)?;
-        crate::set_attr(tmp, &ks, "matrix", &scan.grid.n.map(|v| v as i64))?;
-        match &scan.noise {
-            Some(CoilNoise::Samples(v)) => {
-                let k = v.len() / c.max(1);
-                crate::write_dataset(tmp, &ks, "noise", &[c, k, 2], &pairs(v), false)?;
-            }
-            Some(CoilNoise::Covariance(v)) => {
-                crate::write_dataset(tmp, &ks, "noise_covariance", &[c, c, 2], &pairs(v), false)?;
-            }
-            None => {}
-        }
-        let n = scan.grid.n;
-        let shape = [n[2], n[1], n[0]];
-        if let Some(maps) = &scan.maps {
-            let g = file.create_group("coils").at(tmp, "create /coils")?;
-            let flat: Vec<Complex<f64>> = maps.concat();
-            crate::write_dataset(
-                tmp,
-                &g,
-                "maps",
-                &[c, n[2], n[1], n[0], 2],
-                &pairs(&flat),
-                false,
-            )?;
-        }
-        let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|x| *x as f32).collect() };
-        if scan.truth.is_some() || scan.anatomy.is_some() {
-            let r = file
-                .create_group("reference")
-                .at(tmp, "create /reference")?;
-            if let Some(t) = &scan.truth {
-                crate::write_dataset(tmp, &r, "truth", &shape, &f32s(t), false)?;
-            }
-            if let Some(a) = &scan.anatomy {
-                let m = a.grid.n;
-                let ds = crate::write_dataset(
-                    tmp,
-                    &r,
-                    "anatomy",
-                    &[m[2], m[1], m[0]],
-                    &f32s(&a.values),
-                    false,
-                )?;
-                crate::set_attr(tmp, &ds, "fov_mm", &a.grid.fov_mm)?;
-            }
-        }
-        file.close().at(tmp, "close")
-    })
+    Ok(Some((ds, shape, g)))
 }

@@ -30,12 +30,7 @@ pub(crate) use on_backend;
 /// Sets the thread count and picks the backend the config (or `--device`)
 /// asks for.
 pub(crate) fn backend_for(l: &mut Loaded, device: Option<DeviceChoice>) -> Result<Chosen> {
-    if l.cfg.engine.threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(l.cfg.engine.threads)
-            .build_global()
-            .context("setting engine.threads")?;
-    }
+    set_threads("config key `engine.threads`", l.cfg.engine.threads)?;
     if let Some(d) = device {
         l.cfg.engine.device = d;
     }
@@ -92,4 +87,63 @@ pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
             }
         }
     }
+}
+
+/// The CPU cores this process may use (its affinity and cgroup quota
+/// counted), at least 1.
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The most CPU threads a run accepts, per core: beyond the cores, threads
+/// only wait for each other (4096 threads on 2 cores turned a 0.1 s run
+/// into minutes).
+pub(crate) const MAX_THREADS_PER_CORE: usize = 4;
+
+/// The threads `threads` (`key`'s value; 0: the default) asks for: itself,
+/// or `RAYON_NUM_THREADS` when set, or every core.
+fn threads_asked(threads: usize) -> (usize, String) {
+    if threads > 0 {
+        return (threads, String::new());
+    }
+    match std::env::var("RAYON_NUM_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok()) {
+        Some(n) if n > 0 => (n, " (from RAYON_NUM_THREADS)".to_string()),
+        _ => (cores(), String::new()),
+    }
+}
+
+/// Refuses more than [`MAX_THREADS_PER_CORE`] threads per available core.
+pub(crate) fn check_threads(key: &str, threads: usize) -> Result<()> {
+    let (n, from) = threads_asked(threads);
+    let (cores, max) = (cores(), MAX_THREADS_PER_CORE * cores());
+    if n > max {
+        anyhow::bail!(
+            "{key}: {n} threads{from} on {cores} available core(s): at most {max} \
+             ({MAX_THREADS_PER_CORE} per core) are accepted, since threads beyond the cores only \
+             wait for each other; use 0 for one per core"
+        );
+    }
+    Ok(())
+}
+
+/// Checks `threads` ([`check_threads`]), warns above the core count, and
+/// sizes the global thread pool. `key` names the setting in messages.
+pub(crate) fn set_threads(key: &str, threads: usize) -> Result<()> {
+    check_threads(key, threads)?;
+    let (n, from) = threads_asked(threads);
+    let cores = cores();
+    if n > cores {
+        eprintln!(
+            "warning: {key}: {n} threads{from} on {cores} available core(s): the extra threads \
+             share the cores, which rarely helps"
+        );
+    }
+    // 0 leaves rayon its default, which is what `threads_asked` counted.
+    if threads > 0 {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .with_context(|| format!("setting {key}"))?;
+    }
+    Ok(())
 }

@@ -13,7 +13,7 @@
 //! so that a script can check that two tools solved the same problem.
 
 use crate::config::{DeviceChoice, EngineCfg, EngineKind, Precision};
-use crate::inspect::{read_isolated, UnitsArg};
+use crate::reader::{read_isolated, UnitsArg};
 use anyhow::{Context, Result};
 use recon_core::{Complex, Real};
 use recon_encoding::{Engine, NufftBackend, Plan};
@@ -219,12 +219,7 @@ pub fn run(args: &BenchNufftArgs) -> Result<()> {
     if args.repeats == 0 || args.repeats > 100 {
         anyhow::bail!("--repeats must be 1 to 100, got {}", args.repeats);
     }
-    if args.threads > 4096 {
-        anyhow::bail!(
-            "--threads must be 0 (all cores) to 4096, got {}",
-            args.threads
-        );
-    }
+    crate::backend::check_threads("--threads", args.threads)?;
     if !(1..=1024).contains(&args.matrix) {
         anyhow::bail!("--matrix must be 1 to 1024, got {}", args.matrix);
     }
@@ -242,12 +237,7 @@ pub fn run(args: &BenchNufftArgs) -> Result<()> {
         Precision::F64 => 8,
     })
     .context("--tolerance")?;
-    if args.threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(args.threads)
-            .build_global()
-            .context("setting --threads")?;
-    }
+    crate::backend::set_threads("--threads", args.threads)?;
     let nufft = nufft_options(args)?;
     let engine = EngineCfg {
         kind: EngineKind::Nufft,

@@ -16,6 +16,7 @@ mod output;
 mod parboil;
 mod pictures;
 pub mod pipeline;
+mod reader;
 mod validate;
 
 use anyhow::{Context, Result};
@@ -122,7 +123,7 @@ enum Command {
     Check(CheckArgs),
     /// Internal: reads an untrusted input file for the parent process.
     #[command(hide = true, name = "read-input")]
-    ReadInput(inspect::ReadInputArgs),
+    ReadInput(reader::ReadInputArgs),
 }
 
 /// Progress bars on stderr; hidden automatically when stderr is not a terminal.
@@ -210,9 +211,26 @@ fn logged_stage<T>(name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) ->
 /// exit status (errors are printed, each cause once).
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Ctrl-C, SIGTERM and SIGHUP: remove whatever is being written (waiting
-    // for a commit in progress to finish first), then stop.
+    // Ctrl-C, SIGTERM and SIGHUP: end the reader process, remove whatever
+    // is being written (waiting for a commit in progress to finish first),
+    // then stop. The reader process itself installs no handler: a signal
+    // ends it at once (see reader.rs).
+    let reader = matches!(cli.command, Some(Command::ReadInput(_)));
+    if !reader {
+        install_interrupt_handler();
+    }
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", error_chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn install_interrupt_handler() {
     let _ = ctrlc::set_handler(|| {
+        reader::stop_reader();
         let committed = recon_io::remove_partial_files();
         if committed {
             eprintln!("interrupted after the outputs were committed: they are complete");
@@ -221,13 +239,6 @@ pub fn main() -> ExitCode {
         }
         std::process::exit(130);
     });
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {}", error_chain(&e));
-            ExitCode::FAILURE
-        }
-    }
 }
 
 /// The error and its causes, `: `-separated, leaving out a cause whose text
@@ -256,7 +267,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::ParboilQ(args) => parboil::run(&args, &Bars),
         Command::Inspect(args) => inspect::run(&args),
         Command::Check(args) => check(&args),
-        Command::ReadInput(args) => inspect::read_input(&args),
+        Command::ReadInput(args) => reader::read_input(&args),
         Command::Simulate(args) => {
             let l = config::load(&args.config, None)?;
             simulate(&l, &args.out)

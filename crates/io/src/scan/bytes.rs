@@ -1,193 +1,252 @@
 //! A byte encoding of a checked [`Scan`], for handing it from the reader
-//! process (which may meet a file that crashes HDF5) to its parent.
+//! process (which may meet a file that crashes HDF5) to its parent. It is
+//! streamed both ways: the reader writes straight from its scan into the
+//! pipe and the parent decodes straight into its own, so neither holds the
+//! encoding itself (a scan of several GiB would otherwise be held two or
+//! three times over).
 
 use super::{CoilNoise, Scan, MAX_COILS};
 use recon_core::{Complex, Grid, Volume};
+use std::io::{self, Read, Write};
 
-/// A byte encoding of a [`Scan`], for handing a checked scan from a reader
-/// process to its parent: little-endian, lengths first, checked on decoding.
+const ENCODING_MAGIC: &[u8; 8] = b"reconSC3";
+
+/// Little-endian, lengths first, checked on decoding.
 impl Scan {
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut b = Vec::new();
-        b.extend_from_slice(ENCODING_MAGIC);
-        let grid = |b: &mut Vec<u8>, g: &Grid| {
-            g.n.iter()
-                .for_each(|n| b.extend_from_slice(&(*n as u64).to_le_bytes()));
-            g.fov_mm
-                .iter()
-                .for_each(|f| b.extend_from_slice(&f.to_le_bytes()));
-        };
-        let floats = |b: &mut Vec<u8>, v: &mut dyn Iterator<Item = f64>, len: usize| {
-            b.extend_from_slice(&(len as u64).to_le_bytes());
-            v.for_each(|x| b.extend_from_slice(&x.to_le_bytes()));
-        };
-        grid(&mut b, &self.grid);
-        floats(
-            &mut b,
-            &mut self.traj.iter().flatten().copied(),
-            3 * self.traj.len(),
-        );
-        b.extend_from_slice(&(self.coils as u64).to_le_bytes());
-        let pairs = |b: &mut Vec<u8>, v: &[Complex<f64>]| {
-            floats(b, &mut v.iter().flat_map(|c| [c.re, c.im]), 2 * v.len())
-        };
-        pairs(&mut b, &self.data);
+    /// Writes the encoding to `w` (buffer it: values are written one by one).
+    pub fn write_to(&self, w: &mut impl Write) -> io::Result<()> {
+        w.write_all(ENCODING_MAGIC)?;
+        write_grid(w, &self.grid)?;
+        write_u64(w, 3 * self.traj.len() as u64)?;
+        for v in self.traj.iter().flatten() {
+            w.write_all(&v.to_le_bytes())?;
+        }
+        write_u64(w, self.coils as u64)?;
+        write_pairs(w, &self.data)?;
         match &self.noise {
-            None => b.push(0),
+            None => w.write_all(&[0])?,
             Some(CoilNoise::Samples(v)) => {
-                b.push(1);
-                pairs(&mut b, v);
+                w.write_all(&[1])?;
+                write_pairs(w, v)?;
             }
             Some(CoilNoise::Covariance(v)) => {
-                b.push(2);
-                pairs(&mut b, v);
+                w.write_all(&[2])?;
+                write_pairs(w, v)?;
             }
         }
         match &self.maps {
-            None => b.push(0),
+            None => w.write_all(&[0])?,
             Some(m) => {
-                b.push(1);
-                pairs(&mut b, &m.concat());
+                w.write_all(&[1])?;
+                write_u64(w, m.len() as u64)?;
+                for map in m {
+                    write_pairs(w, map)?;
+                }
             }
         }
         match &self.truth {
-            Some(t) => floats(&mut b, &mut t.iter().copied(), t.len()),
-            None => b.extend_from_slice(&u64::MAX.to_le_bytes()),
+            Some(t) => write_floats(w, t)?,
+            None => write_u64(w, u64::MAX)?,
         }
         match &self.anatomy {
             Some(a) => {
-                b.push(1);
-                grid(&mut b, &a.grid);
-                floats(&mut b, &mut a.values.iter().copied(), a.values.len());
+                w.write_all(&[1])?;
+                write_grid(w, &a.grid)?;
+                write_floats(w, &a.values)?;
             }
-            None => b.push(0),
+            None => w.write_all(&[0])?,
         }
-        b
+        Ok(())
     }
 
-    /// Decodes [`Scan::to_bytes`]; `None` when the bytes are not such an
-    /// encoding of a valid scan.
-    pub fn from_bytes(bytes: &[u8]) -> Option<Scan> {
-        let mut r = Reader(bytes.strip_prefix(ENCODING_MAGIC.as_slice())?);
-        let grid = r.grid()?;
-        let t = r.floats()?;
-        let coils = usize::try_from(r.u64()?)
-            .ok()
-            .filter(|c| (1..=MAX_COILS).contains(c))?;
-        let d = r.pairs()?;
-        if t.len() % 3 != 0 || t.len() / 3 * coils != d.len() {
-            return None;
-        }
-        let noise = match r.take(1)? {
-            [0] => None,
-            [1] => Some(CoilNoise::Samples(r.pairs()?)),
-            [2] => Some(CoilNoise::Covariance(r.pairs()?)),
-            _ => return None,
+    /// Decodes [`Scan::write_to`]'s encoding from `r`; an `InvalidData`
+    /// error when it is not the encoding of a valid scan.
+    pub fn read_from(r: &mut impl Read) -> io::Result<Scan> {
+        let mut magic = [0u8; 8];
+        r.read_exact(&mut magic)?;
+        check(&magic == ENCODING_MAGIC, "not a scan encoding")?;
+        let grid = read_grid(r)?;
+        let len = read_u64(r)?;
+        check(len % 3 == 0, "trajectory length")?;
+        let t = read_reals(r, len)?;
+        let coils = usize::try_from(read_u64(r)?).unwrap_or(0);
+        check((1..=MAX_COILS).contains(&coils), "coil count")?;
+        let data = read_pairs(r)?;
+        check(t.len() / 3 * coils == data.len(), "data length")?;
+        let noise = match read_byte(r)? {
+            0 => None,
+            1 => Some(CoilNoise::Samples(read_pairs(r)?)),
+            2 => Some(CoilNoise::Covariance(read_pairs(r)?)),
+            _ => return Err(invalid("noise tag")),
         };
         match &noise {
-            Some(CoilNoise::Samples(v)) if v.is_empty() || v.len() % coils != 0 => return None,
-            Some(CoilNoise::Covariance(v)) if v.len() != coils * coils => return None,
-            _ => {}
+            Some(CoilNoise::Samples(v)) => {
+                check(!v.is_empty() && v.len() % coils == 0, "noise length")?
+            }
+            Some(CoilNoise::Covariance(v)) => check(v.len() == coils * coils, "covariance")?,
+            None => {}
         }
-        let maps = match r.take(1)? {
-            [0] => None,
-            [1] => {
-                let v = r.pairs()?;
-                if v.len() != coils * grid.len() {
-                    return None;
+        let maps = match read_byte(r)? {
+            0 => None,
+            1 => {
+                check(read_u64(r)? == coils as u64, "map count")?;
+                let mut maps = Vec::with_capacity(coils);
+                for _ in 0..coils {
+                    let m = read_pairs(r)?;
+                    check(m.len() == grid.len(), "map length")?;
+                    maps.push(m);
                 }
-                Some(v.chunks_exact(grid.len()).map(|c| c.to_vec()).collect())
+                Some(maps)
             }
-            _ => return None,
+            _ => return Err(invalid("maps tag")),
         };
-        let truth = match r.u64()? {
+        let truth = match read_u64(r)? {
             u64::MAX => None,
-            len => Some(r.floats_of(len)?).filter(|v| v.len() == grid.len()),
-        };
-        let anatomy = match r.take(1)? {
-            [0] => None,
-            [1] => {
-                let g = r.grid()?;
-                Some(Volume::new(g, r.floats()?).ok()?)
+            len => {
+                check(len == grid.len() as u64, "truth length")?;
+                Some(read_reals(r, len)?)
             }
-            _ => return None,
         };
-        if !r.0.is_empty() {
-            return None;
-        }
-        Some(Scan {
+        let anatomy = match read_byte(r)? {
+            0 => None,
+            1 => {
+                let g = read_grid(r)?;
+                let len = read_u64(r)?;
+                let v = read_reals(r, len)?;
+                Some(Volume::new(g, v).map_err(|e| invalid(&e.to_string()))?)
+            }
+            _ => return Err(invalid("anatomy tag")),
+        };
+        Ok(Scan {
             grid,
             traj: t.chunks_exact(3).map(|k| [k[0], k[1], k[2]]).collect(),
             coils,
-            data: d,
+            data,
             noise,
             maps,
             truth,
             anatomy,
         })
     }
-}
 
-/// Reads [`Scan::to_bytes`]'s encoding, checking every length.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (a, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(a)
+    /// The encoding as bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        self.write_to(&mut b).expect("writing to memory");
+        b
     }
 
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-
-    fn f64(&mut self) -> Option<f64> {
-        Some(f64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-
-    fn grid(&mut self) -> Option<Grid> {
-        let mut n = [0usize; 3];
-        for v in &mut n {
-            *v = usize::try_from(self.u64()?).ok()?;
-        }
-        let mut fov = [0f64; 3];
-        for v in &mut fov {
-            *v = self.f64()?;
-        }
-        Grid::new(n, fov).ok()
-    }
-
-    fn floats_of(&mut self, len: u64) -> Option<Vec<f64>> {
-        let len = usize::try_from(len).ok()?;
-        let raw = self.take(len.checked_mul(8)?)?;
-        Some(
-            raw.chunks_exact(8)
-                .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-                .collect(),
-        )
-    }
-
-    fn floats(&mut self) -> Option<Vec<f64>> {
-        let len = self.u64()?;
-        self.floats_of(len)
-    }
-
-    /// Floats read as (re, im) pairs.
-    fn pairs(&mut self) -> Option<Vec<Complex<f64>>> {
-        let v = self.floats()?;
-        if v.len() % 2 != 0 {
-            return None;
-        }
-        Some(
-            v.chunks_exact(2)
-                .map(|c| Complex::new(c[0], c[1]))
-                .collect(),
-        )
+    /// Decodes [`Scan::to_bytes`]; `None` when the bytes are not exactly
+    /// such an encoding of a valid scan.
+    pub fn from_bytes(mut bytes: &[u8]) -> Option<Scan> {
+        let s = Scan::read_from(&mut bytes).ok()?;
+        bytes.is_empty().then_some(s)
     }
 }
 
-const ENCODING_MAGIC: &[u8; 8] = b"reconSC2";
+fn write_u64(w: &mut impl Write, v: u64) -> io::Result<()> {
+    w.write_all(&v.to_le_bytes())
+}
+
+fn write_grid(w: &mut impl Write, g: &Grid) -> io::Result<()> {
+    for n in g.n {
+        write_u64(w, n as u64)?;
+    }
+    for f in g.fov_mm {
+        w.write_all(&f.to_le_bytes())?;
+    }
+    Ok(())
+}
+
+fn write_floats(w: &mut impl Write, v: &[f64]) -> io::Result<()> {
+    write_u64(w, v.len() as u64)?;
+    v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes()))
+}
+
+/// Complex numbers as (re, im) pairs, their count of floats first.
+fn write_pairs(w: &mut impl Write, v: &[Complex<f64>]) -> io::Result<()> {
+    write_u64(w, 2 * v.len() as u64)?;
+    v.iter().try_for_each(|c| {
+        w.write_all(&c.re.to_le_bytes())?;
+        w.write_all(&c.im.to_le_bytes())
+    })
+}
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("malformed scan: {what}"))
+}
+
+fn check(ok: bool, what: &str) -> io::Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(what))
+    }
+}
+
+fn read_byte(r: &mut impl Read) -> io::Result<u8> {
+    let mut b = [0u8; 1];
+    r.read_exact(&mut b)?;
+    Ok(b[0])
+}
+
+fn read_u64(r: &mut impl Read) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+fn read_grid(r: &mut impl Read) -> io::Result<Grid> {
+    let mut n = [0usize; 3];
+    for v in &mut n {
+        *v = usize::try_from(read_u64(r)?).map_err(|_| invalid("grid"))?;
+    }
+    let mut fov = [0f64; 3];
+    for v in &mut fov {
+        *v = f64::from_bits(read_u64(r)?);
+    }
+    Grid::new(n, fov).map_err(|_| invalid("grid"))
+}
+
+/// The most values one array of the encoding may declare: a scan's largest
+/// array (the data of [`MAX_COILS`] coils of the most samples) as floats.
+const MAX_VALUES: u64 = 2 * MAX_COILS as u64 * recon_core::MAX_SAMPLES as u64;
+
+/// Floats decoded per block (even, so that no pair is split).
+const BLOCK: usize = 8192;
+
+/// Reads `len` floats in blocks, handing each block to `take`.
+fn read_floats_into(r: &mut impl Read, len: u64, mut take: impl FnMut(&[f64])) -> io::Result<()> {
+    check(len <= MAX_VALUES, "array length")?;
+    let mut left = len as usize;
+    let mut bytes = vec![0u8; 8 * BLOCK];
+    let mut floats = vec![0f64; BLOCK];
+    while left > 0 {
+        let n = left.min(BLOCK);
+        r.read_exact(&mut bytes[..8 * n])?;
+        for (f, b) in floats[..n].iter_mut().zip(bytes.chunks_exact(8)) {
+            *f = f64::from_le_bytes(b.try_into().expect("8 bytes"));
+        }
+        take(&floats[..n]);
+        left -= n;
+    }
+    Ok(())
+}
+
+/// `len` reals, straight into their vector.
+fn read_reals(r: &mut impl Read, len: u64) -> io::Result<Vec<f64>> {
+    let mut v = Vec::with_capacity(len.min(MAX_VALUES) as usize);
+    read_floats_into(r, len, |f| v.extend_from_slice(f))?;
+    Ok(v)
+}
+
+/// Complex numbers from (re, im) pairs, their count of floats first.
+fn read_pairs(r: &mut impl Read) -> io::Result<Vec<Complex<f64>>> {
+    let len = read_u64(r)?;
+    check(len % 2 == 0, "pairs")?;
+    let mut v = Vec::with_capacity((len.min(MAX_VALUES) / 2) as usize);
+    read_floats_into(r, len, |f| {
+        v.extend(f.chunks_exact(2).map(|c| Complex::new(c[0], c[1])))
+    })?;
+    Ok(v)
+}

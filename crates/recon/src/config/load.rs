@@ -293,12 +293,7 @@ impl Config {
                 "the GPU computes in f32: use precision = \"f32\" with device = \"cuda\"",
             );
         }
-        if self.engine.threads > 4096 {
-            return fail(
-                "engine.threads",
-                format!("must be 0 (all cores) to 4096, got {}", self.engine.threads),
-            );
-        }
+        crate::backend::check_threads("config key `engine.threads`", self.engine.threads)?;
         Ok(())
     }
 }
@@ -332,10 +327,10 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
         // Read in a child process: a damaged HDF5 file may crash or hang
         // the HDF5 library (see inspect.rs).
         let units = match scan.trajectory_units {
-            TrajectoryUnits::Normalized => crate::inspect::UnitsArg::Normalized,
-            TrajectoryUnits::CyclesPerFov => crate::inspect::UnitsArg::CyclesPerFov,
+            TrajectoryUnits::Normalized => crate::reader::UnitsArg::Normalized,
+            TrajectoryUnits::CyclesPerFov => crate::reader::UnitsArg::CyclesPerFov,
         };
-        let (kind, s) = crate::inspect::read_isolated(&scan.file, units, scan.allow_beyond_nyquist)
+        let (kind, s) = crate::reader::read_isolated(&scan.file, units, scan.allow_beyond_nyquist)
             .with_context(|| at("scan.file"))?;
         if let Some(w) = crate::inspect::units_warning(kind, units, &s) {
             eprintln!("warning: {}: {w}", scan.file.display());

@@ -1,0 +1,571 @@
+//! A run's output folder, replaced whole.
+//!
+//! The outputs are built in a hidden staging folder beside the target and
+//! swapped in with one `renameat2(RENAME_EXCHANGE)`, so a reader sees
+//! either the old set of outputs or the new one, never a mix, and no file
+//! of an older run survives beside the new ones. A manifest
+//! (`.recon-outputs`) lists what recon wrote there; a folder holding
+//! anything else is refused before any computation, so the swap never
+//! throws away a user's file.
+//!
+//! A folder that no rename can replace, a mount point (a container volume,
+//! `-v /data/out:/out`), is detected before any computation and filled in
+//! place instead: the outputs are staged in a hidden folder inside it and
+//! moved in one file at a time, under the same manifest rule. The manifest
+//! lists every file at every step (the old and the new ones while they are
+//! exchanged), so an interrupt, which waits for the commit, leaves the new
+//! set whole, and even a crash in the middle leaves a folder the next run
+//! accepts and replaces.
+//!
+//! Where the target changes under a run (a user makes a file at its path,
+//! or puts files into it), the commit refuses, keeps what the user made,
+//! and leaves the new outputs in a visibly named folder beside it.
+//!
+//! The target's path is taken as meant: a trailing `/.` names the folder
+//! itself, and a symbolic link to a folder is followed (the outputs go into
+//! the folder it points to; the link stays).
+
+use crate::atomic::{
+    io, partial, probe, register, remove_any, remove_stale_partials, sync_file, unregister,
+    COMMITTED, PARTIAL_PREFIX,
+};
+use crate::IoError;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+/// The name of the manifest of an output folder.
+pub const MANIFEST: &str = ".recon-outputs";
+
+/// How the staged outputs reach the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// Staged beside the target, swapped in by one rename.
+    Swap,
+    /// The target is a mount point: staged inside it, moved in file by file.
+    InPlace,
+}
+
+/// An output folder being built: files are written into a staging folder,
+/// and [`OutputDir::commit`] moves them into place.
+pub struct OutputDir {
+    target: PathBuf,
+    staging: PathBuf,
+    mode: Commit,
+    files: Vec<String>,
+    done: bool,
+}
+
+fn refuse(path: &Path, why: impl Into<String>) -> IoError {
+    io(path, "use as output folder")(std::io::Error::other(why.into()))
+}
+
+/// `target` as meant: `.` components dropped (`out/.` is `out`), and a
+/// symbolic link to a folder followed.
+fn resolve(target: &Path) -> Result<PathBuf, IoError> {
+    let mut t: PathBuf = target
+        .components()
+        .filter(|c| *c != Component::CurDir)
+        .collect();
+    if !matches!(t.components().next_back(), Some(Component::Normal(_))) {
+        return Err(refuse(target, "name a folder (not `.`, `..` or a root)"));
+    }
+    if std::fs::symlink_metadata(&t).is_ok_and(|m| m.file_type().is_symlink()) {
+        let to = std::fs::read_link(&t).unwrap_or_default();
+        match std::fs::canonicalize(&t) {
+            Ok(real) if real.is_dir() => t = real,
+            Ok(real) => {
+                return Err(refuse(
+                    target,
+                    format!(
+                        "is a symbolic link to {}, which is not a folder",
+                        real.display()
+                    ),
+                ))
+            }
+            Err(_) => {
+                return Err(refuse(
+                    target,
+                    format!(
+                        "is a symbolic link to {}, which does not exist: make that folder, or remove the link",
+                        to.display()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(t)
+}
+
+fn parent_of(target: &Path) -> PathBuf {
+    match target.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_path_buf(),
+        None => PathBuf::from("."),
+    }
+}
+
+/// Whether `dir` is a mount point: on another device than its parent, or
+/// listed as one in /proc/self/mountinfo (a bind mount of the same file
+/// system).
+pub fn is_mount_point(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(real) = std::fs::canonicalize(dir) else {
+        return false;
+    };
+    let Some(parent) = real.parent() else {
+        return true; // the root
+    };
+    match (std::fs::metadata(&real), std::fs::metadata(parent)) {
+        (Ok(a), Ok(b)) if a.dev() != b.dev() => return true,
+        _ => {}
+    }
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| Path::new(&unescape_mount(m)) == real)
+}
+
+/// A mountinfo path with its octal escapes (`\040` for a space) undone.
+fn unescape_mount(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b.get(i + 1..i + 4).filter(|d| {
+            b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c))
+        });
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl OutputDir {
+    /// Checks that `target` can take a new set of outputs, before any
+    /// computation: it is absent, empty, or a folder of earlier recon
+    /// outputs (with nothing else in it); the staging folder can be written.
+    /// Removes stale temporary folders of dead processes beside it.
+    pub fn prepare(target: &Path) -> Result<Self, IoError> {
+        let target = resolve(target)?;
+        let name = target.file_name().expect("resolve names a folder").to_owned();
+        let parent = parent_of(&target);
+        let mut mode = Commit::Swap;
+        if let Ok(m) = std::fs::symlink_metadata(&target) {
+            if !m.is_dir() {
+                return Err(refuse(&target, "exists and is not a folder"));
+            }
+            check_only_ours(&target)?;
+            if is_mount_point(&target) {
+                mode = Commit::InPlace;
+            }
+        }
+        let staging = match mode {
+            Commit::Swap => {
+                std::fs::create_dir_all(&parent).map_err(io(&parent, "create folder"))?;
+                remove_stale_partials(&parent);
+                parent.join(format!(
+                    "{PARTIAL_PREFIX}{}-{}",
+                    std::process::id(),
+                    name.to_string_lossy()
+                ))
+            }
+            Commit::InPlace => {
+                target.join(format!("{PARTIAL_PREFIX}{}-staging", std::process::id()))
+            }
+        };
+        register(&staging);
+        let out = OutputDir {
+            target,
+            staging,
+            mode,
+            files: Vec::new(),
+            done: false,
+        };
+        remove_any(&out.staging);
+        let at = match mode {
+            Commit::Swap => &parent,
+            Commit::InPlace => &out.target,
+        };
+        std::fs::create_dir(&out.staging).map_err(io(at, "cannot write in the folder"))?;
+        probe(&out.staging)?;
+        Ok(out)
+    }
+
+    /// The folder the outputs will have (a link followed).
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// How the outputs will reach it.
+    pub fn mode(&self) -> Commit {
+        self.mode
+    }
+
+    /// Writes output `name`: `write` fills the file at the path it is
+    /// given; the file is synced.
+    pub fn stage<E>(
+        &mut self,
+        name: &str,
+        write: impl FnOnce(&Path) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        E: From<IoError>,
+    {
+        let path = self.staging.join(name);
+        write(&path)?;
+        sync_file(&path)?;
+        self.files.push(name.to_string());
+        Ok(())
+    }
+
+    /// Writes the manifest and moves the outputs into place (one swap, or
+    /// file by file into a mount point); the earlier outputs, if any, are
+    /// then removed. Returns the names of the files written. If the target
+    /// changed during the run (a file where the folder was, files recon did
+    /// not write in it), nothing of the user's is touched, and the error
+    /// names the folder where the new outputs were left.
+    pub fn commit(mut self) -> Result<Vec<String>, IoError> {
+        let manifest = self.staging.join(MANIFEST);
+        let list: String = self.files.iter().map(|f| format!("{f}\n")).collect();
+        std::fs::write(&manifest, list).map_err(io(&manifest, "write"))?;
+        sync_file(&manifest)?;
+        sync_file(&self.staging)?;
+        // Again: whatever a user put at the target during the run stays.
+        let changed = match std::fs::symlink_metadata(&self.target) {
+            Ok(m) if !m.is_dir() => Some(format!(
+                "{} was made at the output folder's path during the run",
+                if m.file_type().is_symlink() {
+                    "a symbolic link"
+                } else {
+                    "a file"
+                }
+            )),
+            Ok(_) => check_only_ours(&self.target).err().map(|e| match e {
+                IoError::Io { source, .. } => source.to_string(),
+                e => e.to_string(),
+            }),
+            Err(_) if self.mode == Commit::InPlace => {
+                Some("the folder was removed during the run".into())
+            }
+            Err(_) => None,
+        };
+        if let Some(why) = changed {
+            return Err(self.keep_aside(why));
+        }
+        {
+            let mut registry = partial();
+            match self.mode {
+                Commit::Swap => swap(&mut registry, &self.staging, &self.target)?,
+                Commit::InPlace => move_in(&self.staging, &self.target, &self.files)?,
+            }
+            COMMITTED.store(true, Ordering::SeqCst);
+            // The staging name now holds the earlier outputs (or nothing);
+            // it stays registered until removed.
+        }
+        self.done = true;
+        remove_any(&self.staging);
+        unregister(&self.staging);
+        let _ = sync_file(&self.target);
+        let _ = sync_file(&parent_of(&self.target));
+        Ok(std::mem::take(&mut self.files))
+    }
+
+    /// Moves the staged outputs to a visible folder beside the target (or,
+    /// for a mount point, inside it), and says why and where.
+    fn keep_aside(&mut self, why: String) -> IoError {
+        let name = self
+            .target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let kept_name = format!("{name}-new-outputs-{}", std::process::id());
+        let kept = match self.mode {
+            Commit::Swap => parent_of(&self.target).join(kept_name),
+            Commit::InPlace => self.target.join(kept_name),
+        };
+        let _ = std::fs::remove_file(self.staging.join(MANIFEST));
+        match std::fs::rename(&self.staging, &kept) {
+            Ok(()) => {
+                self.done = true;
+                unregister(&self.staging);
+                IoError::Kept {
+                    target: self.target.display().to_string(),
+                    why,
+                    kept: kept.display().to_string(),
+                }
+            }
+            Err(e) => refuse(
+                &self.target,
+                format!("{why}; it was kept, and the new outputs are lost ({e})"),
+            ),
+        }
+    }
+}
+
+impl Drop for OutputDir {
+    fn drop(&mut self) {
+        if !self.done {
+            remove_any(&self.staging);
+            unregister(&self.staging);
+        }
+    }
+}
+
+/// Refuses a folder that holds anything recon's manifest does not list
+/// (after removing temporary files of dead processes, which older versions
+/// of recon left inside the folder). This process's own staging folder
+/// (inside a mount point) is not a foreign file.
+fn check_only_ours(dir: &Path) -> Result<(), IoError> {
+    remove_stale_partials(dir);
+    let listed = manifest_of(dir);
+    let own = format!("{PARTIAL_PREFIX}{}-", std::process::id());
+    let mut foreign = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io(dir, "read folder"))? {
+        let e = e.map_err(io(dir, "read folder"))?;
+        let name = e.file_name().to_string_lossy().to_string();
+        if name != MANIFEST && !listed.contains(&name) && !name.starts_with(&own) {
+            foreign.push(name);
+        }
+    }
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    foreign.sort();
+    let shown: Vec<&str> = foreign.iter().take(5).map(String::as_str).collect();
+    Err(refuse(
+        dir,
+        format!(
+            "holds {} file(s) recon did not write ({}{}); a run replaces its output folder whole, \
+             so choose an empty or new folder, or an earlier run's",
+            foreign.len(),
+            shown.join(", "),
+            if foreign.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        ),
+    ))
+}
+
+/// The names a folder's manifest lists (none without one).
+fn manifest_of(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join(MANIFEST))
+        .map(|s| s.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Writes `dir`'s manifest atomically (a temporary file renamed over it).
+fn write_manifest(dir: &Path, names: &[String]) -> Result<(), IoError> {
+    let path = dir.join(MANIFEST);
+    let tmp = crate::temp_path(&path);
+    let list: String = names.iter().map(|f| format!("{f}\n")).collect();
+    std::fs::write(&tmp, list).map_err(io(&path, "write"))?;
+    sync_file(&tmp)?;
+    std::fs::rename(&tmp, &path).map_err(io(&path, "rename into place"))
+}
+
+/// The commit into a mount point: the manifest first lists the old files
+/// and the new; each new file replaces its namesake by one rename; the old
+/// files the new set lacks are removed; the manifest then lists the new set.
+fn move_in(staging: &Path, target: &Path, files: &[String]) -> Result<(), IoError> {
+    let old = manifest_of(target);
+    let mut both = old.clone();
+    both.extend(files.iter().filter(|f| !old.contains(f)).cloned());
+    write_manifest(target, &both)?;
+    for f in files {
+        let to = target.join(f);
+        std::fs::rename(staging.join(f), &to).map_err(io(&to, "move into place"))?;
+    }
+    for f in old.iter().filter(|f| !files.contains(f)) {
+        remove_any(&target.join(f));
+    }
+    write_manifest(target, files)
+}
+
+/// Puts folder `from` at `to` in one step: a rename when `to` is absent or
+/// empty, else an exchange (`to`'s old contents end up at `from`).
+fn swap(registry: &mut Vec<PathBuf>, from: &Path, to: &Path) -> Result<(), IoError> {
+    match std::fs::rename(from, to) {
+        Ok(()) => return Ok(()),
+        Err(e) if to.exists() => {
+            let _ = e;
+        }
+        Err(e) => return Err(io(to, "move the outputs into place")(e)),
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
+    let (Some(a), Some(b)) = (c(from), c(to)) else {
+        return Err(io(to, "move the outputs into place")(
+            std::io::Error::other("path holds a NUL byte"),
+        ));
+    };
+    // SAFETY: two valid NUL-terminated paths, relative to the working folder.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        // The file system cannot exchange: move the old folder aside,
+        // then the new one in, and put the old one back if that fails.
+        Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
+            let aside = from.with_extension("old");
+            registry.push(aside.clone());
+            std::fs::rename(to, &aside).map_err(io(to, "move the earlier outputs aside"))?;
+            if let Err(e) = std::fs::rename(from, to) {
+                let _ = std::fs::rename(&aside, to);
+                registry.retain(|p| p != &aside);
+                return Err(io(to, "move the outputs into place")(e));
+            }
+            std::fs::rename(&aside, from).map_err(io(from, "rename"))?;
+            registry.retain(|p| p != &aside);
+            Ok(())
+        }
+        _ => Err(io(to, "move the outputs into place")(err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn output_folders_are_replaced_whole_and_foreign_files_kept() {
+        let tmp = std::env::temp_dir().join(format!("recon-outdir-{}", std::process::id()));
+        let target = tmp.join("out");
+        let write = |d: &mut OutputDir, name: &str| {
+            d.stage::<IoError>(name, |p| std::fs::write(p, name).map_err(io(p, "write")))
+                .unwrap()
+        };
+        // First set: a and b.
+        let mut d = OutputDir::prepare(&target).unwrap();
+        write(&mut d, "a");
+        write(&mut d, "b");
+        assert_eq!(d.commit().unwrap(), ["a", "b"]);
+        assert_eq!(names(&target), [MANIFEST, "a", "b"]);
+        // Second set replaces it whole: b and c, no a.
+        let mut d = OutputDir::prepare(&target).unwrap();
+        write(&mut d, "b");
+        write(&mut d, "c");
+        d.commit().unwrap();
+        assert_eq!(names(&target), [MANIFEST, "b", "c"]);
+        // A file a user puts there during a run stops the commit, and stays.
+        let mut d = OutputDir::prepare(&target).unwrap();
+        write(&mut d, "d");
+        std::fs::write(target.join("notes.txt"), "mine").unwrap();
+        let err = d.commit().unwrap_err().to_string();
+        assert!(err.contains("notes.txt"), "{err}");
+        assert_eq!(names(&target), [MANIFEST, "b", "c", "notes.txt"]);
+        // The new outputs were set aside beside it, named so.
+        let aside = format!("out-new-outputs-{}", std::process::id());
+        assert_eq!(names(&tmp.join(&aside)), ["d"]);
+        std::fs::remove_dir_all(tmp.join(&aside)).unwrap();
+        // And from then on the folder is refused before any work.
+        assert!(OutputDir::prepare(&target).is_err());
+        // An abandoned build leaves nothing beside the folder.
+        std::fs::remove_file(target.join("notes.txt")).unwrap();
+        let mut d = OutputDir::prepare(&target).unwrap();
+        write(&mut d, "e");
+        drop(d);
+        assert_eq!(names(&tmp), ["out"]);
+        assert_eq!(names(&target), [MANIFEST, "b", "c"]);
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn a_trailing_dot_and_a_link_name_the_folder_meant() {
+        let tmp = std::env::temp_dir().join(format!("recon-outdir-dot-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let stage = |target: &Path| {
+            let mut d = OutputDir::prepare(target).unwrap();
+            d.stage::<IoError>("a", |p| std::fs::write(p, "a").map_err(io(p, "write")))
+                .unwrap();
+            d.commit().unwrap();
+        };
+        // `out/.` is `out`, made or replaced like it.
+        stage(&tmp.join("out/."));
+        stage(&tmp.join("out/."));
+        assert_eq!(names(&tmp.join("out")), [MANIFEST, "a"]);
+        // A link to a folder is followed, and stays a link.
+        std::fs::create_dir(tmp.join("real")).unwrap();
+        std::os::unix::fs::symlink(tmp.join("real"), tmp.join("link")).unwrap();
+        stage(&tmp.join("link"));
+        assert!(std::fs::symlink_metadata(tmp.join("link"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(names(&tmp.join("real")), [MANIFEST, "a"]);
+        // A dangling link, or one to a file, is named as a link.
+        std::os::unix::fs::symlink(tmp.join("nowhere"), tmp.join("dangling")).unwrap();
+        let e = OutputDir::prepare(&tmp.join("dangling")).err().unwrap().to_string();
+        assert!(e.contains("symbolic link") && e.contains("does not exist"), "{e}");
+        std::fs::write(tmp.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink(tmp.join("file"), tmp.join("to-file")).unwrap();
+        let e = OutputDir::prepare(&tmp.join("to-file")).err().unwrap().to_string();
+        assert!(e.contains("not a folder"), "{e}");
+        for bad in [".", "..", "/"] {
+            assert!(OutputDir::prepare(Path::new(bad)).is_err(), "{bad}");
+        }
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn a_file_made_at_the_target_during_a_run_is_kept_and_the_outputs_set_aside() {
+        let tmp = std::env::temp_dir().join(format!("recon-outdir-kept-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let target = tmp.join("out");
+        let mut d = OutputDir::prepare(&target).unwrap();
+        d.stage::<IoError>("a", |p| std::fs::write(p, "new").map_err(io(p, "write")))
+            .unwrap();
+        std::fs::write(&target, "the user's").unwrap();
+        let e = d.commit().unwrap_err();
+        let kept = match &e {
+            IoError::Kept { kept, .. } => PathBuf::from(kept),
+            e => panic!("{e}"),
+        };
+        assert!(e.to_string().contains("a file was made"), "{e}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "the user's");
+        assert_eq!(std::fs::read_to_string(kept.join("a")).unwrap(), "new");
+        assert!(kept.file_name().unwrap().to_string_lossy().starts_with("out-new-outputs-"));
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape_mount(r"/data/my\040out"), "/data/my out");
+        assert_eq!(unescape_mount(r"/a\134b"), r"/a\b");
+        assert_eq!(unescape_mount(r"/a\9"), r"/a\9");
+        assert!(is_mount_point(Path::new("/")));
+        assert!(!is_mount_point(&std::env::temp_dir().join("recon-no-such-folder")));
+    }
+}
+
