@@ -408,3 +408,26 @@ pub fn cg<B: recon_encoding::NufftBackend>(
         .solve(b, w, lambda, params, &mut |_, _| {})
         .unwrap()
 }
+
+/// Processes still reading `file` in a `recon read-input` child (orphans,
+/// once their recon has ended).
+pub fn readers_of(file: &Path) -> Vec<u32> {
+    let want = file.as_os_str().to_string_lossy().into_owned();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let args: Vec<String> = cmd
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            args.iter().any(|a| a == "read-input") && args.iter().any(|a| *a == want)
+        })
+        .collect()
+}

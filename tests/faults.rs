@@ -78,7 +78,8 @@ fn full_cache_and_output_folders() {
     assert!(o.status.success(), "{err}");
     assert_eq!(err.matches("not cached").count(), 1, "{err}");
     assert!(files_under(&small).is_empty(), "{:?}", files_under(&small));
-    // A full output folder: an error naming the file, nothing left.
+    // A full output folder: an error naming the file and the folder, once,
+    // without HDF5's dump of the failed write; nothing left.
     let out = small.join("out");
     let o = recon(
         &[
@@ -89,7 +90,33 @@ fn full_cache_and_output_folders() {
         ],
         &tmp.path().join("cache"),
     );
-    fails_with(&o, &["recon.h5"]);
+    fails_with(
+        &o,
+        &[
+            "no space left on device",
+            "recon.h5",
+            &out.display().to_string(),
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(err.matches("space left").count(), 1, "{err}");
+    assert!(
+        !err.contains("errno") && !err.contains(".partial-"),
+        "{err}"
+    );
+    // `recon simulate` into the full folder likewise.
+    let o = recon(
+        &[
+            "simulate",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            small.join("scan.h5").to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    fails_with(&o, &["no space left on device", "scan.h5"]);
+    assert!(!stderr(&o).contains("errno"), "{}", stderr(&o));
     assert!(files_under(&small).is_empty(), "{:?}", files_under(&small));
     assert!(!out.exists());
 }
@@ -233,4 +260,150 @@ fn stale_partial_files_of_dead_processes_are_removed() {
         assert!(!s.exists(), "{} survived", s.display());
     }
     assert!(live.exists());
+}
+
+// Hardening, third pass.
+
+// 4. An output folder that the final rename cannot replace (a mount point,
+// as a container volume) passed every check and failed after the whole
+// computation. It is now filled in place, under the same manifest rule.
+#[test]
+fn a_mount_point_as_output_folder_is_filled_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let _mount = match small_tmpfs(&out, 8192) {
+        Ok(m) => m,
+        Err(why) => {
+            println!("skipped: cannot mount a tmpfs ({why})");
+            return;
+        }
+    };
+    assert!(recon_io::is_mount_point(&out));
+    let cache = tmp.path().join("cache");
+    let cfg = config_with(tmp.path(), |t| t);
+    let o = recon(&["--config", cfg.to_str().unwrap()], &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.join("truth.nii").exists());
+    // A second run, of a file without truth: replaced whole, in place.
+    let fixture = repo().join("tests/fixtures/test-small.ismrmrd.h5");
+    let scan = scan_run_config(tmp.path(), &fixture, "");
+    let o = recon(&["--config", scan.to_str().unwrap()], &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!out.join("truth.nii").exists());
+    assert!(out.join("recon.h5").exists());
+    // Nothing temporary left inside or beside it.
+    assert_no_partials(&out);
+    assert_no_partials(tmp.path());
+    // `out/.` is the same folder.
+    let dot = format!("{}/.", out.display());
+    let o = recon(&["--config", cfg.to_str().unwrap(), "--out", &dot], &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.join("truth.nii").exists());
+    // Foreign files are refused before any computation, as elsewhere.
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let o = recon(&["--config", cfg.to_str().unwrap()], &cache);
+    fails_with(&o, &["notes.txt", "recon did not write"]);
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
+}
+
+// 5. A file a user made at the output path during a run was deleted, and
+// recon exited 0.
+#[test]
+fn a_file_made_at_the_output_path_during_a_run_is_kept() {
+    use std::io::{BufRead, BufReader};
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config_with(tmp.path(), |t| t);
+    let out = tmp.path().join("out");
+    let mut child = Command::new(common::recon_bin())
+        .args(["--config", cfg.to_str().unwrap()])
+        .env("HDF5_USE_FILE_LOCKING", "FALSE")
+        .env("RECON_CACHE_DIR", tmp.path().join("cache"))
+        .env("RECON_PAUSE_BEFORE_COMMIT_MS", "1500")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.contains("outputs staged") {
+            std::fs::write(&out, "the user's file").unwrap();
+        }
+        err.push_str(&line);
+        err.push('\n');
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "the user's file");
+    let kept = tmp.path().join(format!("out-new-outputs-{}", child.id()));
+    assert!(
+        err.contains("it was kept") && err.contains(&kept.display().to_string()),
+        "{err}"
+    );
+    assert!(kept.join("recon.h5").exists() && kept.join("report.json").exists());
+    assert_no_partials(tmp.path());
+}
+
+// A Q cache inside (or equal to) the output folder passed every check,
+// threw the run away at the commit and locked the folder for later runs.
+#[test]
+fn a_q_cache_inside_the_output_folder_is_refused_at_the_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    for (cache, key) in [
+        (out.clone(), "`q.dir`"),
+        (out.join("q"), "`q.dir`"),
+        (out.join("../out/./q"), "`q.dir`"),
+    ] {
+        let cfg = config_with(tmp.path(), |t| {
+            t + &format!("\n[q]\ndir = \"{}\"\n", cache.display())
+        });
+        let o = recon(&["--config", cfg.to_str().unwrap()], tmp.path());
+        fails_with(&o, &["q.dir", "output.dir", key, "replaces whole"]);
+        assert!(!out.exists(), "{:?}", files_under(tmp.path()));
+    }
+    // From RECON_CACHE_DIR too, and `recon check` says so.
+    let cfg = config_with(tmp.path(), |t| t);
+    let o = recon(
+        &["check", "--config", cfg.to_str().unwrap()],
+        &out.join("cache"),
+    );
+    fails_with(&o, &["RECON_CACHE_DIR", "inside"]);
+    // With the cache off, no conflict.
+    let cfg = config_with(tmp.path(), |t| {
+        t + &format!("\n[q]\ncache = false\ndir = \"{}\"\n", out.display())
+    });
+    let o = recon(&["--config", cfg.to_str().unwrap()], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+// A symbolic link as output folder was refused as "exists and is not a
+// folder".
+#[test]
+fn a_link_to_a_folder_is_followed_as_output_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::os::unix::fs::symlink(&real, tmp.path().join("out")).unwrap();
+    let cfg = config_with(tmp.path(), |t| t);
+    let o = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(real.join("recon.h5").exists());
+    assert!(std::fs::symlink_metadata(tmp.path().join("out"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // A dangling one is named as a link.
+    std::fs::remove_dir_all(&real).unwrap();
+    let o = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
+    fails_with(&o, &["symbolic link", "does not exist"]);
 }

@@ -70,6 +70,16 @@ fn inspect(file: &Path, what: &str) -> Outcome {
     };
     let err = reader.join().unwrap();
     assert!(!err.contains("panicked"), "{what}: recon panicked:\n{err}");
+    // No reader process outlives its recon (it dies with its parent).
+    let start = Instant::now();
+    while !common::readers_of(file).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{what}: a reader process outlived recon: {:?}",
+            common::readers_of(file)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     match status.code() {
         Some(0) => Outcome::Accepted,
         Some(1) if err.contains("the reader crashed") || err.contains("did not finish within") => {
@@ -165,7 +175,44 @@ fn structured_scan_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String)> {
                 .unwrap();
         })
     };
+    let set_version = |v: Vec<i64>| -> Edit {
+        Box::new(move |f: &hdf5::File| {
+            let g = f.group("kspace").unwrap();
+            let _ = g.delete_attr("version");
+            g.new_attr::<i64>()
+                .shape([v.len()])
+                .create("version")
+                .unwrap()
+                .write_raw(&v)
+                .unwrap();
+        })
+    };
     let edits: Vec<(&str, Edit)> = vec![
+        ("version 99", set_version(vec![99])),
+        ("version 2 of [M, 2] data", set_version(vec![2])),
+        ("version two values", set_version(vec![1, 2])),
+        ("version as float", set_attr("kspace", "version", vec![1.5])),
+        (
+            "version as text",
+            Box::new(|f: &hdf5::File| {
+                let g = f.group("kspace").unwrap();
+                let _ = g.delete_attr("version");
+                let v: hdf5::types::VarLenUnicode = "two".parse().unwrap();
+                g.new_attr::<hdf5::types::VarLenUnicode>()
+                    .create("version")
+                    .unwrap()
+                    .write_scalar(&v)
+                    .unwrap();
+            }),
+        ),
+        (
+            "trajectory all at one point",
+            replace("kspace/trajectory", vec![200, 3], 0.0),
+        ),
+        (
+            "data times 1e30",
+            replace("kspace/data", vec![200, 2], 1e30),
+        ),
         ("matrix odd", set_imatrix(vec![7, 8, 8])),
         ("matrix negative", set_imatrix(vec![-8, 8, 8])),
         ("matrix huge", set_imatrix(vec![1 << 40, 1 << 40, 1 << 40])),

@@ -498,8 +498,12 @@ fn engine_settings_outside_their_engine_or_range_are_refused_before_anything_is_
     let tmp = tempfile::tempdir().unwrap();
     let cases: &[(&str, &[&str])] = &[
         ("kind = \"fast\"", &["engine.kind", "nufft", "exact"]),
-        ("tolerance = 0.5", &["engine.tolerance", "[1e-14, 1e-1]"]),
-        ("tolerance = 1e-15", &["engine.tolerance", "[1e-14, 1e-1]"]),
+        ("tolerance = 0.5", &["engine.tolerance", "[1e-14, 1e-3]"]),
+        (
+            "tolerance = 1e-2",
+            &["engine.tolerance", "[1e-14, 1e-3]", "2.4 dB"],
+        ),
+        ("tolerance = 1e-15", &["engine.tolerance", "[1e-14, 1e-3]"]),
         ("tolerance = nan", &["engine.tolerance"]),
         // Single precision cannot reach below 1e-6.
         (

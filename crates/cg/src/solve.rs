@@ -162,11 +162,25 @@ fn report(
             return Ok(false);
         }
         let (pap, rr) = (s[Slots::pap(it)], s[Slots::rr(it)]);
-        if !(pap.is_finite() && pap > 0.0) {
+        if !pap.is_finite() {
             return Err(Error::Invalid {
                 what: "conjugate gradient",
                 reason: format!(
-                    "p^H A p = {pap} at iteration {it}: the operator is not positive definite"
+                    "p^H A p = {pap} at iteration {it}: the computation overflowed (the data are \
+                     normalised before it: look at the coil maps' and the trajectory's values)"
+                ),
+            });
+        }
+        if pap <= 0.0 {
+            return Err(Error::Invalid {
+                what: "conjugate gradient",
+                reason: format!(
+                    "p^H A p = {pap:e} at iteration {it}, with the relative residual at {:.1e}: \
+                     CG broke down on a system that is singular, or too ill-conditioned for the \
+                     precision, in the directions left (with lambda = 0 the trajectory leaves \
+                     some unmeasured): set solver.lambda > 0, solver.tolerance > 0 or fewer \
+                     iterations",
+                    info.relative_residual
                 ),
             });
         }

@@ -40,7 +40,10 @@ mod noise;
 
 pub use compress::{compression, Keep};
 pub use maps::{agreement, cell_means, estimate_maps, estimate_maps_from_cells};
-pub use noise::{covariance, whitening};
+pub use noise::{
+    check_noise_samples, condition, covariance, whitening, GOOD_NOISE_PER_COIL, MAX_CONDITION,
+    MIN_NOISE_PER_COIL,
+};
 
 use rayon::prelude::*;
 use recon_core::{Complex, Error, Result};

@@ -30,6 +30,61 @@ pub fn covariance(noise: &[C64], coils: usize) -> Result<Vec<C64>> {
     Ok(psi)
 }
 
+/// The fewest noise samples per coil accepted for a covariance of C coils,
+/// per coil: with about C samples the estimate is singular or nearly so,
+/// and whitening by it ruins SENSE (5.9 dB against 23.4 dB with the true
+/// covariance, 8 coils with 8 samples each).
+pub const MIN_NOISE_PER_COIL: usize = 4;
+
+/// Below this many noise samples per coil, per coil, the estimate is
+/// unstable enough to cost image quality: a warning.
+pub const GOOD_NOISE_PER_COIL: usize = 20;
+
+/// Whether `k` noise samples of each of `coils` coils estimate their
+/// covariance: an error below [`MIN_NOISE_PER_COIL`] times the coils, and
+/// a warning's text below [`GOOD_NOISE_PER_COIL`] times.
+pub fn check_noise_samples(k: usize, coils: usize) -> Result<Option<String>> {
+    if k < MIN_NOISE_PER_COIL * coils {
+        return Err(Error::Invalid {
+            what: "noise samples",
+            reason: format!(
+                "{k} per coil cannot estimate the noise covariance of {coils} coils: at least \
+                 {} are needed ({MIN_NOISE_PER_COIL} per coil), {} for a stable estimate",
+                MIN_NOISE_PER_COIL * coils,
+                GOOD_NOISE_PER_COIL * coils
+            ),
+        });
+    }
+    Ok((k < GOOD_NOISE_PER_COIL * coils).then(|| {
+        format!(
+            "{k} noise samples per coil estimate the covariance of {coils} coils unstably: \
+             {} or more ({GOOD_NOISE_PER_COIL} per coil) are advised",
+            GOOD_NOISE_PER_COIL * coils
+        )
+    }))
+}
+
+/// The largest condition number of a noise covariance that whitening
+/// survives: its weakest direction is amplified by the square root (here
+/// 1000 times), far beyond any real coil array, and beyond what float32
+/// data carry above their rounding (one coil at 1e-11 of the others gave
+/// -87 dB).
+pub const MAX_CONDITION: f64 = 1e6;
+
+/// The condition number of a Hermitian covariance (largest eigenvalue over
+/// smallest; infinite when the smallest is not positive).
+pub fn condition(psi: &[C64], coils: usize) -> Result<f64> {
+    Error::check_len("noise covariance (C x C)", coils * coils, psi.len())?;
+    let m = DMatrix::from_row_slice(coils, coils, psi);
+    // The Hermitian part: rounding leaves a covariance nearly Hermitian.
+    let h = (&m + m.adjoint()) * C64::new(0.5, 0.0);
+    let e = h.symmetric_eigenvalues();
+    let (lo, hi) = e.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+        (lo.min(*v), hi.max(*v))
+    });
+    Ok(if lo > 0.0 { hi / lo } else { f64::INFINITY })
+}
+
 /// The prewhitening mix `sigma L^-1`, with `Psi = L L^H` (Cholesky) and
 /// `sigma^2` the mean of Psi's diagonal: after it the noise covariance is
 /// `sigma^2 I`, so the data keep their scale. `psi` is C x C, row-major,
@@ -48,6 +103,14 @@ pub fn whitening(psi: &[C64], coils: usize) -> Result<Mix> {
     }
     let m = DMatrix::from_row_slice(coils, coils, psi);
     let scale = (0..coils).map(|i| m[(i, i)].norm()).fold(0.0, f64::max);
+    for i in 0..coils {
+        if m[(i, i)].im.abs() > 1e-6 * scale {
+            return Err(bad(format!(
+                "has diagonal entry ({i}, {i}) = {}: a coil's noise variance is real",
+                m[(i, i)]
+            )));
+        }
+    }
     for a in 0..coils {
         for b in 0..a {
             if (m[(a, b)] - m[(b, a)].conj()).norm() > 1e-6 * scale {
@@ -153,5 +216,27 @@ mod tests {
         assert!(e.contains("expected length 4"), "{e}");
         let e = covariance(&noise[..7], 2).unwrap_err().to_string();
         assert!(e.contains("not 2 coils"), "{e}");
+    }
+
+    #[test]
+    fn too_few_noise_samples_and_ill_conditioned_or_complex_variances() {
+        // 4C is the least, 20C stable.
+        assert!(check_noise_samples(31, 8).is_err());
+        assert!(check_noise_samples(32, 8).unwrap().is_some());
+        assert!(check_noise_samples(160, 8).unwrap().is_none());
+        // The condition number of a diagonal covariance is its range.
+        let mut psi = vec![C64::default(); 9];
+        for (i, v) in [2.0, 1.0, 1e-11].iter().enumerate() {
+            psi[4 * i] = C64::new(*v, 0.0);
+        }
+        let k = condition(&psi, 3).unwrap();
+        assert!((k / 2e11 - 1.0).abs() < 1e-9, "{k}");
+        assert!(k > MAX_CONDITION);
+        assert!((condition(&psi3(), 3).unwrap()) < 10.0);
+        // A variance with an imaginary part: an error naming the entry.
+        let mut bad = psi3();
+        bad[4] = C64::new(1.0, 0.5);
+        let e = whitening(&bad, 3).unwrap_err().to_string();
+        assert!(e.contains("(1, 1)") && e.contains("real"), "{e}");
     }
 }

@@ -193,4 +193,3 @@ pub(crate) fn probe(dir: &Path) -> Result<(), IoError> {
     unregister(&p);
     r
 }
-

@@ -116,7 +116,9 @@ impl Gathered {
         let joined = 16 * (lens(&self.data) + lens(&self.noise));
         let decoded = 24 * self.traj.len() as u64 + joined;
         crate::scan::ReadNeed {
-            own: 24 * self.traj.capacity() as u64 + 16 * (caps(&self.data) + caps(&self.noise)) + joined,
+            own: 24 * self.traj.capacity() as u64
+                + 16 * (caps(&self.data) + caps(&self.noise))
+                + joined,
             decoded,
         }
     }
@@ -368,6 +370,7 @@ pub fn read_ismrmrd_with(path: &Path, units: Units, opts: &ReadOptions) -> Resul
     if g.traj.is_empty() {
         return Err(bad(path, "dataset/data", "holds no imaging samples"));
     }
+    crate::check_spread(path, "dataset/data (its trajectories)", &g.traj)?;
     let coils = g.data.len();
     let noise = if g.noise.is_empty() {
         None

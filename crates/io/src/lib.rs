@@ -52,7 +52,9 @@ pub enum IoError {
         format: &'static str,
         message: String,
     },
-    #[error("{path}: dataset `{name}` {problem}")]
+    /// A dataset (or several, comma-separated), an attribute or a group
+    /// that is not as expected.
+    #[error("{path}: {} `{name}` {problem}", if name.contains(", ") { "datasets" } else { "dataset" })]
     Layout {
         path: String,
         name: String,
@@ -73,6 +75,27 @@ pub(crate) fn layout(path: &Path, name: &str, problem: impl Into<String>) -> IoE
 /// matrix `n`, `|k_d| > n_d / 2`, if any.
 pub(crate) fn beyond_nyquist(k: [f64; 3], n: [usize; 3]) -> Option<usize> {
     (0..3).find(|&d| k[d].abs() > n[d] as f64 / 2.0 + 1e-6)
+}
+
+/// Refuses a trajectory whose samples all lie at one point of k-space: it
+/// measures one Fourier coefficient, which no reconstruction turns into an
+/// image (the solver would only break down on it).
+pub(crate) fn check_spread(path: &Path, name: &str, traj: &[[f64; 3]]) -> Result<(), IoError> {
+    let Some(first) = traj.first() else {
+        return Ok(());
+    };
+    if traj.iter().all(|k| k == first) {
+        return Err(layout(
+            path,
+            name,
+            format!(
+                "places all {} samples at k = {first:?} cycles/FOV: one point of k-space \
+                 cannot be reconstructed into an image (check the trajectory's units and values)",
+                traj.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Attaches a file path and an operation to an HDF5 error.
@@ -141,9 +164,7 @@ pub(crate) fn real_path(path: &Path) -> std::path::PathBuf {
     match (real, path.parent()) {
         // Inside a staging folder: name the output folder.
         (None, Some(dir)) => match dir.file_name().map(|d| d.to_string_lossy().into_owned()) {
-            Some(d) if d.starts_with(".partial-") => {
-                real_path(dir).join(name)
-            }
+            Some(d) if d.starts_with(".partial-") => real_path(dir).join(name),
             _ => path.to_path_buf(),
         },
         (Some(r), _) => path.with_file_name(r),

@@ -132,9 +132,9 @@ fn unescape_mount(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        let octal = b.get(i + 1..i + 4).filter(|d| {
-            b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c))
-        });
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
         match octal {
             Some(d) => {
                 out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
@@ -156,7 +156,10 @@ impl OutputDir {
     /// Removes stale temporary folders of dead processes beside it.
     pub fn prepare(target: &Path) -> Result<Self, IoError> {
         let target = resolve(target)?;
-        let name = target.file_name().expect("resolve names a folder").to_owned();
+        let name = target
+            .file_name()
+            .expect("resolve names a folder")
+            .to_owned();
         let parent = parent_of(&target);
         let mut mode = Commit::Swap;
         if let Ok(m) = std::fs::symlink_metadata(&target) {
@@ -525,11 +528,20 @@ mod tests {
         assert_eq!(names(&tmp.join("real")), [MANIFEST, "a"]);
         // A dangling link, or one to a file, is named as a link.
         std::os::unix::fs::symlink(tmp.join("nowhere"), tmp.join("dangling")).unwrap();
-        let e = OutputDir::prepare(&tmp.join("dangling")).err().unwrap().to_string();
-        assert!(e.contains("symbolic link") && e.contains("does not exist"), "{e}");
+        let e = OutputDir::prepare(&tmp.join("dangling"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("symbolic link") && e.contains("does not exist"),
+            "{e}"
+        );
         std::fs::write(tmp.join("file"), "x").unwrap();
         std::os::unix::fs::symlink(tmp.join("file"), tmp.join("to-file")).unwrap();
-        let e = OutputDir::prepare(&tmp.join("to-file")).err().unwrap().to_string();
+        let e = OutputDir::prepare(&tmp.join("to-file"))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("not a folder"), "{e}");
         for bad in [".", "..", "/"] {
             assert!(OutputDir::prepare(Path::new(bad)).is_err(), "{bad}");
@@ -555,7 +567,11 @@ mod tests {
         assert!(e.to_string().contains("a file was made"), "{e}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "the user's");
         assert_eq!(std::fs::read_to_string(kept.join("a")).unwrap(), "new");
-        assert!(kept.file_name().unwrap().to_string_lossy().starts_with("out-new-outputs-"));
+        assert!(kept
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("out-new-outputs-"));
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 
@@ -565,7 +581,8 @@ mod tests {
         assert_eq!(unescape_mount(r"/a\134b"), r"/a\b");
         assert_eq!(unescape_mount(r"/a\9"), r"/a\9");
         assert!(is_mount_point(Path::new("/")));
-        assert!(!is_mount_point(&std::env::temp_dir().join("recon-no-such-folder")));
+        assert!(!is_mount_point(
+            &std::env::temp_dir().join("recon-no-such-folder")
+        ));
     }
 }
-

@@ -34,8 +34,8 @@ use std::path::Path;
 mod bytes;
 mod datasets;
 mod write;
-pub(crate) use datasets::{check_fits, check_matrix};
 pub(crate) use datasets::Need as ReadNeed;
+pub(crate) use datasets::{check_fits, check_matrix};
 pub use write::write_scan;
 
 /// The coils' noise as a scan file gives it.
@@ -120,7 +120,11 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     let n = check_matrix(path, "/kspace attribute matrix", matrix)?;
     let grid = Grid::new(n, fov)
         .map_err(|e| bad(path, "/kspace attributes matrix and fov_mm", e.to_string()))?;
-    let voxels = [Axis::Named("Nz", n[2]), Axis::Named("Ny", n[1]), Axis::Named("Nx", n[0])];
+    let voxels = [
+        Axis::Named("Nz", n[2]),
+        Axis::Named("Ny", n[1]),
+        Axis::Named("Nx", n[0]),
+    ];
     // A shape error of an image on the grid says where the grid comes from.
     let on_the_grid = |e: IoError| match e {
         IoError::Layout {
@@ -136,7 +140,12 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     };
 
     // Every shape first, checked against each other and the limits.
-    let (tds, tshape) = open_f32(&file, path, "kspace/trajectory", &[Axis::Any("M"), Axis::Is(3)])?;
+    let (tds, tshape) = open_f32(
+        &file,
+        path,
+        "kspace/trajectory",
+        &[Axis::Any("M"), Axis::Is(3)],
+    )?;
     // [M, 2] (version 1) or [C, M, 2] (version 2).
     let rank = file.dataset("kspace/data").map_or(2, |d| d.ndim());
     let rank = match version {
@@ -145,7 +154,12 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
         None => rank,
     };
     let (dds, dshape) = if rank == 3 {
-        open_f32(&file, path, "kspace/data", &[Axis::Any("C"), Axis::Any("M"), Axis::Is(2)])?
+        open_f32(
+            &file,
+            path,
+            "kspace/data",
+            &[Axis::Any("C"), Axis::Any("M"), Axis::Is(2)],
+        )?
     } else {
         open_f32(&file, path, "kspace/data", &[Axis::Any("M"), Axis::Is(2)])?
     };
@@ -226,9 +240,20 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     let floats: u64 = stored.iter().flatten().sum();
     let largest = stored.iter().flatten().max().copied().unwrap_or(0);
     let decoded = 8 * floats;
+    let names: Vec<&str> = [
+        Some("kspace/trajectory"),
+        Some("kspace/data"),
+        noise.as_ref().map(|(_, _, n)| *n),
+        maps.as_ref().map(|_| "coils/maps"),
+        truth.as_ref().map(|_| "reference/truth"),
+        anatomy.as_ref().map(|_| "reference/anatomy"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     check_fits(
         path,
-        "the file's datasets",
+        &names.join(", "),
         Need {
             own: decoded + 4 * largest,
             decoded,
@@ -244,6 +269,7 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
         .map(|k| [k[0], k[1], k[2]].map(f64::from))
         .collect();
     drop(t);
+    crate::check_spread(path, "kspace/trajectory", &traj)?;
     if !opts.allow_beyond_nyquist {
         for (m, k) in traj.iter().enumerate() {
             if let Some(d) = beyond_nyquist(*k, n) {
@@ -414,7 +440,12 @@ fn anatomy_dataset(
     let Some(ds) = optional(file, path, "reference", "anatomy")? else {
         return Ok(None);
     };
-    let shape = check_f32(&ds, path, name, &[Axis::Any("Az"), Axis::Any("Ay"), Axis::Any("Ax")])?;
+    let shape = check_f32(
+        &ds,
+        path,
+        name,
+        &[Axis::Any("Az"), Axis::Any("Ay"), Axis::Any("Ax")],
+    )?;
     let fov = if ds.attr("fov_mm").is_ok() {
         attr3::<f64>(&ds, path, "/reference/anatomy", "fov_mm")?
     } else {

@@ -106,7 +106,10 @@ fn threads_asked(threads: usize) -> (usize, String) {
     if threads > 0 {
         return (threads, String::new());
     }
-    match std::env::var("RAYON_NUM_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok()) {
+    match std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
         Some(n) if n > 0 => (n, " (from RAYON_NUM_THREADS)".to_string()),
         _ => (cores(), String::new()),
     }

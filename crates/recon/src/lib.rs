@@ -244,18 +244,20 @@ fn install_interrupt_handler() {
 /// The error and its causes, `: `-separated, leaving out a cause whose text
 /// the message already holds (many errors repeat their source's text).
 pub fn error_chain(e: &anyhow::Error) -> String {
-    let mut msg = String::new();
+    let mut parts: Vec<String> = Vec::new();
     for cause in e.chain() {
         let text = cause.to_string();
-        if msg.contains(&text) {
+        if parts.iter().any(|p| p.contains(&text)) {
             continue;
         }
-        if !msg.is_empty() {
-            msg.push_str(": ");
+        // A context its cause repeats at its start ("conjugate gradient"
+        // before "conjugate gradient: ...") is said once.
+        if parts.last().is_some_and(|p| text.starts_with(p.as_str())) {
+            parts.pop();
         }
-        msg.push_str(&text);
+        parts.push(text);
     }
-    msg
+    parts.join(": ")
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -417,7 +419,7 @@ where
     // Before anything large is made: do the device and the host hold it?
     pipeline::check_memory(backend, l, pipeline::Work::Reconstruct)?;
     let traj = pipeline::trajectory(l)?;
-    let inputs = pipeline::inputs(l, traj, &Bars)?;
+    let mut inputs = pipeline::inputs(l, traj, &Bars)?;
     let synth_s = t.elapsed().as_secs_f64();
     ui.log(&format!(
         "{} {} samples of `{}` on a {:?} grid in {synth_s:.2} s",
@@ -430,6 +432,7 @@ where
         l.grid.n
     ));
     let mut out = pipeline::reconstruct(backend, l, &inputs, &ui)?;
+    inputs.unscale(&mut out);
     out.seconds.insert(0, ("synthesis", synth_s));
     let iterative = pipeline::quality(&out.recon, inputs.truth.as_deref());
     let gridding = pipeline::quality(&out.gridding, inputs.truth.as_deref());
@@ -489,4 +492,25 @@ where
         l.cfg.output.dir.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[test]
+    fn an_error_chain_says_each_cause_once() {
+        // A context that its cause repeats at its start.
+        let inner = anyhow::anyhow!("conjugate gradient: p^H A p = NaN at iteration 1");
+        let e = inner.context("conjugate gradient");
+        assert_eq!(
+            error_chain(&e),
+            "conjugate gradient: p^H A p = NaN at iteration 1"
+        );
+        // A cause the message already holds, and one it does not.
+        let e = anyhow::anyhow!("No such file").context("cannot read x: No such file");
+        assert_eq!(error_chain(&e), "cannot read x: No such file");
+        let e = anyhow::anyhow!("disk full").context("writing recon.h5");
+        assert_eq!(error_chain(&e), "writing recon.h5: disk full");
+    }
 }

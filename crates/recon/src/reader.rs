@@ -149,7 +149,10 @@ pub fn read_input(args: &ReadInputArgs) -> Result<()> {
             let limit = Duration::from_millis(limit_ms.load(Ordering::SeqCst));
             let elapsed = start.elapsed();
             if elapsed >= limit {
-                eprintln!("the reader's time limit of {:.0} s ran out", limit.as_secs_f64());
+                eprintln!(
+                    "the reader's time limit of {:.0} s ran out",
+                    limit.as_secs_f64()
+                );
                 // SAFETY: ends the process at once; no destructor or atexit
                 // handler runs (HDF5's would wait for the looping thread).
                 unsafe { libc::_exit(EXIT_TIME_LIMIT) };
@@ -346,42 +349,11 @@ pub fn read_isolated(
     let Some(status) = status else {
         return Err(timed_out());
     };
+    if status.code() == Some(EXIT_TIME_LIMIT) {
+        return Err(timed_out());
+    }
     if !status.success() {
-        use std::os::unix::process::ExitStatusExt;
-        let detail = String::from_utf8_lossy(&err);
-        let detail = detail.trim();
-        if status.code() == Some(EXIT_TIME_LIMIT) {
-            return Err(timed_out());
-        }
-        let why = match status.signal() {
-            Some(libc::SIGABRT) if detail.contains("memory allocation of") => {
-                return Err(out_of_memory(path, detail));
-            }
-            Some(libc::SIGKILL) => anyhow::bail!(
-                "cannot read {}: the reader was killed (SIGKILL): out of memory (the kernel's OOM \
-                 killer, or a cgroup limit), or ended by another process",
-                path.display()
-            ),
-            Some(s @ (libc::SIGTERM | libc::SIGINT | libc::SIGHUP)) => anyhow::bail!(
-                "cannot read {}: the reader was ended by signal {s} ({})",
-                path.display(),
-                signal_name(s)
-            ),
-            Some(sig) => format!(
-                "the reader crashed with signal {sig} ({}) inside the HDF5 library",
-                signal_name(sig)
-            ),
-            None => format!("the reader failed (exit status {:?})", status.code()),
-        };
-        anyhow::bail!(
-            "cannot read {}: {why}: the file is corrupt or not a scan file{}",
-            path.display(),
-            if detail.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", detail.lines().last().unwrap_or_default())
-            }
-        );
+        return Err(failure(path, status, &String::from_utf8_lossy(&err)));
     }
     match out {
         Outcome::Error(msg) => Err(anyhow::anyhow!("{msg}")),
@@ -389,7 +361,9 @@ pub fn read_isolated(
             kind,
             scan.context("the reader process returned a malformed scan")?,
         )),
-        Outcome::Nothing => anyhow::bail!("the reader process returned nothing for {}", path.display()),
+        Outcome::Nothing => {
+            anyhow::bail!("the reader process returned nothing for {}", path.display())
+        }
     }
 }
 
@@ -398,7 +372,12 @@ pub fn read_isolated(
 /// HDF5 loops on damaged files), or reading data so small that a healthy
 /// disk would have read them long before (damaged too), or a large file on
 /// a slow disk.
-fn time_limit_error(path: &Path, limit: Limit, seconds: f64, declared: Option<u64>) -> anyhow::Error {
+fn time_limit_error(
+    path: &Path,
+    limit: Limit,
+    seconds: f64,
+    declared: Option<u64>,
+) -> anyhow::Error {
     let which = if limit.fixed {
         "the limit RECON_READ_TIMEOUT_S sets".to_string()
     } else {
@@ -413,7 +392,10 @@ fn time_limit_error(path: &Path, limit: Limit, seconds: f64, declared: Option<u6
         None => format!("while reading its structure: {damaged}"),
         // A slow disk still reads a megabyte a second.
         Some(b) if (b as f64) < 1e6 * seconds => {
-            format!("while reading its {:.1} MB of data: {damaged}", b as f64 / 1e6)
+            format!(
+                "while reading its {:.1} MB of data: {damaged}",
+                b as f64 / 1e6
+            )
         }
         Some(b) => format!(
             "while reading its {:.0} MB of data: the disk is slow (raise RECON_READ_TIMEOUT_S), \
@@ -424,6 +406,47 @@ fn time_limit_error(path: &Path, limit: Limit, seconds: f64, declared: Option<u6
     anyhow::anyhow!(
         "reading {} did not finish within {seconds:.0} s ({which}), {cause}",
         path.display()
+    )
+}
+
+/// The error for a reader that ended without its outcome, by the cause its
+/// exit status and last words (`detail`, its stderr) show: out of memory,
+/// killed, interrupted, or crashed inside HDF5 (a damaged file).
+fn failure(path: &Path, status: std::process::ExitStatus, detail: &str) -> anyhow::Error {
+    use std::os::unix::process::ExitStatusExt;
+    let detail = detail.trim();
+    let why = match status.signal() {
+        Some(libc::SIGABRT) if detail.contains("memory allocation of") => {
+            return out_of_memory(path, detail);
+        }
+        Some(libc::SIGKILL) => {
+            return anyhow::anyhow!(
+                "cannot read {}: the reader was killed (SIGKILL): out of memory (the kernel's OOM \
+                 killer, or a cgroup limit), or ended by another process",
+                path.display()
+            )
+        }
+        Some(s @ (libc::SIGTERM | libc::SIGINT | libc::SIGHUP)) => {
+            return anyhow::anyhow!(
+                "cannot read {}: the reader was ended by signal {s} ({})",
+                path.display(),
+                signal_name(s)
+            )
+        }
+        Some(sig) => format!(
+            "the reader crashed with signal {sig} ({}) inside the HDF5 library",
+            signal_name(sig)
+        ),
+        None => format!("the reader failed (exit status {:?})", status.code()),
+    };
+    anyhow::anyhow!(
+        "cannot read {}: {why}: the file is corrupt or not a scan file{}",
+        path.display(),
+        if detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", detail.lines().last().unwrap_or_default())
+        }
     )
 }
 
@@ -462,5 +485,77 @@ fn signal_name(sig: i32) -> &'static str {
         libc::SIGINT => "SIGINT",
         libc::SIGHUP => "SIGHUP",
         _ => "signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn a_reader_that_ends_badly_is_named_by_its_cause() {
+        let p = Path::new("scan.h5");
+        let said = |raw: i32, detail: &str| {
+            failure(p, std::process::ExitStatus::from_raw(raw), detail).to_string()
+        };
+        // Signals: the raw status is the signal number.
+        let oom = said(6, "memory allocation of 1048576 bytes failed\n");
+        assert!(
+            oom.contains("ran out of memory") && oom.contains("1048576"),
+            "{oom}"
+        );
+        assert!(!oom.contains("corrupt"), "{oom}");
+        let abort = said(6, "H5 assertion failed");
+        assert!(
+            abort.contains("SIGABRT") && abort.contains("corrupt"),
+            "{abort}"
+        );
+        let segv = said(11, "");
+        assert!(
+            segv.contains("SIGSEGV") && segv.contains("corrupt"),
+            "{segv}"
+        );
+        let killed = said(9, "");
+        assert!(
+            killed.contains("OOM") && !killed.contains("corrupt"),
+            "{killed}"
+        );
+        let term = said(15, "");
+        assert!(
+            term.contains("SIGTERM") && !term.contains("corrupt"),
+            "{term}"
+        );
+        // An exit status (code 3, as the raw status 3 << 8).
+        let code = said(3 << 8, "");
+        assert!(code.contains("exit status Some(3)"), "{code}");
+    }
+
+    #[test]
+    fn a_time_limit_names_itself_and_the_likely_cause() {
+        let p = Path::new("scan.h5");
+        let fixed = Limit {
+            seconds: 3.0,
+            fixed: true,
+        };
+        let default = Limit {
+            seconds: 60.0,
+            fixed: false,
+        };
+        // Still in the file's structure: damaged.
+        let e = time_limit_error(p, fixed, 3.0, None).to_string();
+        assert!(
+            e.contains("within 3 s") && e.contains("RECON_READ_TIMEOUT_S sets"),
+            "{e}"
+        );
+        assert!(e.contains("structure") && e.contains("damaged"), "{e}");
+        // Little data for the time: damaged; much: a slow disk.
+        let e = time_limit_error(p, default, 60.0, Some(1_000_000)).to_string();
+        assert!(e.contains("default limit") && e.contains("damaged"), "{e}");
+        let e = time_limit_error(p, default, 110.0, Some(1_000_000_000)).to_string();
+        assert!(e.contains("1000 MB") && e.contains("disk is slow"), "{e}");
+        // The default grows by a second per 20 MB.
+        assert_eq!(scaled_limit(0), 60.0);
+        assert_eq!(scaled_limit(1_000_000_000), 110.0);
     }
 }

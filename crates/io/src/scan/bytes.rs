@@ -173,7 +173,10 @@ fn write_pairs(w: &mut impl Write, v: &[Complex<f64>]) -> io::Result<()> {
 }
 
 fn invalid(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("malformed scan: {what}"))
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("malformed scan: {what}"),
+    )
 }
 
 fn check(ok: bool, what: &str) -> io::Result<()> {

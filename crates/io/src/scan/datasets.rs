@@ -105,9 +105,13 @@ pub(crate) fn optional(
         return Ok(None);
     }
     let group_name = format!("/{group}");
-    let g = file
-        .group(group)
-        .map_err(|e| bad(path, &group_name, format!("is present but cannot be read: {e}")))?;
+    let g = file.group(group).map_err(|e| {
+        bad(
+            path,
+            &group_name,
+            format!("is present but cannot be read: {e}"),
+        )
+    })?;
     if !links(&g, path, &group_name, name)? {
         return Ok(None);
     }
@@ -221,26 +225,41 @@ pub(crate) fn check_fits(
     handed_to: Option<u32>,
 ) -> Result<(), IoError> {
     use recon_core::memory::{gib, machine_limits, process_limits, smallest};
-    let both = need.own.saturating_add(handed_to.map_or(0, |_| need.decoded));
-    let mut checks = vec![(both, machine_limits()), (need.own, process_limits("self"))];
+    let (reader, both) = match handed_to {
+        Some(_) => (
+            "in the reader process".to_string(),
+            format!(
+                "together ({:.2} GiB in the reader process and {:.2} GiB in recon, which receives \
+                 the scan)",
+                gib(need.own),
+                gib(need.decoded)
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
+    let mut checks = vec![
+        (
+            need.own
+                .saturating_add(handed_to.map_or(0, |_| need.decoded)),
+            machine_limits(),
+            both,
+        ),
+        (need.own, process_limits("self"), reader),
+    ];
     if let Some(pid) = handed_to {
-        checks.push((need.decoded, process_limits(&pid.to_string())));
+        checks.push((
+            need.decoded,
+            process_limits(&pid.to_string()),
+            "in recon, which receives the scan".to_string(),
+        ));
     }
-    for (bytes, limits) in checks {
+    for (bytes, limits, whose) in checks {
         if let Some(limit) = smallest(limits).filter(|l| bytes > l.bytes) {
-            let split = match handed_to {
-                Some(_) => format!(
-                    " ({:.2} GiB in the reader and {:.2} GiB in recon, which receives the scan)",
-                    gib(need.own),
-                    gib(need.decoded)
-                ),
-                None => String::new(),
-            };
             return Err(bad(
                 path,
                 what,
                 format!(
-                    "would need {:.2} GiB of memory to read{split}, but {:.2} GiB is available \
+                    "would need {:.2} GiB of memory to read {whose}, but {:.2} GiB is available \
                      under {}",
                     gib(bytes),
                     gib(limit.bytes),

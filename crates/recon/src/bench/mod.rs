@@ -467,9 +467,10 @@ fn check_memory(n: [usize; 3], samples: usize, use_gpu: bool, nufft: bool) -> Re
         nufft,
         coils: 1,
     };
-    let Some(free) = memory::available_host_bytes() else {
+    let Some(limit) = memory::host_limit() else {
         return Ok(());
     };
+    let free = limit.bytes;
     let need = memory::host_bytes(n, samples, &run).map_or(u64::MAX, |(_, b)| b);
     if need > free {
         let fits = memory::largest_cubic(free, |n| {
@@ -477,11 +478,12 @@ fn check_memory(n: [usize; 3], samples: usize, use_gpu: bool, nufft: bool) -> Re
         });
         anyhow::bail!(
             "not enough memory: the benchmark on {} with {} samples needs about {:.2} GiB of host memory, \
-             but {:.2} GiB is available; {}",
+             but {:.2} GiB is available under {}; {}",
             shape(n),
             samples,
             gib(need),
             gib(free),
+            limit.what,
             fits.map_or("not even a small matrix fits".into(), |n| format!("the largest cubic matrix that fits is {n}"))
         );
     }

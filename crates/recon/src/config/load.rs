@@ -249,10 +249,13 @@ impl Config {
                 let t = e
                     .tolerance
                     .unwrap_or(recon_encoding::Engine::DEFAULT_TOLERANCE);
-                if !(t.is_finite() && (1e-14..=1e-1).contains(&t)) {
+                if !(t.is_finite() && (1e-14..=MAX_ENGINE_TOLERANCE).contains(&t)) {
                     return fail(
                         "engine.tolerance",
-                        format!("must lie in [1e-14, 1e-1], got {t:e}"),
+                        format!(
+                            "must lie in [1e-14, 1e-3], got {t:e} (coarser NUFFTs cost the \
+                             iterative image: 2.4 dB on configs/sodium.toml at 1e-2, 16 dB at 1e-1)"
+                        ),
                     );
                 }
                 if e.precision == Precision::F32 && t < 1e-6 {
@@ -298,6 +301,12 @@ impl Config {
     }
 }
 
+/// The coarsest NUFFT tolerance a reconstruction accepts: at 1e-3 the
+/// images match the default's (configs/sodium.toml 32.68 dB either way), at
+/// 1e-2 they lose 2.4 dB (and 4 dB on configs/test-small.toml, below the
+/// gridding baseline), at 1e-1 up to 16 dB. (`bench-nufft` times coarser ones.)
+pub const MAX_ENGINE_TOLERANCE: f64 = 1e-3;
+
 /// Resolves a path from the config against the config's folder.
 pub fn resolve(config_path: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {
@@ -321,6 +330,7 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
     if let Some(d) = &cfg.q.dir {
         cfg.q.dir = Some(resolve(path, d));
     }
+    check_cache_place(&cfg).with_context(|| format!("in {}", path.display()))?;
     let at = |key: &str| format!("config key `{key}` in {}", path.display());
     let (grid, source) = if let Some(scan) = &mut cfg.scan {
         scan.file = resolve(path, &scan.file);
@@ -335,21 +345,10 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
         if let Some(w) = crate::inspect::units_warning(kind, units, &s) {
             eprintln!("warning: {}: {w}", scan.file.display());
         }
-        // A noise covariance that cannot whiten stops the run here, naming
-        // its dataset.
+        // Noise that cannot whiten stops the run here, naming where in
+        // the file it is; noise that whitens poorly is warned about.
         if let (true, Some(noise)) = (cfg.sense.prewhiten && s.coils > 1, &s.noise) {
-            use recon_io::scan::CoilNoise;
-            let (name, psi) = match noise {
-                CoilNoise::Samples(n) => ("kspace/noise", recon_coils::covariance(n, s.coils)),
-                CoilNoise::Covariance(c) => ("kspace/noise_covariance", Ok(c.clone())),
-            };
-            if let Err(e) = psi.and_then(|p| recon_coils::whitening(&p, s.coils)) {
-                anyhow::bail!(
-                    "{}: dataset {name}: {e} (or set sense.prewhiten = false in {})",
-                    scan.file.display(),
-                    path.display()
-                );
-            }
+            check_noise(noise, s.coils, kind, &scan.file, path)?;
         }
         if cfg.sense.maps == MapsSource::Given && s.maps.is_none() {
             anyhow::bail!(
@@ -397,6 +396,17 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
             },
         )
     };
+    let coils = match &source {
+        Source::Scan(s) => s.coils,
+        Source::Synthetic { .. } => cfg.coils.as_ref().map_or(1, |c| c.count),
+    };
+    if let Some(k) = cfg.sense.compress_coils.filter(|k| *k > coils) {
+        eprintln!(
+            "warning: config key `sense.compress_coils` in {}: {k} virtual coils asked of data \
+             with {coils} coil(s): all {coils} are kept, uncompressed",
+            path.display()
+        );
+    }
     // The voxel basis is the model's, not the data's.
     let grid = grid.with_basis(cfg.engine.basis());
     Ok(Loaded {
@@ -405,6 +415,119 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
         grid,
         source,
     })
+}
+
+/// Checks a scan's coil noise before anything is computed: enough samples
+/// per coil (an error below 4 per coil, a warning below 20), a covariance
+/// that whitens (Hermitian, real positive variances, not singular), and a
+/// warning when its condition number is beyond what whitening survives.
+/// Messages name the dataset, or an ISMRMRD file's noise acquisitions.
+fn check_noise(
+    noise: &recon_io::scan::CoilNoise,
+    coils: usize,
+    kind: crate::reader::Kind,
+    file: &Path,
+    config: &Path,
+) -> Result<()> {
+    use recon_io::scan::CoilNoise;
+    let ismrmrd = kind == crate::reader::Kind::Ismrmrd;
+    let name = match (noise, ismrmrd) {
+        (_, true) => {
+            "its noise measurement acquisitions (dataset/data, flag ACQ_IS_NOISE_MEASUREMENT)"
+        }
+        (CoilNoise::Samples(_), false) => "dataset kspace/noise",
+        (CoilNoise::Covariance(_), false) => "dataset kspace/noise_covariance",
+    };
+    let fail = |e: &dyn fmt::Display| {
+        anyhow::anyhow!(
+            "{}: {name}: {e} (or set sense.prewhiten = false in {})",
+            file.display(),
+            config.display()
+        )
+    };
+    let psi = match noise {
+        CoilNoise::Samples(n) => {
+            let k = n.len() / coils.max(1);
+            if let Some(w) = recon_coils::check_noise_samples(k, coils).map_err(|e| fail(&e))? {
+                eprintln!("warning: {}: {name}: {w}", file.display());
+            }
+            recon_coils::covariance(n, coils).map_err(|e| fail(&e))?
+        }
+        CoilNoise::Covariance(c) => c.clone(),
+    };
+    recon_coils::whitening(&psi, coils).map_err(|e| fail(&e))?;
+    let k = recon_coils::condition(&psi, coils).map_err(|e| fail(&e))?;
+    if k > recon_coils::MAX_CONDITION {
+        eprintln!(
+            "warning: {}: {name}: the noise covariance has condition number {k:.1e} (above \
+             {:.0e}): whitening amplifies its weakest direction {:.0} times, beyond any real coil \
+             array and beyond what float32 data carry; check the noise data, or set \
+             sense.prewhiten = false",
+            file.display(),
+            recon_coils::MAX_CONDITION,
+            k.sqrt()
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a Q cache inside the output folder (or the folder itself): a
+/// run replaces its output folder whole, so the commit would throw the
+/// cache away, and the cache's files would then make the folder one that
+/// recon refuses to replace.
+fn check_cache_place(cfg: &Config) -> Result<()> {
+    if !cfg.q.cache {
+        return Ok(());
+    }
+    let cache = cache_dir(cfg);
+    let (c, o) = (absolute(&cache), absolute(&cfg.output.dir));
+    if c.starts_with(&o) {
+        let from = if cfg.q.dir.is_some() {
+            "`q.dir`"
+        } else if std::env::var_os("RECON_CACHE_DIR").is_some() {
+            "RECON_CACHE_DIR"
+        } else {
+            "the default cache folder"
+        };
+        anyhow::bail!(
+            "config keys `q.dir` and `output.dir`: the Q cache {} ({from}) is {} the output folder \
+             {}, which each run replaces whole: put the cache elsewhere, or set q.cache = false",
+            cache.display(),
+            if c == o { "the same folder as" } else { "inside" },
+            cfg.output.dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// `p` as an absolute path with its links resolved as far as it exists
+/// (`.` and `..` resolved too), for comparing folders.
+fn absolute(p: &Path) -> PathBuf {
+    let p = std::env::current_dir().map_or_else(|_| p.to_path_buf(), |d| d.join(p));
+    let mut existing = p.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        out.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    c => out.push(c),
+                }
+            }
+            return out;
+        }
+        match (existing.parent(), existing.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last);
+                existing = parent;
+            }
+            _ => return p.clone(),
+        }
+    }
 }
 
 /// The Q cache folder of a config.
@@ -420,4 +543,45 @@ pub fn cache_dir(cfg: &Config) -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(|| PathBuf::from(".cache"));
     base.join("recon").join("q")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::Kind;
+    use recon_core::Complex;
+    use recon_io::scan::CoilNoise;
+
+    #[test]
+    fn noise_problems_name_where_the_noise_came_from() {
+        // 3 samples per coil of 3 coils: too few, from either kind of file.
+        let noise = CoilNoise::Samples(
+            (0..9)
+                .map(|i| Complex::new((i as f64).sin(), (i as f64).cos()))
+                .collect(),
+        );
+        let (file, cfg) = (Path::new("scan.h5"), Path::new("run.toml"));
+        let e = check_noise(&noise, 3, Kind::Ismrmrd, file, cfg)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("noise measurement acquisitions"), "{e}");
+        assert!(!e.contains("kspace/noise"), "{e}");
+        let e = check_noise(&noise, 3, Kind::Scan, file, cfg)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("dataset kspace/noise:") && e.contains("at least 12"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn folders_compare_as_absolute_paths() {
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(
+            absolute(Path::new("a/./b/../c")),
+            std::fs::canonicalize(&here).unwrap().join("a/c")
+        );
+        assert!(absolute(Path::new("x/q")).starts_with(absolute(Path::new("x"))));
+    }
 }

@@ -74,9 +74,10 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
         nufft: l.cfg.engine.kind == config::EngineKind::Nufft,
         coils: coils(l) as u64,
     };
-    let Some(free) = memory::available_host_bytes() else {
+    let Some(limit) = memory::host_limit() else {
         return Ok(());
     };
+    let free = limit.bytes;
     let need = memory::host_bytes(l.grid.n, samples, &run(l.grid.n));
     let (stage, bytes) = need.unwrap_or(("the run", u64::MAX));
     if bytes <= free {
@@ -90,14 +91,15 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
     };
     anyhow::bail!(
         "not enough memory: {stage} for matrix {:?} and {samples} samples needs about {} GiB \
-         of host memory, but {:.2} GiB is available; {fits}",
+         of host memory, but {:.2} GiB is available under {}; {fits}",
         l.grid.n,
         if bytes == u64::MAX {
             "more than 2^64 bytes".to_string()
         } else {
             format!("{:.2}", gib(bytes))
         },
-        gib(free)
+        gib(free),
+        limit.what
     );
 }
 

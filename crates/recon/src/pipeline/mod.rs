@@ -52,6 +52,9 @@ pub struct Inputs {
     /// ... and averaged onto the reconstruction's grid (recon_prior::resample).
     pub anatomy_on_grid: Option<Vec<f64>>,
     pub noise_sigma: f64,
+    /// The power of two the data (and, to match, the truth) were multiplied
+    /// by so that the largest |D| lies in [0.5, 1): see [`normalise`].
+    pub data_scale: f64,
 }
 
 /// Everything a run produces.
@@ -111,9 +114,15 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
 /// Prewhitens and compresses the coils of `raw`, and weights a synthetic
 /// truth by the prepared maps ([`truth_seen`]).
 pub fn prepared(l: &Loaded, raw: Raw, ui: &impl Ui) -> Result<Inputs> {
-    let p = prepare(l, raw.data, raw.coils, raw.maps, raw.covariance.as_deref())?;
+    let mut p = prepare(l, raw.data, raw.coils, raw.maps, raw.covariance.as_deref())?;
+    let data_scale = normalise(&mut p.data);
+    let mut truth = truth_seen(raw.truth, raw.truth_by_maps, p.maps.as_deref());
+    if let Some(t) = &mut truth {
+        t.iter_mut().for_each(|v| *v *= data_scale);
+    }
     Ok(Inputs {
-        truth: truth_seen(raw.truth, raw.truth_by_maps, p.maps.as_deref()),
+        data_scale,
+        truth,
         anatomy_on_grid: ui.stage("reference on the grid", |_| {
             on_grid(&l.grid, raw.anatomy.as_ref())
         })?,
@@ -126,6 +135,46 @@ pub fn prepared(l: &Loaded, raw: Raw, ui: &impl Ui) -> Result<Inputs> {
         compressed: p.compressed,
         noise_sigma: raw.noise_sigma,
     })
+}
+
+/// Multiplies `data` by the power of two that brings its largest |D| into
+/// [0.5, 1), and returns it (1 for all-zero data). The float32 engine's
+/// sums and dot products overflow for data of 1e10 times the usual scale
+/// and underflow for 1e-20 times; every stage is linear in the data, and a
+/// power of two scales every floating-point operation exactly, so the
+/// normalised run's images, divided by the factor, are the very numbers
+/// an unnormalised run gives wherever that one does not overflow. The
+/// truth is multiplied by the same factor, so that PSNR compares like with
+/// like, and [`Inputs::unscale`] undoes both for the outputs.
+pub fn normalise(data: &mut [Complex<f64>]) -> f64 {
+    let largest = data.iter().map(|d| d.norm()).fold(0.0, f64::max);
+    if !(largest > 0.0 && largest.is_finite()) {
+        return 1.0;
+    }
+    // largest = f 2^e with f in [0.5, 1): multiply by 2^-e.
+    let e = largest.log2().floor() as i32 + 1;
+    let scale = 2f64.powi(-e);
+    data.iter_mut().for_each(|d| *d *= scale);
+    scale
+}
+
+impl Inputs {
+    /// Undoes [`normalise`] on the truth and on a run's images, for the
+    /// outputs: they are then in the data's own units.
+    pub fn unscale(&mut self, out: &mut Outputs) {
+        let back = 1.0 / self.data_scale;
+        if back == 1.0 {
+            return;
+        }
+        for v in [&mut out.recon, &mut out.gridding, &mut out.fhd] {
+            v.iter_mut().for_each(|c| *c *= back);
+        }
+        if let Some(t) = &mut self.truth {
+            t.iter_mut().for_each(|v| *v *= back);
+        }
+        self.data.iter_mut().for_each(|d| *d *= back);
+        self.data_scale = 1.0;
+    }
 }
 
 /// The truth a run measures PSNR against: with synthetic coils
