@@ -10,12 +10,11 @@ use common::{config_with, fails_with, recon, scan_run_config, stderr};
 use recon_io::hdf5;
 use std::path::{Path, PathBuf};
 
-/// A 4-coil scan of the small test problem (16^3, noisy, with its noise
-/// covariance, maps and truth), written by `recon simulate` at `dir/NAME`.
-fn four_coil_scan(dir: &Path, name: &str) -> PathBuf {
-    let cfg = config_with(dir, |t| {
-        t + "\n[noise]\nsnr = 30.0\nseed = 1\n[coils]\ncount = 4\narrangement = \"ring\"\nradius = 1.2\n"
-    });
+/// The small test problem (16^3) as a scan file at `dir/NAME`, written by
+/// `recon simulate` with `extra` config sections.
+fn simulated_scan(dir: &Path, name: &str, extra: &str) -> PathBuf {
+    common::no_hdf5_locking();
+    let cfg = config_with(dir, |t| t + extra);
     let out = dir.join(name);
     let o = recon(
         &[
@@ -31,22 +30,15 @@ fn four_coil_scan(dir: &Path, name: &str) -> PathBuf {
     out
 }
 
-/// The small single-coil test problem as a scan file at `dir/NAME`.
+/// Four coils, noisy: with their noise covariance, maps and truth.
+fn four_coil_scan(dir: &Path, name: &str) -> PathBuf {
+    let coils = "\n[noise]\nsnr = 30.0\nseed = 1\n[coils]\ncount = 4\narrangement = \"ring\"\nradius = 1.2\n";
+    simulated_scan(dir, name, coils)
+}
+
+/// One coil, noiseless, with its truth.
 fn one_coil_scan(dir: &Path, name: &str) -> PathBuf {
-    let cfg = config_with(dir, |t| t);
-    let out = dir.join(name);
-    let o = recon(
-        &[
-            "simulate",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        dir,
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    out
+    simulated_scan(dir, name, "")
 }
 
 /// Replaces dataset `name` of `file` by float32 `values` of `shape`.

@@ -35,6 +35,15 @@ pub fn recon(args: &[&str], cache: &Path) -> Output {
         .expect("run recon")
 }
 
+/// Turns HDF5's file locking off in this test process too (see [`recon`]):
+/// a file it writes and then opens may be locked by a child process of
+/// another test that inherited the descriptor in between. Call it before
+/// the test's first HDF5 call.
+pub fn no_hdf5_locking() {
+    // HDF5 reads the variable at each file open; every test sets the same value.
+    std::env::set_var("HDF5_USE_FILE_LOCKING", "FALSE");
+}
+
 /// A tiny deterministic pseudo-random stream (SplitMix64), so tests need no RNG crate.
 pub struct Rng(u64);
 

@@ -74,6 +74,10 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
         nufft: l.cfg.engine.kind == config::EngineKind::Nufft,
         coils: coils(l) as u64,
     };
+    // Each worker thread's first allocation maps its allocator arena (64
+    // MiB of address space, which `ulimit -v` counts): made now, it is
+    // measured alike by `recon check` and by the run.
+    rayon::broadcast(|_| std::hint::black_box(vec![0u8; 64]));
     let Some(limit) = memory::host_limit() else {
         return Ok(());
     };
