@@ -355,20 +355,22 @@ fn scan_file_versions_and_axes_are_named() {
     assert_eq!(recon_io::scan::read_scan(&p, false).unwrap().coils, 4);
 }
 
-/// Breaks the group holding link `member` (the local heap that holds its
-/// name): the group is present, but its members cannot be read.
+/// Breaks the group holding link `member`: the signature of the header
+/// that holds the link's name (the group's object header, `OHDR`, where
+/// links are stored compactly, or its local heap, `HEAP`, in the oldest
+/// format), so that the group is present but cannot be read.
 fn break_group_of(file: &Path, member: &str) {
     let mut b = std::fs::read(file).unwrap();
-    let name = format!("{member}\0");
     let at = b
-        .windows(name.len())
-        .position(|w| w == name.as_bytes())
+        .windows(member.len())
+        .position(|w| w == member.as_bytes())
         .unwrap_or_else(|| panic!("{member} not found"));
-    let heap = b[..at]
-        .windows(4)
-        .rposition(|w| w == b"HEAP")
-        .expect("a local heap before the name");
-    b[heap..heap + 4].copy_from_slice(b"XXXX");
+    let header = [b"OHDR", b"HEAP"]
+        .iter()
+        .filter_map(|sig| b[..at].windows(4).rposition(|w| w == *sig))
+        .max()
+        .expect("a header before the name");
+    b[header..header + 4].copy_from_slice(b"XXXX");
     std::fs::write(file, b).unwrap();
 }
 

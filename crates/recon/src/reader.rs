@@ -2,7 +2,8 @@
 //!
 //! Scan files and ISMRMRD files are HDF5, and the HDF5 library can crash
 //! (a corrupted global heap: SIGSEGV) or loop forever (a corrupted B-tree)
-//! on a damaged file, in the system's 1.10 and in current releases alike.
+//! on a damaged file: the 1.10 that recon links does both, and 2.2 still
+//! loops (bench/hdf5-2.2-vs-1.10-2026-11-24.md).
 //! No check of ours can run before the library parses the file, so recon
 //! reads such files in a child process (`recon read-input`, hidden): the
 //! child checks everything, then streams the scan to the parent
