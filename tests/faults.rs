@@ -51,6 +51,13 @@ fn small_tmpfs(dir: &Path, kib: usize) -> Result<Tmpfs, String> {
     Ok(Tmpfs(dir.to_path_buf()))
 }
 
+/// [`small_tmpfs`], or `None` after printing why the test is skipped.
+fn tmpfs_or_skip(dir: &Path, kib: usize) -> Option<Tmpfs> {
+    small_tmpfs(dir, kib)
+        .map_err(|why| println!("skipped: cannot mount a tmpfs ({why})"))
+        .ok()
+}
+
 struct Tmpfs(PathBuf);
 
 impl Drop for Tmpfs {
@@ -63,12 +70,8 @@ impl Drop for Tmpfs {
 fn full_cache_and_output_folders() {
     let tmp = tempfile::tempdir().unwrap();
     let small = tmp.path().join("small");
-    let _mount = match small_tmpfs(&small, 64) {
-        Ok(m) => m,
-        Err(why) => {
-            println!("skipped: cannot mount a small tmpfs ({why})");
-            return;
-        }
+    let Some(_mount) = tmpfs_or_skip(&small, 64) else {
+        return;
     };
     let cfg = config_with(tmp.path(), |t| t);
     // A full cache folder: the run goes on and says so once. (Q at 16^3 in
@@ -271,12 +274,8 @@ fn stale_partial_files_of_dead_processes_are_removed() {
 fn a_mount_point_as_output_folder_is_filled_in_place() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let _mount = match small_tmpfs(&out, 8192) {
-        Ok(m) => m,
-        Err(why) => {
-            println!("skipped: cannot mount a tmpfs ({why})");
-            return;
-        }
+    let Some(_mount) = tmpfs_or_skip(&out, 8192) else {
+        return;
     };
     assert!(recon_io::is_mount_point(&out));
     let cache = tmp.path().join("cache");
