@@ -5,7 +5,7 @@
 //! asserting no panic, no abort, no signal and no run past a time limit:
 //! every file is either accepted or refused with an error. fuzz_text.rs
 //! does the same for the text and binary formats; `fuzz/` holds cargo-fuzz
-//! targets for longer runs (see the README).
+//! targets for longer runs (see docs/development.md).
 //!
 //! `recon inspect` reads the file in a child process: the HDF5 library
 //! itself may crash or hang on a damaged file (recon then reports an

@@ -15,7 +15,7 @@ use std::ops::Range;
 
 /// Voxels from which the coils are shared among several devices by
 /// default. Below, a coil's Toeplitz product is too short for the copies
-/// and launches that sharing adds (`recon bench-sense --gpus`, README).
+/// and launches that sharing adds (`recon bench-sense --gpus`, docs/benchmarks.md).
 pub const SHARE_FROM_VOXELS: usize = 64 * 64 * 64;
 
 /// The data term of SENSE, `sum_c S_c^H F^H F S_c`, around one Toeplitz
