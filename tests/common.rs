@@ -197,15 +197,16 @@ pub fn files_under(dir: &Path) -> Vec<String> {
     out
 }
 
-/// Starts recon, waits until stderr shows `when`, sends `signal` (INT,
-/// TERM, HUP), and returns the exit status.
-pub fn interrupt(
+/// Starts recon, waits until stderr shows `when`, runs `act` with its
+/// process id, and returns its exit status, its id and all it printed on
+/// stderr.
+pub fn act_when(
     args: &[&str],
     cache: &Path,
     env: &[(&str, &str)],
     when: &str,
-    signal: &str,
-) -> std::process::ExitStatus {
+    act: impl FnOnce(u32),
+) -> (std::process::ExitStatus, u32, String) {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(recon_bin())
         .args(args)
@@ -222,22 +223,41 @@ pub fn interrupt(
     let (tx, rx) = std::sync::mpsc::channel();
     let when = when.to_string();
     let reader = std::thread::spawn(move || {
+        let mut all = String::new();
         for line in stderr.lines() {
-            if line.unwrap().contains(&when) {
+            let line = line.unwrap();
+            if line.contains(&when) {
                 let _ = tx.send(());
             }
+            all.push_str(&line);
+            all.push('\n');
         }
+        all
     });
     rx.recv_timeout(std::time::Duration::from_secs(60))
-        .expect("recon never reached the point to interrupt");
-    let kill = Command::new("kill")
-        .args([&format!("-{signal}"), &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+        .expect("recon never reached the point to act");
+    act(child.id());
     let status = child.wait().unwrap();
-    reader.join().unwrap();
-    status
+    (status, child.id(), reader.join().unwrap())
+}
+
+/// Starts recon, waits until stderr shows `when`, sends `signal` (INT,
+/// TERM, HUP), and returns the exit status.
+pub fn interrupt(
+    args: &[&str],
+    cache: &Path,
+    env: &[(&str, &str)],
+    when: &str,
+    signal: &str,
+) -> std::process::ExitStatus {
+    act_when(args, cache, env, when, |pid| {
+        let kill = Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+    })
+    .0
 }
 
 /// The small test config (`configs/test-small.toml`) with `edit` applied,
@@ -439,4 +459,15 @@ pub fn readers_of(file: &Path) -> Vec<u32> {
             args.iter().any(|a| a == "read-input") && args.iter().any(|a| *a == want)
         })
         .collect()
+}
+
+/// Writes a text attribute `name` = `text` on `g` (a wrong type where a
+/// number belongs, for the readers' tests).
+pub fn text_attr(g: &recon_io::hdf5::Group, name: &str, text: &str) {
+    let v: recon_io::hdf5::types::VarLenUnicode = text.parse().unwrap();
+    g.new_attr::<recon_io::hdf5::types::VarLenUnicode>()
+        .create(name)
+        .unwrap()
+        .write_scalar(&v)
+        .unwrap();
 }

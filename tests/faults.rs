@@ -312,32 +312,19 @@ fn a_mount_point_as_output_folder_is_filled_in_place() {
 // recon exited 0.
 #[test]
 fn a_file_made_at_the_output_path_during_a_run_is_kept() {
-    use std::io::{BufRead, BufReader};
     let tmp = tempfile::tempdir().unwrap();
     let cfg = config_with(tmp.path(), |t| t);
     let out = tmp.path().join("out");
-    let mut child = Command::new(common::recon_bin())
-        .args(["--config", cfg.to_str().unwrap()])
-        .env("HDF5_USE_FILE_LOCKING", "FALSE")
-        .env("RECON_CACHE_DIR", tmp.path().join("cache"))
-        .env("RECON_PAUSE_BEFORE_COMMIT_MS", "1500")
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = String::new();
-    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
-        let line = line.unwrap();
-        if line.contains("outputs staged") {
-            std::fs::write(&out, "the user's file").unwrap();
-        }
-        err.push_str(&line);
-        err.push('\n');
-    }
-    let status = child.wait().unwrap();
+    let (status, pid, err) = common::act_when(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+        &[("RECON_PAUSE_BEFORE_COMMIT_MS", "1500")],
+        "outputs staged",
+        |_| std::fs::write(&out, "the user's file").unwrap(),
+    );
     assert_eq!(status.code(), Some(1), "{err}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "the user's file");
-    let kept = tmp.path().join(format!("out-new-outputs-{}", child.id()));
+    let kept = tmp.path().join(format!("out-new-outputs-{pid}"));
     assert!(
         err.contains("it was kept") && err.contains(&kept.display().to_string()),
         "{err}"

@@ -197,12 +197,7 @@ fn structured_scan_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String)> {
             Box::new(|f: &hdf5::File| {
                 let g = f.group("kspace").unwrap();
                 let _ = g.delete_attr("version");
-                let v: hdf5::types::VarLenUnicode = "two".parse().unwrap();
-                g.new_attr::<hdf5::types::VarLenUnicode>()
-                    .create("version")
-                    .unwrap()
-                    .write_scalar(&v)
-                    .unwrap();
+                common::text_attr(&g, "version", "two");
             }),
         ),
         (
