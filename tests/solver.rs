@@ -7,8 +7,8 @@ use ndarray::{Array1, Array2};
 use ndarray_linalg::Solve;
 use recon_cg::{Params, Regularised, Toeplitz};
 use recon_core::{
-    metrics::nrmse, Backend, CoilOp, Complex, CpuBackend, Direction, Grid, Progress, Ratio, Result,
-    Sign, Stencil, Targets,
+    metrics::nrmse, Backend, CoilOp, Complex, CpuBackend, Direction, Grid, GroupProx, Progress,
+    Ratio, Result, Sign, Stencil, Targets,
 };
 
 /// Solves `(F^H F + lambda W^H W) x = F^H y` both ways and compares.
@@ -192,6 +192,24 @@ impl Backend for Queued {
     }
     fn add_whw(&self, out: &mut V, a: f64, x: &V, w: &Self::Weights) -> Result<()> {
         self.cpu.add_whw(out, a, x, w)
+    }
+    fn scale(&self, x: &mut V, a: f64) -> Result<()> {
+        self.cpu.scale(x, a)
+    }
+    fn copy_part(&self, out: &mut V, at: usize, x: &V, from: usize, len: usize) -> Result<()> {
+        self.cpu.copy_part(out, at, x, from, len)
+    }
+    fn grad(&self, out: &mut V, x: &V, n: [usize; 3]) -> Result<()> {
+        self.cpu.grad(out, x, n)
+    }
+    fn grad_adjoint(&self, out: &mut V, y: &V, n: [usize; 3]) -> Result<()> {
+        self.cpu.grad_adjoint(out, y, n)
+    }
+    fn group_prox(&self, x: &mut V, t: f64, components: usize, kind: GroupProx) -> Result<()> {
+        self.cpu.group_prox(x, t, components, kind)
+    }
+    fn project_off(&self, v: &mut V, xi: &V) -> Result<()> {
+        self.cpu.project_off(v, xi)
     }
 }
 

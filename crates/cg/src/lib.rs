@@ -1,4 +1,6 @@
-//! The solver: conjugate gradient on `(F^H F + lambda W^H W) rho = F^H D`.
+//! The solvers: conjugate gradient on `(F^H F + lambda W^H W) rho = F^H D`
+//! for the quadratic priors, and ADMM and PDHG for the sparse ones
+//! (`lambda ||K rho||`, total variation and its directional form).
 //!
 //! As in BART, an operator that CG needs only offers its normal map, and
 //! F^H F is never formed from F: it is the Toeplitz product
@@ -13,10 +15,16 @@
 //! then, so a GPU runs the iterations back to back. Residuals reach the caller through a callback:
 //! this crate never prints.
 
+mod admm;
+mod pdhg;
 mod sense;
 mod solve;
+mod sparse;
+pub use admm::admm;
+pub use pdhg::pdhg;
 pub use sense::{Sense, SHARE_FROM_VOXELS};
 pub use solve::{solve, Info, Params};
+pub use sparse::{Sparse, SparseAlgorithm, SparseParams};
 
 use recon_core::{Backend, Complex, Error, Grid, Real, Result, Stencil};
 
@@ -169,6 +177,8 @@ pub struct Problem<B: Backend> {
     sense: Sense<B>,
     fhd: B::Vector,
     q_peak: f64,
+    /// The largest `|b|`: the sparse priors' unit of lambda.
+    b_peak: f64,
 }
 
 impl<B: Backend> Problem<B> {
@@ -211,9 +221,13 @@ impl<B: Backend> Problem<B> {
             grid.len(),
             sense.len(),
         )?;
+        let mut host = vec![Complex::<B::Real>::default(); grid.len()];
+        backend.download(&mut host, &fhd)?;
+        let b_peak = host.iter().map(|v| v.norm().f64()).fold(0.0, f64::max);
         Ok(Problem {
             grid: *grid,
             q_peak,
+            b_peak,
             sense,
             fhd,
         })
@@ -238,6 +252,44 @@ impl<B: Backend> Problem<B> {
     /// maps of unit norm): see [`lambda_abs`].
     pub fn lambda_abs(&self, lambda_rel: f64) -> f64 {
         lambda_rel * self.q_peak * self.sense.map_peak()
+    }
+
+    /// A sparse prior's absolute lambda: `lambda_rel` times the largest
+    /// `|b|`, so that it scales with the data and with the trajectory as
+    /// the image's gradient does.
+    pub fn sparse_lambda_abs(&self, lambda_rel: f64) -> f64 {
+        lambda_rel * self.b_peak
+    }
+
+    /// ADMM or PDHG from 0 on `1/2 |F x - D|^2 + lambda ||K x||`, `K` the
+    /// prior's operator on this grid, `lambda = lambda_rel * max|b|`.
+    /// Returns x on the host, and what the solver did.
+    pub fn solve_sparse(
+        &mut self,
+        backend: &B,
+        op: &mut dyn recon_ops::LinearOp<B>,
+        lambda_rel: f64,
+        algorithm: SparseAlgorithm,
+        params: &SparseParams,
+        on_iteration: &mut dyn FnMut(usize, f64),
+    ) -> Result<(Vec<Complex<B::Real>>, Info)> {
+        let prior = Sparse {
+            op,
+            norm: recon_ops::GroupNorm { components: 3 },
+            lambda: self.sparse_lambda_abs(lambda_rel),
+        };
+        let mut x = backend.zeros(self.grid.len())?;
+        let (a, b) = (&mut self.sense, &self.fhd);
+        let info = match algorithm {
+            SparseAlgorithm::Admm => {
+                let scale = self.q_peak * a.map_peak();
+                admm(backend, a, prior, &mut x, b, scale, params, on_iteration)?
+            }
+            SparseAlgorithm::Pdhg => pdhg(backend, a, prior, &mut x, b, params, on_iteration)?,
+        };
+        let mut out = vec![Complex::default(); self.grid.len()];
+        backend.download(&mut out, &x)?;
+        Ok((out, info))
     }
 
     /// CG from 0 with W's stencil and `lambda = lambda_rel * max|Q|`.

@@ -62,6 +62,18 @@ pub enum CoilOp {
     AddAdjoint,
 }
 
+/// What [`Backend::group_prox`] does to each group `v` of components
+/// (the gradient's three components at a voxel; a single value for l1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupProx {
+    /// Soft thresholding, the proximal map of `t ||.||_2`:
+    /// `v = max(0, 1 - t / |v|) v`.
+    Shrink,
+    /// Projection onto the ball `|v| <= t`, the proximal map of the convex
+    /// conjugate of `t ||.||_2`: `v = min(1, t / |v|) v`.
+    Project,
+}
+
 /// A coefficient `s[num] / s[den]` of an iterative solver, taken from
 /// scalars that stay on the device ([`Backend::scalars`]). It is 0 unless
 /// `s[num]` is finite and above `s[floor]` and `s[den]` is finite and
@@ -286,6 +298,50 @@ pub trait Backend: Send + Sync {
     ) -> Result<()> {
         toeplitz_coil_by_pieces(self, out, accumulate, s, x, fq, work, scratch, n)
     }
+
+    // --- sparse priors (recon-ops) ---------------------------------------
+    // Vectors of fields hold `g` components, each a whole image, one after
+    // another: component `a` of voxel `i` is at `a N + i`.
+
+    /// `x = a x`
+    fn scale(&self, x: &mut Self::Vector, a: f64) -> Result<()>;
+
+    /// `out[at..at + len] = x[from..from + len]`: the blocks of a stacked
+    /// operator's vectors.
+    fn copy_part(
+        &self,
+        out: &mut Self::Vector,
+        at: usize,
+        x: &Self::Vector,
+        from: usize,
+        len: usize,
+    ) -> Result<()>;
+
+    /// Forward differences of the image `x` (shape `n`) into the 3-component
+    /// field `out`: `out[a][i] = x[i + e_a] - x[i]`, 0 where `i + e_a` lies
+    /// outside the grid (a symmetric, Neumann boundary).
+    fn grad(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()>;
+
+    /// The adjoint of [`Backend::grad`] (minus the divergence):
+    /// `out[i] = sum_a y[a][i - e_a] - y[a][i]`, each term present where
+    /// the difference it comes from is.
+    fn grad_adjoint(&self, out: &mut Self::Vector, y: &Self::Vector, n: [usize; 3]) -> Result<()>;
+
+    /// Per group `v` of `components` values (component `a` of group `i` at
+    /// `a len / components + i`), with `|v|` its Euclidean norm over the
+    /// complex components: `kind` with threshold `t`.
+    fn group_prox(
+        &self,
+        x: &mut Self::Vector,
+        t: f64,
+        components: usize,
+        kind: GroupProx,
+    ) -> Result<()>;
+
+    /// Per voxel, the 3-component field `v` projected off the real unit-or-
+    /// shorter field `xi` (its imaginary parts are 0): `v = v - xi (xi . v)`.
+    /// Directional total variation's weighting.
+    fn project_off(&self, v: &mut Self::Vector, xi: &Self::Vector) -> Result<()>;
 
     // --- regulariser ----------------------------------------------------
 

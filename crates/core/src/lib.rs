@@ -23,7 +23,7 @@ mod stencil;
 
 pub use backend::{
     fft_q_by_pieces, toeplitz_by_pieces, toeplitz_coil_by_pieces, Backend, CoilOp, Direction,
-    Ratio, Sign, Targets,
+    GroupProx, Ratio, Sign, Targets,
 };
 pub use cpu::CpuBackend;
 pub use error::Error;

@@ -37,6 +37,8 @@ pub(crate) struct Device {
     pub(crate) copy_stream: Arc<CudaStream>,
     pub(crate) sum: Arc<CudaModule>,
     pub(crate) funcs: HashMap<String, CudaFunction>,
+    /// sparse.cu's kernels, with typed launchers (sparse.rs).
+    pub(crate) sparse: crate::sparse::Kernels,
     pub(crate) ffts: Mutex<HashMap<[usize; 3], CudaFft>>,
     /// The pruned Toeplitz product's plans, per image shape (toeplitz.rs).
     pub(crate) toeplitz: Mutex<HashMap<[usize; 3], crate::toeplitz::Passes>>,
@@ -81,8 +83,9 @@ impl Device {
             .load_module(ptx("nufft.cu", NUFFT_CU, arch.clone())?)
             .at("load nufft.cu")?;
         let lines = ctx
-            .load_module(ptx("lines.cu", LINES_CU, arch)?)
+            .load_module(ptx("lines.cu", LINES_CU, arch.clone())?)
             .at("load lines.cu")?;
+        let sparse = crate::sparse::Kernels::load(&ctx, &arch)?;
         let mut funcs = HashMap::new();
         for f in sum_kernels() {
             let func = sum.load_function(&f).at(&format!("load kernel {f}"))?;
@@ -115,6 +118,7 @@ impl Device {
             copy_stream,
             sum,
             funcs,
+            sparse,
             ffts: Mutex::new(HashMap::new()),
             toeplitz: Mutex::new(HashMap::new()),
             partial: Mutex::new(partial),
@@ -405,7 +409,7 @@ impl Device {
     }
 
     /// x = s x
-    fn scale(&self, x: &mut CudaSlice<f32>, s: f32) -> Result<()> {
+    pub(crate) fn scale(&self, x: &mut CudaSlice<f32>, s: f32) -> Result<()> {
         let n = (x.len() / 2) as i64;
         let mut b = self.stream.launch_builder(self.f("scale"));
         b.arg(x).arg(&s).arg(&n);

@@ -13,6 +13,7 @@ pub(crate) const SUM_CU: &str = include_str!("../kernels/sum.cu");
 pub(crate) const VECTOR_CU: &str = include_str!("../kernels/vector.cu");
 pub(crate) const NUFFT_CU: &str = include_str!("../kernels/nufft.cu");
 pub(crate) const LINES_CU: &str = include_str!("../kernels/lines.cu");
+pub(crate) const SPARSE_CU: &str = include_str!("../kernels/sparse.cu");
 
 /// PTX per (source, architecture), compiled once per process.
 pub(crate) fn ptx(name: &'static str, src: &'static str, arch: String) -> Result<Ptx> {
@@ -103,6 +104,11 @@ mod tests {
             ("vector.cu", VECTOR_CU, vector),
             ("nufft.cu", NUFFT_CU, crate::nufft::kernel_names()),
             ("lines.cu", LINES_CU, crate::lines::kernel_names()),
+            (
+                "sparse.cu",
+                SPARSE_CU,
+                crate::sparse::NAMES.map(String::from).to_vec(),
+            ),
         ] {
             let p = ptx(name, src, "compute_90".into()).unwrap_or_else(|e| panic!("{e}"));
             let text = p.to_src();

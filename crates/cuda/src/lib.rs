@@ -27,11 +27,13 @@ mod lines;
 mod nufft;
 mod options;
 mod peers;
+mod sparse;
 mod toeplitz;
 
 use device::Device;
 use recon_core::{
-    Backend, CoilOp, Complex, Direction, Error, Progress, Ratio, Result, Sign, Stencil, Targets,
+    Backend, CoilOp, Complex, Direction, Error, GroupProx, Progress, Ratio, Result, Sign, Stencil,
+    Targets,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -469,6 +471,54 @@ impl Backend for CudaBackend {
         };
         let d2 = w.diag_squared::<f32>().map(|v| d.upload(&v)).transpose()?;
         Ok(CudaWeights { n: w.n, w2, d2 })
+    }
+
+    fn scale(&self, x: &mut Self::Vector, a: f64) -> Result<()> {
+        self.dev0().scale(x, a as f32)
+    }
+
+    fn copy_part(
+        &self,
+        out: &mut Self::Vector,
+        at: usize,
+        x: &Self::Vector,
+        from: usize,
+        len: usize,
+    ) -> Result<()> {
+        recon_core::cpu::check_part("copy_part output", at, len, out.len() / 2)?;
+        recon_core::cpu::check_part("copy_part input", from, len, x.len() / 2)?;
+        self.dev0().copy_part(out, at, x, from, len)
+    }
+
+    fn grad(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
+        let len: usize = n.iter().product();
+        Error::check_len("gradient input", 2 * len, x.len())?;
+        Error::check_len("gradient output (3 per voxel)", 6 * len, out.len())?;
+        self.dev0().grad(out, x, n)
+    }
+
+    fn grad_adjoint(&self, out: &mut Self::Vector, y: &Self::Vector, n: [usize; 3]) -> Result<()> {
+        let len: usize = n.iter().product();
+        Error::check_len("gradient adjoint input (3 per voxel)", 6 * len, y.len())?;
+        Error::check_len("gradient adjoint output", 2 * len, out.len())?;
+        self.dev0().grad_adjoint(out, y, n)
+    }
+
+    fn group_prox(
+        &self,
+        x: &mut Self::Vector,
+        t: f64,
+        components: usize,
+        kind: GroupProx,
+    ) -> Result<()> {
+        recon_core::cpu::sparse::check_groups(x.len() / 2, components)?;
+        self.dev0().group_prox(x, t, components, kind)
+    }
+
+    fn project_off(&self, v: &mut Self::Vector, xi: &Self::Vector) -> Result<()> {
+        Error::check_len("directional field", xi.len(), v.len())?;
+        recon_core::cpu::sparse::check_groups(v.len() / 2, 3)?;
+        self.dev0().project_off(v, xi)
     }
 
     fn add_whw(

@@ -457,13 +457,21 @@ where
         "  data {}, {} samples, matrix {:?}, FOV {:?} mm, noise sigma {:.3e}",
         report.data, report.samples, report.matrix, report.fov_mm, report.noise_sigma
     );
+    let (unit, prior) = if report.prior_kind.sparse() {
+        ("peak |F^H D|", format!("prior {}", report.prior_kind.name()))
+    } else {
+        (
+            "peak Q",
+            format!("W {}", format!("{:?}", report.regulariser).to_lowercase()),
+        )
+    };
     println!(
-        "  CG: {} iterations, relative residual {:.3e}, lambda {} x peak Q = {:.3e}, W {}",
+        "  {}: {} iterations, relative residual {:.3e}, lambda {} x {unit} = {:.3e}, {prior}",
+        report.algorithm.describe(),
         report.iterations,
         report.relative_residual,
         report.lambda,
         report.lambda_abs,
-        format!("{:?}", report.regulariser).to_lowercase()
     );
     println!("  Q cache: {}", report.q_cache);
     match (&iterative, &gridding) {

@@ -43,9 +43,14 @@ pub struct Report {
     pub basis: String,
     pub samples: usize,
     pub noise_sigma: f64,
+    /// The prior: "quadratic", "tv" or "dtv"; and the algorithm.
+    pub prior_kind: crate::config::PriorKind,
+    pub algorithm: crate::config::Algorithm,
+    /// Relative (to the peak of Q for the quadratic prior, of |F^H D| for
+    /// the sparse ones) and absolute.
     pub lambda: f64,
     pub lambda_abs: f64,
-    /// "uniform" or "anatomical".
+    /// The quadratic prior's W: "uniform" or "anatomical".
     pub regulariser: crate::config::RegulariserKind,
     /// What the anatomical prior found (anatomical W only).
     pub prior: Option<recon_prior::Info>,
@@ -95,7 +100,9 @@ pub fn report(
         basis: l.grid.basis.id().to_string(),
         samples: inputs.traj.len(),
         noise_sigma: inputs.noise_sigma,
-        lambda: l.cfg.solver.lambda,
+        prior_kind: l.cfg.prior.kind,
+        algorithm: l.cfg.algorithm(),
+        lambda: l.cfg.lambda(),
         lambda_abs: out.lambda_abs,
         regulariser: l.cfg.regulariser.kind,
         prior: out.prior.clone(),

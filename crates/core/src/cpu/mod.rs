@@ -3,8 +3,9 @@
 
 mod engine;
 mod fft;
+pub mod sparse;
 
-use crate::backend::{Backend, CoilOp, Direction, Ratio, Sign, Targets};
+use crate::backend::{Backend, CoilOp, Direction, GroupProx, Ratio, Sign, Targets};
 use crate::{Complex, Error, Progress, Real, Result, Stencil};
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -268,6 +269,48 @@ impl<T: Real> Backend for CpuBackend<T> {
         Ok(())
     }
 
+    fn scale(&self, x: &mut Self::Vector, a: f64) -> Result<()> {
+        let a = T::of(a);
+        x.par_iter_mut().for_each(|v| *v = *v * a);
+        Ok(())
+    }
+
+    fn copy_part(
+        &self,
+        out: &mut Self::Vector,
+        at: usize,
+        x: &Self::Vector,
+        from: usize,
+        len: usize,
+    ) -> Result<()> {
+        check_part("copy_part output", at, len, out.len())?;
+        check_part("copy_part input", from, len, x.len())?;
+        out[at..at + len].copy_from_slice(&x[from..from + len]);
+        Ok(())
+    }
+
+    fn grad(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
+        sparse::grad(out, x, n)
+    }
+
+    fn grad_adjoint(&self, out: &mut Self::Vector, y: &Self::Vector, n: [usize; 3]) -> Result<()> {
+        sparse::grad_adjoint(out, y, n)
+    }
+
+    fn group_prox(
+        &self,
+        x: &mut Self::Vector,
+        t: f64,
+        components: usize,
+        kind: GroupProx,
+    ) -> Result<()> {
+        sparse::group_prox(x, t, components, kind)
+    }
+
+    fn project_off(&self, v: &mut Self::Vector, xi: &Self::Vector) -> Result<()> {
+        sparse::project_off(v, xi)
+    }
+
     fn upload_weights(&self, w: &Stencil) -> Result<Self::Weights> {
         w.check()?;
         Ok(CpuWeights {
@@ -313,5 +356,16 @@ impl<T: Real> Backend for CpuBackend<T> {
             *o = *o + acc * a;
         });
         Ok(())
+    }
+}
+
+/// Fails unless `start..start + len` lies within `total` values.
+pub fn check_part(what: &'static str, start: usize, len: usize, total: usize) -> Result<()> {
+    match start.checked_add(len) {
+        Some(end) if end <= total => Ok(()),
+        _ => Err(Error::Invalid {
+            what,
+            reason: format!("{start}..{start}+{len} lies outside {total} values"),
+        }),
     }
 }

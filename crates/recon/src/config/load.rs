@@ -94,10 +94,13 @@ impl Config {
                 }
             }
         }
-        if self.regulariser.kind == RegulariserKind::Anatomical && phantom.anatomy.is_none() {
+        if let (Some(key), None) = (self.needs_reference(), &phantom.anatomy) {
             return fail(
-                "regulariser.kind",
-                "\"anatomical\" needs a reference image: set phantom.anatomy (a proton-density twin of the phantom)",
+                key,
+                format!(
+                    "{} needs a reference image: set phantom.anatomy (a proton-density twin of the phantom)",
+                    self.reference_user()
+                ),
             );
         }
         if !(1..=16).contains(&phantom.supersample) {
@@ -197,6 +200,21 @@ impl Config {
             return fail(
                 "solver.lambda",
                 format!("must be zero or positive, got {}", self.solver.lambda),
+            );
+        }
+        if let Err((key, msg)) = self.check_prior() {
+            return fail(key, msg);
+        }
+        if self.solver.inner == 0 {
+            return fail(
+                "solver.inner",
+                "ADMM needs at least one CG iteration per step",
+            );
+        }
+        if !(self.solver.rho.is_finite() && self.solver.rho > 0.0) {
+            return fail(
+                "solver.rho",
+                format!("must be finite and positive, got {}", self.solver.rho),
             );
         }
         if let Err(recon_core::Error::Invalid { what, reason }) = self.regulariser.params().check()
@@ -332,6 +350,7 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
     }
     check_cache_place(&cfg).with_context(|| format!("in {}", path.display()))?;
     let at = |key: &str| format!("config key `{key}` in {}", path.display());
+    let reference = cfg.needs_reference().map(|key| (key, cfg.reference_user()));
     let (grid, source) = if let Some(scan) = &mut cfg.scan {
         scan.file = resolve(path, &scan.file);
         // Read in a child process: a damaged HDF5 file may crash or hang
@@ -357,9 +376,9 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
                 scan.file.display()
             );
         }
-        if cfg.regulariser.kind == RegulariserKind::Anatomical && s.anatomy.is_none() {
+        if let (Some((key, user)), None) = (reference, &s.anatomy) {
             anyhow::bail!(
-                "config key `regulariser.kind` in {}: \"anatomical\" needs a reference image, but {} has no /reference/anatomy",
+                "config key `{key}` in {}: {user} needs a reference image, but {} has no /reference/anatomy",
                 path.display(),
                 scan.file.display()
             );

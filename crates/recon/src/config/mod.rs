@@ -17,8 +17,10 @@ use std::path::PathBuf;
 
 mod coils;
 mod load;
+mod prior;
 pub use coils::{ArrangementCfg, CoilsCfg, MapsSource, SenseCfg};
 pub use load::{cache_dir, load, resolve};
+pub use prior::{Algorithm, PriorCfg, PriorKind};
 
 /// One value for all three axes, or `[x, y, z]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -279,9 +281,27 @@ pub struct SolverCfg {
     /// Relative residual at which to stop early; 0 runs every iteration.
     #[serde(default)]
     pub tolerance: f64,
-    /// Weight of W^H W relative to the peak of Q.
+    /// Weight of W^H W relative to the peak of Q (or `prior.lambda`).
     #[serde(default)]
     pub lambda: f64,
+    /// "cg", "admm" or "pdhg"; omitted: CG for the quadratic prior, ADMM
+    /// for the sparse ones.
+    pub algorithm: Option<Algorithm>,
+    /// ADMM: CG iterations per x-update.
+    #[serde(default = "default_inner")]
+    pub inner: usize,
+    /// ADMM: the penalty rho where it starts, relative to the data term's
+    /// largest diagonal entry (residual balancing adapts it).
+    #[serde(default = "default_rho")]
+    pub rho: f64,
+}
+
+fn default_inner() -> usize {
+    recon_cg::SparseParams::default().inner
+}
+
+fn default_rho() -> f64 {
+    recon_cg::SparseParams::default().rho
 }
 
 fn default_iterations() -> usize {
@@ -294,6 +314,9 @@ impl Default for SolverCfg {
             iterations: default_iterations(),
             tolerance: 0.0,
             lambda: 0.0,
+            algorithm: None,
+            inner: default_inner(),
+            rho: default_rho(),
         }
     }
 }
@@ -441,6 +464,8 @@ pub struct Config {
     pub q: QCfg,
     #[serde(default)]
     pub solver: SolverCfg,
+    #[serde(default)]
+    pub prior: PriorCfg,
     #[serde(default)]
     pub regulariser: RegulariserCfg,
     #[serde(default)]

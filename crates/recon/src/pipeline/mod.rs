@@ -1,11 +1,12 @@
 //! The reconstruction pipeline, stage by stage, written once for any backend.
 //! It knows nothing of terminals: progress goes through [`Ui`].
 
-use crate::config::{self, Loaded, RegulariserKind, Source};
+use crate::config::{self, Algorithm, Loaded, PriorKind, RegulariserKind, Source};
 use anyhow::{Context, Result};
-use recon_cg::{Params, Problem};
-use recon_core::{metrics, Complex, Real, Stencil, Volume};
+use recon_cg::{Params, Problem, SparseAlgorithm, SparseParams};
+use recon_core::{metrics, Backend, Complex, Real, Stencil, Volume};
 use recon_encoding::{NufftBackend, Plan};
+use recon_ops::{Compose, Directional, Gradient, LinearOp};
 use recon_q::{Cache, CacheStatus, Stored};
 use recon_synth::{add_coil_noise, CoilNoise};
 use std::time::Instant;
@@ -391,36 +392,91 @@ pub fn stage_fhd<B: NufftBackend>(
     Ok(fhd)
 }
 
-/// W as the solver starts from.
+/// The prior as the solver starts from.
 #[derive(Clone)]
 pub enum Regulariser {
-    /// Plain first differences.
+    /// Quadratic, plain first differences.
     Uniform,
-    /// Weights from the reference (two passes with data edges).
+    /// Quadratic, weights from the reference (two passes with data edges).
     Anatomical(Box<recon_prior::Prior>),
+    /// Total variation, or its directional form with the reference on the
+    /// grid and eta, solved by ADMM or PDHG.
+    Sparse {
+        reference: Option<(Vec<f64>, f64)>,
+        algorithm: SparseAlgorithm,
+        params: SparseParams,
+    },
 }
 
 impl Regulariser {
-    /// CG solves it takes.
+    /// Solves it takes.
     pub fn passes(&self) -> usize {
         match self {
-            Regulariser::Uniform => 1,
             Regulariser::Anatomical(p) => p.passes(),
+            _ => 1,
         }
+    }
+
+    /// The prior's operator K on the grid `n` (sparse priors only).
+    fn operator<'b, B: Backend + 'b>(
+        &self,
+        backend: &B,
+        n: [usize; 3],
+    ) -> Result<Box<dyn LinearOp<B> + 'b>> {
+        let gradient = Gradient::new(backend, n)?;
+        Ok(match self {
+            Regulariser::Sparse {
+                reference: Some((r, eta)),
+                ..
+            } => {
+                let p = Directional::from_reference(backend, n, r, *eta)
+                    .context("directional TV from the reference")?;
+                Box::new(Compose::new(backend, p, gradient)?)
+            }
+            _ => Box::new(gradient),
+        })
     }
 }
 
-/// The regulariser W the config asks for: uniform, or from the anatomy.
+/// The prior the config asks for: a quadratic W (uniform, or from the
+/// anatomy), or a sparse prior.
 pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
-    match l.cfg.regulariser.kind {
+    let cfg = &l.cfg;
+    // config::load checked that a reference exists where one is needed
+    let reference = || {
+        inputs
+            .anatomy_on_grid
+            .clone()
+            .context("no anatomical reference")
+    };
+    if cfg.prior.kind.sparse() {
+        let s = &cfg.solver;
+        return Ok(Regulariser::Sparse {
+            reference: match cfg.prior.kind {
+                PriorKind::Dtv => Some((reference()?, cfg.prior.eta)),
+                _ => None,
+            },
+            algorithm: match cfg.algorithm() {
+                Algorithm::Pdhg => SparseAlgorithm::Pdhg,
+                _ => SparseAlgorithm::Admm,
+            },
+            params: SparseParams {
+                iterations: s.iterations,
+                tolerance: s.tolerance,
+                inner: s.inner,
+                rho: s.rho,
+                ..Default::default()
+            },
+        });
+    }
+    match cfg.regulariser.kind {
         RegulariserKind::Uniform => Ok(Regulariser::Uniform),
         RegulariserKind::Anatomical => {
-            // config::load checked that a reference exists
             let a = inputs
                 .anatomy_on_grid
                 .as_ref()
                 .context("no anatomical reference")?;
-            let p = recon_prior::Prior::new(&l.grid, a, &l.cfg.regulariser.params())
+            let p = recon_prior::Prior::new(&l.grid, a, &cfg.regulariser.params())
                 .context("building W from the anatomical reference")?;
             Ok(Regulariser::Anatomical(Box::new(p)))
         }
@@ -451,6 +507,25 @@ pub fn solve<B: NufftBackend>(
     on_iteration: &mut dyn FnMut(usize, f64),
 ) -> Result<Solved<B::Real>> {
     match w {
+        Regulariser::Sparse {
+            algorithm, params, ..
+        } => {
+            let mut op = w.operator(backend, problem.grid().n)?;
+            let (x, info) = problem.solve_sparse(
+                backend,
+                op.as_mut(),
+                lambda,
+                *algorithm,
+                params,
+                on_iteration,
+            )?;
+            Ok(Solved {
+                x,
+                info,
+                stencil: Stencil::uniform(problem.grid().n),
+                prior: None,
+            })
+        }
         Regulariser::Uniform => {
             let stencil = Stencil::uniform(problem.grid().n);
             let (x, info) = problem.solve(backend, &stencil, lambda, params, on_iteration)?;
@@ -512,9 +587,13 @@ where
         iterations: l.cfg.solver.iterations,
         tolerance: l.cfg.solver.tolerance,
     };
-    let lambda_abs = problem.lambda_abs(l.cfg.solver.lambda);
-    let coil_devices = problem.devices();
+    let lambda = l.cfg.lambda();
     let w = regulariser(l, inputs)?;
+    let lambda_abs = match w {
+        Regulariser::Sparse { .. } => problem.sparse_lambda_abs(lambda),
+        _ => problem.lambda_abs(lambda),
+    };
+    let coil_devices = problem.devices();
     if let Regulariser::Anatomical(p) = &w {
         let i = &p.info;
         ui.log(&format!(
@@ -531,9 +610,9 @@ where
     }
     let solved = ui
         .solver(params.iterations * w.passes(), |cb| {
-            solve(backend, &mut problem, &w, l.cfg.solver.lambda, &params, cb)
+            solve(backend, &mut problem, &w, lambda, &params, cb)
         })
-        .context("conjugate gradient")?;
+        .with_context(|| l.cfg.algorithm().describe())?;
     if let Some(n) = solved.prior.as_ref().and_then(|i| i.data_edges) {
         ui.log(&format!(
             "W: second pass, {n} more edges relaxed where the first pass's image has edges"

@@ -1,0 +1,151 @@
+//! ADMM for the sparse priors, its x-update CG on the normal equations.
+//!
+//! Splitting `z = K x` (Boyd et al., Found. Trends Mach. Learn. 2011, in
+//! the scaled form), an iteration is
+//!
+//! ```text
+//! x = argmin 1/2 x^H A x - Re <b, x> + rho/2 |K x - z + u|^2
+//!   : (A + rho K^H K) x = b + rho K^H (z - u), by a few CG iterations from
+//!     the last x (the Toeplitz product and K's own normal map)
+//! z = prox_{lambda/rho ||.||}(K x + u)
+//! u = u + K x - z
+//! ```
+//!
+//! and it stops once the primal residual `|K x - z|` and the dual one
+//! `rho |K^H (z - z_old)|`, relative to `max(|K x|, |z|)` and
+//! `rho |K^H u|`, are at the tolerance. rho starts at a multiple of the data
+//! term's diagonal and follows residual balancing (doubled or halved when
+//! one relative residual exceeds the other tenfold, u rescaled with it).
+
+use crate::sparse::{norm, record, relative, Sparse, SparseParams};
+use crate::{solve, Info, Normal, Params};
+use recon_core::{Backend, Error, Result};
+use recon_ops::LinearOp;
+
+/// `A + rho K^H K`.
+struct Augmented<'a, B: Backend, A> {
+    data: &'a mut A,
+    op: &'a mut dyn LinearOp<B>,
+    rho: f64,
+    work: B::Vector,
+}
+
+impl<B: Backend, A: Normal<B>> Normal<B> for Augmented<'_, B, A> {
+    fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        // out = A x + rho K^H K x
+        self.data.apply(backend, out, x)?;
+        self.op.normal(backend, &mut self.work, x)?;
+        backend.axpy(out, self.rho, &self.work)
+    }
+}
+
+/// ADMM from the given `x`; `scale` is the data term's largest diagonal
+/// entry (rho's unit). `on_iteration(i, r)` gets the larger relative
+/// residual after each iteration.
+#[allow(clippy::too_many_arguments)]
+pub fn admm<B: Backend, A: Normal<B>>(
+    backend: &B,
+    a: &mut A,
+    prior: Sparse<'_, B>,
+    x: &mut B::Vector,
+    b: &B::Vector,
+    scale: f64,
+    params: &SparseParams,
+    on_iteration: &mut dyn FnMut(usize, f64),
+) -> Result<Info> {
+    prior.check(a)?;
+    params.check()?;
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(Error::Invalid {
+            what: "ADMM",
+            reason: format!("the data term's scale must be finite and positive, got {scale}"),
+        });
+    }
+    let n = a.len();
+    Error::check_len("ADMM right-hand side", n, backend.len(b))?;
+    Error::check_len("ADMM initial guess", n, backend.len(x))?;
+    let Sparse {
+        op,
+        norm: group,
+        lambda,
+    } = prior;
+    let m = op.shape()[0];
+    let mut rho = params.rho * scale;
+    // z = K x, u = 0
+    let mut z = backend.zeros(m)?;
+    op.forward(backend, &mut z, x)?;
+    let mut u = backend.zeros(m)?;
+    let (mut kx, mut z_old, mut w) = (backend.zeros(m)?, backend.zeros(m)?, backend.zeros(m)?);
+    let (mut rhs, mut t) = (backend.zeros(n)?, backend.zeros(n)?);
+    let mut aug = Augmented {
+        data: a,
+        op,
+        rho,
+        work: backend.zeros(n)?,
+    };
+    let inner = Params {
+        iterations: params.inner,
+        tolerance: 0.0,
+    };
+    let mut info = Info {
+        iterations: 0,
+        relative_residual: 0.0,
+        residuals: Vec::new(),
+    };
+    for it in 1..=params.iterations {
+        // rhs = b + rho K^H (z - u)
+        backend.copy(&mut w, &z)?;
+        backend.axpy(&mut w, -1.0, &u)?;
+        aug.op.adjoint(backend, &mut t, &w)?;
+        backend.copy(&mut rhs, b)?;
+        backend.axpy(&mut rhs, rho, &t)?;
+        // (A + rho K^H K) x = rhs
+        aug.rho = rho;
+        solve(backend, &mut aug, x, &rhs, &inner, &mut |_, _| {})?;
+        // z = prox(K x + u), u = u + K x - z
+        aug.op.forward(backend, &mut kx, x)?;
+        std::mem::swap(&mut z, &mut z_old);
+        backend.copy(&mut z, &kx)?;
+        backend.axpy(&mut z, 1.0, &u)?;
+        group.prox(backend, &mut z, lambda / rho)?;
+        backend.axpy(&mut u, 1.0, &kx)?;
+        backend.axpy(&mut u, -1.0, &z)?;
+        // primal |K x - z| / max(|K x|, |z|)
+        backend.copy(&mut w, &kx)?;
+        backend.axpy(&mut w, -1.0, &z)?;
+        let primal = relative(
+            norm(backend, &w)?,
+            norm(backend, &kx)?.max(norm(backend, &z)?),
+        );
+        // dual |K^H (z - z_old)| / |K^H u| (rho cancels)
+        backend.copy(&mut w, &z)?;
+        backend.axpy(&mut w, -1.0, &z_old)?;
+        aug.op.adjoint(backend, &mut t, &w)?;
+        let s = norm(backend, &t)?;
+        aug.op.adjoint(backend, &mut t, &u)?;
+        let dual = relative(s, norm(backend, &t)?);
+        if record(
+            &mut info,
+            "ADMM",
+            it,
+            [primal, dual],
+            params.tolerance,
+            on_iteration,
+        )? {
+            break;
+        }
+        // residual balancing; u = y / rho is rescaled with rho
+        if primal > 10.0 * dual {
+            rho *= 2.0;
+            backend.scale(&mut u, 0.5)?;
+        } else if dual > 10.0 * primal {
+            rho *= 0.5;
+            backend.scale(&mut u, 2.0)?;
+        }
+    }
+    Ok(info)
+}

@@ -1,0 +1,141 @@
+//! What the sparse priors' solvers share: the prior, their settings and the
+//! residual bookkeeping.
+//!
+//! Both solve `min_x 1/2 x^H A x - Re <b, x> + lambda ||K x||`, i.e.
+//! `1/2 ||F x - D||^2 + lambda ||K x||` with `A = F^H F` (a [`Normal`],
+//! the Toeplitz product or SENSE's sum), `b = F^H D`, `K` a linear
+//! operator (the gradient; the directional one) and `||.||` a
+//! [`GroupNorm`]. Neither ever applies F itself.
+
+use crate::Normal;
+use recon_core::{Backend, Error, Result};
+use recon_ops::{GroupNorm, LinearOp};
+
+/// The prior `lambda ||K x||`.
+pub struct Sparse<'a, B: Backend> {
+    /// `K`: images to fields.
+    pub op: &'a mut dyn LinearOp<B>,
+    pub norm: GroupNorm,
+    /// Absolute lambda.
+    pub lambda: f64,
+}
+
+impl<B: Backend> Sparse<'_, B> {
+    /// Fails unless lambda is finite and non-negative and K takes images of
+    /// the data term's length.
+    pub(crate) fn check<A: Normal<B>>(&self, a: &A) -> Result<()> {
+        if !(self.lambda.is_finite() && self.lambda >= 0.0) {
+            return Err(Error::Invalid {
+                what: "lambda",
+                reason: format!("must be finite and non-negative, got {}", self.lambda),
+            });
+        }
+        Error::check_len("prior operator's input", a.len(), self.op.shape()[1])
+    }
+}
+
+/// The sparse priors' algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SparseAlgorithm {
+    Admm,
+    Pdhg,
+}
+
+/// Settings of ADMM and PDHG.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SparseParams {
+    /// Maximum (outer) iterations.
+    pub iterations: usize,
+    /// Stop once both relative residuals, primal and dual, fall to this;
+    /// 0 runs every iteration.
+    pub tolerance: f64,
+    /// ADMM: CG iterations per x-update (warm-started).
+    pub inner: usize,
+    /// ADMM: the penalty rho relative to `scale` (the data term's largest
+    /// diagonal entry), where it starts; residual balancing adapts it.
+    pub rho: f64,
+    /// PDHG: power iterations for the norms of A and K.
+    pub power_iterations: usize,
+}
+
+impl Default for SparseParams {
+    fn default() -> Self {
+        SparseParams {
+            iterations: 60,
+            tolerance: 1e-3,
+            inner: 4,
+            rho: 0.1,
+            power_iterations: 30,
+        }
+    }
+}
+
+impl SparseParams {
+    /// Checks the ranges named in the fields' docs.
+    pub fn check(&self) -> Result<()> {
+        let bad = |what: &'static str, reason: String| Err(Error::Invalid { what, reason });
+        if !(self.tolerance.is_finite() && self.tolerance >= 0.0) {
+            return bad(
+                "tolerance",
+                format!("must be finite and non-negative, got {}", self.tolerance),
+            );
+        }
+        if self.inner == 0 {
+            return bad(
+                "inner",
+                "ADMM needs at least one CG iteration per step".into(),
+            );
+        }
+        if !(self.rho.is_finite() && self.rho > 0.0) {
+            return bad(
+                "rho",
+                format!("must be finite and positive, got {}", self.rho),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `|x|`, by the backend's dot product.
+pub(crate) fn norm<B: Backend>(backend: &B, x: &B::Vector) -> Result<f64> {
+    Ok(backend.dot_re(x, x)?.sqrt())
+}
+
+/// `num / den`; where `den` is 0, 0 for `num = 0` (a fixed point at 0, e.g.
+/// lambda so large that the image is 0) and 1 otherwise (not converged).
+pub(crate) fn relative(num: f64, den: f64) -> f64 {
+    if den > 0.0 {
+        num / den
+    } else if num > 0.0 {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// Records one iteration's relative residuals in `info` (their larger one),
+/// fails on non-finite ones, and says whether both are at the tolerance.
+pub(crate) fn record(
+    info: &mut crate::Info,
+    what: &'static str,
+    it: usize,
+    [primal, dual]: [f64; 2],
+    tolerance: f64,
+    on_iteration: &mut dyn FnMut(usize, f64),
+) -> Result<bool> {
+    if !(primal.is_finite() && dual.is_finite()) {
+        return Err(Error::Invalid {
+            what,
+            reason: format!(
+                "the residuals are not finite at iteration {it} (primal {primal}, dual {dual}): \
+                 the computation diverged or overflowed"
+            ),
+        });
+    }
+    let worst = primal.max(dual);
+    info.iterations = it;
+    info.relative_residual = worst;
+    info.residuals.push(worst);
+    on_iteration(it, worst);
+    Ok(worst <= tolerance)
+}

@@ -1,0 +1,312 @@
+//! The combinators: identity, scaling, diagonal, composition, sum and
+//! vertical stack. Each checks its parts' shapes when it is made and makes
+//! its scratch vectors then.
+
+use crate::{check, check_chain, LinearOp, Map};
+use recon_core::{Backend, CoilOp, Error, Result};
+
+/// `I` on vectors of length `n`.
+pub struct Identity {
+    n: usize,
+}
+
+impl Identity {
+    pub fn new(n: usize) -> Self {
+        Identity { n }
+    }
+}
+
+impl<B: Backend> LinearOp<B> for Identity {
+    fn shape(&self) -> [usize; 2] {
+        [self.n; 2]
+    }
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        check(backend, "identity", [self.n; 2], Map::Forward, out, x)?;
+        backend.copy(out, x)
+    }
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
+        self.forward(backend, out, y)
+    }
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        self.forward(backend, out, x)
+    }
+}
+
+/// `a A`, `a` real.
+pub struct Scaled<A> {
+    a: f64,
+    op: A,
+}
+
+impl<A> Scaled<A> {
+    pub fn new(a: f64, op: A) -> Result<Self> {
+        if !a.is_finite() {
+            return Err(Error::Invalid {
+                what: "operator scale",
+                reason: format!("must be finite, got {a}"),
+            });
+        }
+        Ok(Scaled { a, op })
+    }
+}
+
+impl<B: Backend, A: LinearOp<B>> LinearOp<B> for Scaled<A> {
+    fn shape(&self) -> [usize; 2] {
+        self.op.shape()
+    }
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        // out = a (A x)
+        self.op.forward(backend, out, x)?;
+        backend.scale(out, self.a)
+    }
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
+        self.op.adjoint(backend, out, y)?;
+        backend.scale(out, self.a)
+    }
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        // (a A)^H (a A) = a^2 A^H A
+        self.op.normal(backend, out, x)?;
+        backend.scale(out, self.a * self.a)
+    }
+}
+
+/// Multiplication by a fixed complex vector `d`: coil maps, density
+/// weights, masks. `A x = d .* x`, `A^H y = conj(d) .* y`.
+pub struct Diagonal<B: Backend> {
+    n: usize,
+    d: B::Vector,
+    work: B::Vector,
+}
+
+impl<B: Backend> Diagonal<B> {
+    /// Takes `d` already on the device.
+    pub fn new(backend: &B, d: B::Vector) -> Result<Self> {
+        let n = backend.len(&d);
+        Ok(Diagonal {
+            n,
+            work: backend.zeros(n)?,
+            d,
+        })
+    }
+}
+
+impl<B: Backend> LinearOp<B> for Diagonal<B> {
+    fn shape(&self) -> [usize; 2] {
+        [self.n; 2]
+    }
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        backend.coil(out, CoilOp::Forward, &self.d, x)
+    }
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
+        backend.coil(out, CoilOp::Adjoint, &self.d, y)
+    }
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        // |d|^2 .* x
+        backend.coil(&mut self.work, CoilOp::Forward, &self.d, x)?;
+        backend.coil(out, CoilOp::Adjoint, &self.d, &self.work)
+    }
+}
+
+/// `A C`: `C` first, then `A`.
+pub struct Compose<B: Backend, A, C> {
+    outer: A,
+    inner: C,
+    /// Two vectors of C's output length.
+    mid: [B::Vector; 2],
+}
+
+impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> Compose<B, A, C> {
+    /// `outer(inner(x))`; fails unless inner's outputs are outer's inputs.
+    pub fn new(backend: &B, outer: A, inner: C) -> Result<Self> {
+        check_chain("composed operators", outer.shape(), inner.shape())?;
+        let m = inner.shape()[0];
+        Ok(Compose {
+            mid: [backend.zeros(m)?, backend.zeros(m)?],
+            outer,
+            inner,
+        })
+    }
+}
+
+impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> LinearOp<B> for Compose<B, A, C> {
+    fn shape(&self) -> [usize; 2] {
+        [self.outer.shape()[0], self.inner.shape()[1]]
+    }
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        // out = A (C x)
+        let [m, _] = &mut self.mid;
+        self.inner.forward(backend, m, x)?;
+        self.outer.forward(backend, out, m)
+    }
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
+        // out = C^H (A^H y)
+        let [m, _] = &mut self.mid;
+        self.outer.adjoint(backend, m, y)?;
+        self.inner.adjoint(backend, out, m)
+    }
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        // out = C^H (A^H A) (C x), with A's own normal map
+        let [m, n] = &mut self.mid;
+        self.inner.forward(backend, m, x)?;
+        self.outer.normal(backend, n, m)?;
+        self.inner.adjoint(backend, out, n)
+    }
+}
+
+/// `A + C`, of equal shapes.
+pub struct Sum<B: Backend, A, C> {
+    a: A,
+    c: C,
+    /// Two vectors of the output length and one of the input length.
+    rows: [B::Vector; 2],
+    cols: B::Vector,
+}
+
+impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> Sum<B, A, C> {
+    pub fn new(backend: &B, a: A, c: C) -> Result<Self> {
+        let (sa, sc) = (a.shape(), c.shape());
+        if sa != sc {
+            return Err(Error::Invalid {
+                what: "summed operators",
+                reason: format!("shapes {sa:?} and {sc:?} differ"),
+            });
+        }
+        Ok(Sum {
+            rows: [backend.zeros(sa[0])?, backend.zeros(sa[0])?],
+            cols: backend.zeros(sa[1])?,
+            a,
+            c,
+        })
+    }
+}
+
+impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> LinearOp<B> for Sum<B, A, C> {
+    fn shape(&self) -> [usize; 2] {
+        self.a.shape()
+    }
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        // out = A x + C x
+        self.a.forward(backend, out, x)?;
+        self.c.forward(backend, &mut self.rows[0], x)?;
+        backend.axpy(out, 1.0, &self.rows[0])
+    }
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
+        // out = A^H y + C^H y
+        self.a.adjoint(backend, out, y)?;
+        self.c.adjoint(backend, &mut self.cols, y)?;
+        backend.axpy(out, 1.0, &self.cols)
+    }
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        // y = (A + C) x, out = (A + C)^H y
+        let [y, cy] = &mut self.rows;
+        self.a.forward(backend, y, x)?;
+        self.c.forward(backend, cy, x)?;
+        backend.axpy(y, 1.0, cy)?;
+        self.a.adjoint(backend, out, y)?;
+        self.c.adjoint(backend, &mut self.cols, y)?;
+        backend.axpy(out, 1.0, &self.cols)
+    }
+}
+
+/// The vertical stack `[A_1; A_2; ...]` of operators with equal inputs: its
+/// outputs are the blocks' outputs one after another, its adjoint the sum
+/// of the blocks' adjoints, and its normal map the sum of their normal maps
+/// (SENSE's sum over coils).
+pub struct Stack<B: Backend> {
+    blocks: Vec<Box<dyn LinearOp<B>>>,
+    cols: usize,
+    /// Per block a vector of its output length; one of the input length.
+    outs: Vec<B::Vector>,
+    work: B::Vector,
+}
+
+impl<B: Backend> Stack<B> {
+    pub fn new(backend: &B, blocks: Vec<Box<dyn LinearOp<B>>>) -> Result<Self> {
+        let Some(first) = blocks.first() else {
+            return Err(Error::Invalid {
+                what: "stacked operators",
+                reason: "a stack needs at least one block".into(),
+            });
+        };
+        let cols = first.shape()[1];
+        for (i, b) in blocks.iter().enumerate() {
+            if b.shape()[1] != cols {
+                return Err(Error::Invalid {
+                    what: "stacked operators",
+                    reason: format!(
+                        "block {i} takes {} inputs, block 0 takes {cols}",
+                        b.shape()[1]
+                    ),
+                });
+            }
+        }
+        let outs = blocks
+            .iter()
+            .map(|b| backend.zeros(b.shape()[0]))
+            .collect::<Result<_>>()?;
+        Ok(Stack {
+            blocks,
+            cols,
+            outs,
+            work: backend.zeros(cols)?,
+        })
+    }
+
+    /// Where each block's outputs start.
+    fn offsets(&self) -> impl Iterator<Item = usize> + '_ {
+        self.blocks.iter().scan(0, |at, b| {
+            let start = *at;
+            *at += b.shape()[0];
+            Some(start)
+        })
+    }
+}
+
+impl<B: Backend> LinearOp<B> for Stack<B> {
+    fn shape(&self) -> [usize; 2] {
+        let rows = self.blocks.iter().map(|b| b.shape()[0]).sum();
+        [rows, self.cols]
+    }
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        check(backend, "stack", self.shape(), Map::Forward, out, x)?;
+        let at: Vec<usize> = self.offsets().collect();
+        for ((b, o), at) in self.blocks.iter_mut().zip(&mut self.outs).zip(at) {
+            // out[block] = A_i x
+            b.forward(backend, o, x)?;
+            backend.copy_part(out, at, o, 0, b.shape()[0])?;
+        }
+        Ok(())
+    }
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
+        check(backend, "stack", self.shape(), Map::Adjoint, out, y)?;
+        let at: Vec<usize> = self.offsets().collect();
+        for (i, ((b, o), at)) in self
+            .blocks
+            .iter_mut()
+            .zip(&mut self.outs)
+            .zip(at)
+            .enumerate()
+        {
+            // out = sum_i A_i^H y[block i]
+            backend.copy_part(o, 0, y, at, b.shape()[0])?;
+            let target = if i == 0 { &mut *out } else { &mut self.work };
+            b.adjoint(backend, target, o)?;
+            if i > 0 {
+                backend.axpy(out, 1.0, &self.work)?;
+            }
+        }
+        Ok(())
+    }
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        check(backend, "stack", self.shape(), Map::Normal, out, x)?;
+        for (i, b) in self.blocks.iter_mut().enumerate() {
+            // out = sum_i A_i^H A_i x
+            let target = if i == 0 { &mut *out } else { &mut self.work };
+            b.normal(backend, target, x)?;
+            if i > 0 {
+                backend.axpy(out, 1.0, &self.work)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,111 @@
+//! Linear operators, written once above the [`Backend`], and composed.
+//!
+//! A [`LinearOp`] maps vectors of one length to vectors of another and
+//! offers its forward map, its adjoint and its normal map `A^H A`. The
+//! normal map defaults to the adjoint of the forward map, and an operator
+//! overrides it where a faster form exists (a stack's normal is the sum of
+//! its blocks' normals, as BART's `linop_normal` is; F^H F is a Toeplitz
+//! product). Operators combine by [`Compose`], [`Sum`], [`Stack`],
+//! [`Scaled`], [`Diagonal`] and [`Identity`]: lengths are checked once,
+//! when they are combined, and each operator owns the scratch vectors its
+//! maps need, made then, so applying one allocates nothing.
+//!
+//! The sparse priors' operators live here too: the 3-D finite differences
+//! [`Gradient`] of total variation and the [`Directional`] weighting of
+//! structure-guided total variation (Ehrhardt and Betcke, SIAM J. Imaging
+//! Sci. 2016), with the proximal maps of their norms ([`GroupNorm`]).
+//! [`testing`] checks any operator's adjoint and normal map against its
+//! forward map.
+
+mod combine;
+mod finite;
+mod norm;
+pub mod testing;
+
+pub use combine::{Compose, Diagonal, Identity, Scaled, Stack, Sum};
+pub use finite::{Directional, Gradient};
+pub use norm::{power_norm, GroupNorm};
+
+use recon_core::{Backend, Error, Result};
+
+/// A linear map `A` from vectors of length `shape()[1]` to vectors of
+/// length `shape()[0]`, on the device of backend `B`.
+///
+/// Maps take `&mut self` because an operator owns its scratch vectors.
+/// Each map checks the lengths of its arguments.
+pub trait LinearOp<B: Backend>: Send {
+    /// `[rows, columns]`: the lengths of outputs and of inputs.
+    fn shape(&self) -> [usize; 2];
+
+    /// `out = A x`
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()>;
+
+    /// `out = A^H y`
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()>;
+
+    /// `out = A^H A x`. This default allocates the intermediate vector on
+    /// every call; operators of this crate override it.
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        let mut y = backend.zeros(self.shape()[0])?;
+        self.forward(backend, &mut y, x)?;
+        self.adjoint(backend, out, &y)
+    }
+}
+
+impl<B: Backend, A: LinearOp<B> + ?Sized> LinearOp<B> for Box<A> {
+    fn shape(&self) -> [usize; 2] {
+        (**self).shape()
+    }
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        (**self).forward(backend, out, x)
+    }
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
+        (**self).adjoint(backend, out, y)
+    }
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        (**self).normal(backend, out, x)
+    }
+}
+
+/// Which of an operator's maps a length check is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Map {
+    Forward,
+    Adjoint,
+    Normal,
+}
+
+/// Fails unless `out` and `x` have the lengths map `map` of an operator of
+/// shape `shape` takes.
+pub fn check<B: Backend>(
+    backend: &B,
+    what: &'static str,
+    shape: [usize; 2],
+    map: Map,
+    out: &B::Vector,
+    x: &B::Vector,
+) -> Result<()> {
+    let [rows, cols] = shape;
+    let (o, i) = match map {
+        Map::Forward => (rows, cols),
+        Map::Adjoint => (cols, rows),
+        Map::Normal => (cols, cols),
+    };
+    Error::check_len(what, i, backend.len(x))?;
+    Error::check_len(what, o, backend.len(out))
+}
+
+/// Fails unless `inner`'s output length is `outer`'s input length: the two
+/// can be chained as `outer(inner(x))`.
+fn check_chain(what: &'static str, outer: [usize; 2], inner: [usize; 2]) -> Result<()> {
+    if outer[1] != inner[0] {
+        return Err(Error::Invalid {
+            what,
+            reason: format!(
+                "an operator of {} outputs cannot feed one of {} inputs",
+                inner[0], outer[1]
+            ),
+        });
+    }
+    Ok(())
+}

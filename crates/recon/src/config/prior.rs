@@ -1,0 +1,190 @@
+//! `[prior]` and the solver's algorithm: which prior R(rho) the run uses,
+//! its lambda, and which algorithm minimises the model with it.
+
+use super::{Config, RegulariserKind};
+use serde::Deserialize;
+
+/// The prior R(rho).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PriorKind {
+    /// `|W rho|^2 / 2`, W from `[regulariser]` (uniform or anatomical).
+    #[default]
+    Quadratic,
+    /// Isotropic total variation, `sum_i |grad rho (i)|`.
+    Tv,
+    /// Directional total variation guided by the reference image.
+    Dtv,
+}
+
+impl PriorKind {
+    /// Whether the prior is a sparse (non-smooth) one.
+    pub fn sparse(self) -> bool {
+        self != PriorKind::Quadratic
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PriorKind::Quadratic => "quadratic",
+            PriorKind::Tv => "tv",
+            PriorKind::Dtv => "dtv",
+        }
+    }
+}
+
+/// The prior's table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorCfg {
+    #[serde(default)]
+    pub kind: PriorKind,
+    /// The prior's weight. Quadratic: relative to the peak of Q, as
+    /// `solver.lambda` (set one of the two). Sparse: relative to the peak
+    /// of |F^H D|, so that it carries over between scans and data scales.
+    pub lambda: Option<f64>,
+    /// dtv: eta, as a fraction of the reference's largest gradient norm:
+    /// reference edges weaker than this barely steer the prior.
+    #[serde(default = "default_eta")]
+    pub eta: f64,
+}
+
+fn default_eta() -> f64 {
+    0.05
+}
+
+impl Default for PriorCfg {
+    fn default() -> Self {
+        PriorCfg {
+            kind: PriorKind::default(),
+            lambda: None,
+            eta: default_eta(),
+        }
+    }
+}
+
+/// The algorithm that minimises the model.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    /// Conjugate gradient on the normal equations (quadratic priors).
+    Cg,
+    /// ADMM with CG x-updates (sparse priors).
+    Admm,
+    /// Primal-dual hybrid gradient (sparse priors).
+    Pdhg,
+}
+
+impl Algorithm {
+    /// The solve stage's name, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Algorithm::Cg => "conjugate gradient",
+            Algorithm::Admm => "ADMM",
+            Algorithm::Pdhg => "PDHG",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Cg => "cg",
+            Algorithm::Admm => "admm",
+            Algorithm::Pdhg => "pdhg",
+        }
+    }
+}
+
+impl Config {
+    /// The algorithm: as configured, else CG for the quadratic prior and
+    /// ADMM for the sparse ones.
+    pub fn algorithm(&self) -> Algorithm {
+        self.solver
+            .algorithm
+            .unwrap_or(if self.prior.kind.sparse() {
+                Algorithm::Admm
+            } else {
+                Algorithm::Cg
+            })
+    }
+
+    /// The prior's relative lambda, wherever it was set.
+    pub fn lambda(&self) -> f64 {
+        self.prior.lambda.unwrap_or(self.solver.lambda)
+    }
+
+    /// Whether the run needs a reference image (an anatomical W, or a
+    /// directional TV).
+    pub fn needs_reference(&self) -> Option<&'static str> {
+        if self.prior.kind == PriorKind::Dtv {
+            Some("prior.kind")
+        } else if !self.prior.kind.sparse() && self.regulariser.kind == RegulariserKind::Anatomical
+        {
+            Some("regulariser.kind")
+        } else {
+            None
+        }
+    }
+
+    /// What needs the reference, for messages.
+    pub fn reference_user(&self) -> &'static str {
+        if self.prior.kind == PriorKind::Dtv {
+            "\"dtv\""
+        } else {
+            "\"anatomical\""
+        }
+    }
+
+    /// Checks `[prior]` and the algorithm against it: `(key, message)` of
+    /// the first problem.
+    pub fn check_prior(&self) -> Result<(), (&'static str, String)> {
+        let p = &self.prior;
+        if let Some(l) = p.lambda {
+            if !(l.is_finite() && l >= 0.0) {
+                return Err(("prior.lambda", format!("must be zero or positive, got {l}")));
+            }
+            if self.solver.lambda != 0.0 {
+                return Err((
+                    "prior.lambda",
+                    format!(
+                        "lambda is set twice (prior.lambda = {l}, solver.lambda = {}): keep one",
+                        self.solver.lambda
+                    ),
+                ));
+            }
+        }
+        if !(p.eta.is_finite() && p.eta > 0.0) {
+            return Err((
+                "prior.eta",
+                format!("must be finite and positive, got {}", p.eta),
+            ));
+        }
+        if p.kind.sparse() && self.regulariser.kind == RegulariserKind::Anatomical {
+            return Err((
+                "regulariser.kind",
+                format!(
+                    "\"anatomical\" shapes the quadratic prior's W, but prior.kind is \"{}\": \
+                     for a sparse prior guided by the reference use prior.kind = \"dtv\"",
+                    p.kind.name()
+                ),
+            ));
+        }
+        match (self.algorithm(), p.kind.sparse()) {
+            (Algorithm::Cg, true) => Err((
+                "solver.algorithm",
+                format!(
+                    "\"cg\" solves the quadratic prior only; prior.kind = \"{}\" is not smooth: \
+                     use \"admm\" or \"pdhg\"",
+                    p.kind.name()
+                ),
+            )),
+            (a @ (Algorithm::Admm | Algorithm::Pdhg), false) => Err((
+                "solver.algorithm",
+                format!(
+                    "\"{}\" is for the sparse priors (prior.kind = \"tv\" or \"dtv\"); the \
+                     quadratic prior is solved by \"cg\"",
+                    a.name()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,487 @@
+//! The operator layer (recon-ops) and the sparse priors' solvers on the CPU
+//! in float64: adjointness and normal maps of every operator and
+//! combination, the proximal maps against their closed forms, and total
+//! variation (plain and directional) solved by ADMM and PDHG against a
+//! slow, obvious reference: projected gradient on the dual, with an exact
+//! dense difference matrix, certified by its duality gap.
+
+mod common;
+
+use common::*;
+use recon_cg::{admm, pdhg, Normal, Sparse, SparseParams, Toeplitz};
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, GroupProx, Result};
+use recon_ops::testing::{adjoint_error, normal_error, random};
+use recon_ops::{
+    Compose, Diagonal, Directional, Gradient, GroupNorm, Identity, LinearOp, Scaled, Stack, Sum,
+};
+
+type Cpu = CpuBackend<f64>;
+type V = Vec<Complex<f64>>;
+
+/// A smooth, positive reference image with edges (a bright box in a ramp).
+fn reference(n: [usize; 3]) -> Vec<f64> {
+    (0..n.iter().product())
+        .map(|i| {
+            let c = recon_core::index3(n, i);
+            let inside = (1..n[0] - 1).contains(&c[0]) && (1..n[1] - 2).contains(&c[1]);
+            0.2 + 0.05 * c[2] as f64 + if inside { 1.0 } else { 0.0 }
+        })
+        .collect()
+}
+
+/// Every operator of recon-ops and each combinator, on a small grid.
+fn operators(be: &Cpu, n: [usize; 3]) -> Vec<(&'static str, Box<dyn LinearOp<Cpu>>)> {
+    let len: usize = n.iter().product();
+    let g = || Gradient::new(be, n).unwrap();
+    let p = || Directional::from_reference(be, n, &reference(n), 0.1).unwrap();
+    let d = || Diagonal::new(be, random(len, 7)).unwrap();
+    vec![
+        ("identity", Box::new(Identity::new(len))),
+        ("gradient", Box::new(g())),
+        ("directional", Box::new(p())),
+        ("diagonal", Box::new(d())),
+        ("scaled", Box::new(Scaled::new(-2.5, g()).unwrap())),
+        (
+            "directional gradient",
+            Box::new(Compose::new(be, p(), g()).unwrap()),
+        ),
+        (
+            "sum",
+            Box::new(Sum::new(be, d(), Scaled::new(0.5, Identity::new(len)).unwrap()).unwrap()),
+        ),
+        (
+            "stack",
+            Box::new(
+                Stack::new(
+                    be,
+                    vec![
+                        Box::new(g()),
+                        Box::new(d()),
+                        Box::new(Compose::new(be, p(), g()).unwrap()),
+                    ],
+                )
+                .unwrap(),
+            ),
+        ),
+    ]
+}
+
+#[test]
+fn every_operator_is_adjoint_and_its_normal_is_a_h_a() {
+    let be = Cpu::new();
+    for (name, mut op) in operators(&be, [5, 4, 3]) {
+        let adj = adjoint_error(&be, op.as_mut(), 1).unwrap();
+        let nor = normal_error(&be, op.as_mut(), 2).unwrap();
+        // float64 sums of a few hundred products: rounding near 1e-16.
+        assert!(adj < 1e-13, "{name}: <A x, y> vs <x, A^H y> off by {adj:e}");
+        assert!(nor < 1e-13, "{name}: normal vs A^H A off by {nor:e}");
+    }
+}
+
+#[test]
+fn combinators_refuse_mismatched_shapes() {
+    let be = Cpu::new();
+    let g = Gradient::new(&be, [3, 3, 3]).unwrap();
+    // The gradient's 81 outputs cannot feed a 27-input operator.
+    let e = Compose::new(&be, Gradient::new(&be, [3, 3, 3]).unwrap(), g)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("81 outputs"), "{e}");
+    let e = Sum::new(&be, Identity::new(3), Identity::new(4))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("differ"), "{e}");
+    assert!(Stack::<Cpu>::new(&be, vec![]).is_err());
+    let e = Stack::new(
+        &be,
+        vec![Box::new(Identity::new(3)), Box::new(Identity::new(4))],
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("block 1"), "{e}");
+    // and maps refuse vectors of the wrong length
+    let mut g = Gradient::new(&be, [3, 3, 3]).unwrap();
+    let mut out = vec![Complex::default(); 80];
+    assert!(g
+        .forward(&be, &mut out, &vec![Complex::default(); 27])
+        .is_err());
+    let e = Directional::from_reference(&be, [2, 2, 2], &[f64::NAN; 8], 0.1)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("voxel 0"), "{e}");
+    assert!(Directional::from_reference(&be, [2, 2, 2], &[1.0; 8], 0.0).is_err());
+}
+
+#[test]
+fn gradient_norm_bounds_its_power_iteration() {
+    let be = Cpu::new();
+    let n = [6, 5, 4];
+    let mut g = Gradient::new(&be, n).unwrap();
+    let bound = g.norm_squared();
+    let est = recon_ops::power_norm(&be, 120, 300, &mut |o, x| g.normal(&be, o, x)).unwrap();
+    // The power method approaches the largest eigenvalue from below; 300
+    // steps on 120 unknowns come within 1% of the closed form.
+    assert!(
+        est <= bound * (1.0 + 1e-12) && est > 0.99 * bound,
+        "{est} vs {bound}"
+    );
+}
+
+#[test]
+fn proximal_maps_match_their_closed_forms() {
+    let be = Cpu::new();
+    for components in [1, 3] {
+        let groups = 50;
+        let v = random::<f64>(components * groups, 3 + components as u64);
+        let norm_of = |x: &V, i: usize| -> f64 {
+            (0..components)
+                .map(|a| x[a * groups + i].norm_sqr())
+                .sum::<f64>()
+                .sqrt()
+        };
+        for t in [0.0, 0.3, 0.9, 5.0] {
+            let mut s = v.clone();
+            be.group_prox(&mut s, t, components, GroupProx::Shrink)
+                .unwrap();
+            let mut p = v.clone();
+            be.group_prox(&mut p, t, components, GroupProx::Project)
+                .unwrap();
+            for i in 0..groups {
+                let (nv, ns, np) = (norm_of(&v, i), norm_of(&s, i), norm_of(&p, i));
+                // shrink: |s| = max(0, |v| - t), along v; project: |p| = min(|v|, t)
+                assert!((ns - (nv - t).max(0.0)).abs() < 1e-14, "shrink norm");
+                assert!((np - nv.min(t)).abs() < 1e-14, "projection norm");
+                for a in 0..components {
+                    let k = a * groups + i;
+                    // Moreau: prox(v) + prox of the conjugate (v) = v
+                    assert!((s[k] + p[k] - v[k]).norm() < 1e-14, "Moreau identity");
+                    // both along v
+                    assert!((s[k] * nv - v[k] * ns).norm() < 1e-13, "shrink direction");
+                }
+            }
+        }
+    }
+    // the norm itself: sum of the groups' Euclidean norms
+    let x = vec![
+        Complex::new(3.0, 0.0),
+        Complex::new(0.0, 1.0),
+        Complex::new(4.0, 0.0),
+        Complex::new(0.0, 0.0),
+    ];
+    let v = GroupNorm { components: 2 }.value(&be, &x).unwrap();
+    assert!((v - 6.0).abs() < 1e-15, "|(3, 4)| + |(i, 0)| = 6, got {v}");
+    assert!(be
+        .group_prox(&mut x.clone(), 1.0, 3, GroupProx::Shrink)
+        .is_err());
+}
+
+/// `K` as an explicit sparse matrix, built from the definitions (forward
+/// differences; the directional projection from the reference), row `a N
+/// + i` for component `a` of voxel `i`.
+fn dense_k(n: [usize; 3], directional: Option<(&[f64], f64)>) -> Vec<Vec<(usize, f64)>> {
+    let len: usize = n.iter().product();
+    let at = |x: usize, y: usize, z: usize| (z * n[1] + y) * n[0] + x;
+    let diff = |i: usize, a: usize| -> Vec<(usize, f64)> {
+        let (x, y, z) = (i % n[0], (i / n[0]) % n[1], i / (n[0] * n[1]));
+        let c = [x, y, z];
+        if c[a] + 1 >= n[a] {
+            return vec![];
+        }
+        let next = match a {
+            0 => at(x + 1, y, z),
+            1 => at(x, y + 1, z),
+            _ => at(x, y, z + 1),
+        };
+        vec![(next, 1.0), (i, -1.0)]
+    };
+    let mut rows = vec![vec![]; 3 * len];
+    for i in 0..len {
+        let xi = match directional {
+            None => [0.0; 3],
+            Some((r, eta_rel)) => {
+                let grad_r = |j: usize| -> [f64; 3] {
+                    [0, 1, 2].map(|a| diff(j, a).iter().map(|&(k, w)| w * r[k]).sum())
+                };
+                let peak = (0..len)
+                    .map(|j| grad_r(j).iter().map(|g| g * g).sum::<f64>().sqrt())
+                    .fold(0.0, f64::max);
+                let g = grad_r(i);
+                let d = (g.iter().map(|g| g * g).sum::<f64>() + (eta_rel * peak).powi(2)).sqrt();
+                g.map(|g| g / d)
+            }
+        };
+        for a in 0..3 {
+            // row (a, i) = sum_b (delta_ab - xi_a xi_b) diff(i, b)
+            for b in 0..3 {
+                let p = if a == b { 1.0 } else { 0.0 } - xi[a] * xi[b];
+                for (k, w) in diff(i, b) {
+                    rows[a * len + i].push((k, p * w));
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// The TV denoising reference: `min 1/2 |x - f|^2 + lambda sum_i |(K x)_i|`
+/// by accelerated projected gradient on the dual `max_{|p_i| <= lambda}
+/// Re <K^H p, f> - 1/2 |K^H p|^2`, `x = f - K^H p`, until the duality gap
+/// is below 1e-13 |f|^2: then `|x - x*|^2 <= 2 gap` (the primal is
+/// 1-strongly convex).
+fn tv_reference(k: &[Vec<(usize, f64)>], f: &[Complex<f64>], lambda: f64) -> V {
+    let (m, len) = (k.len(), f.len());
+    let kh = |p: &[Complex<f64>]| {
+        let mut out = vec![Complex::default(); len];
+        for (r, row) in k.iter().enumerate() {
+            for &(c, w) in row {
+                out[c] += p[r] * w;
+            }
+        }
+        out
+    };
+    let kx = |x: &[Complex<f64>]| -> V {
+        k.iter()
+            .map(|row| row.iter().map(|&(c, w)| x[c] * w).sum())
+            .collect()
+    };
+    let group = |v: &V, i: usize| {
+        (0..3)
+            .map(|a| v[a * len + i].norm_sqr())
+            .sum::<f64>()
+            .sqrt()
+    };
+    let project = |v: &mut V| {
+        for i in 0..len {
+            let s = group(v, i);
+            if s > lambda {
+                for a in 0..3 {
+                    v[a * len + i] *= lambda / s;
+                }
+            }
+        }
+    };
+    let ff: f64 = f.iter().map(|v| v.norm_sqr()).sum();
+    // |K|^2 <= 12 for the differences, and |P| <= 1.
+    let step = 1.0 / 12.0;
+    let (mut p, mut v, mut t) = (
+        vec![Complex::default(); m],
+        vec![Complex::default(); m],
+        1.0f64,
+    );
+    for it in 0..400_000 {
+        // p+ = proj(v + step K (f - K^H v))
+        let r: V = f.iter().zip(kh(&v)).map(|(a, b)| a - b).collect();
+        let mut next: V = v.iter().zip(kx(&r)).map(|(a, b)| a + b * step).collect();
+        project(&mut next);
+        let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
+        v = next
+            .iter()
+            .zip(&p)
+            .map(|(a, b)| a + (a - b) * ((t - 1.0) / t_next))
+            .collect();
+        (p, t) = (next, t_next);
+        if it % 500 == 0 {
+            let khp = kh(&p);
+            let x: V = f.iter().zip(&khp).map(|(a, b)| a - b).collect();
+            let kxv = kx(&x);
+            let primal = 0.5 * nrm2(&x, f) + lambda * (0..len).map(|i| group(&kxv, i)).sum::<f64>();
+            let dual = khp
+                .iter()
+                .zip(f)
+                .map(|(a, b)| (a.conj() * b).re)
+                .sum::<f64>()
+                - 0.5 * khp.iter().map(|v| v.norm_sqr()).sum::<f64>();
+            if primal - dual < 1e-13 * ff {
+                return x;
+            }
+        }
+    }
+    panic!("the TV reference did not reach its duality gap");
+}
+
+fn nrm2(a: &[Complex<f64>], b: &[Complex<f64>]) -> f64 {
+    a.iter().zip(b).map(|(a, b)| (a - b).norm_sqr()).sum()
+}
+
+/// `A = I`: the data term of denoising.
+struct Eye(usize);
+
+impl Normal<Cpu> for Eye {
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn apply(&mut self, be: &Cpu, out: &mut V, x: &V) -> Result<()> {
+        be.copy(out, x)
+    }
+}
+
+/// A noisy piecewise-constant image: the reference's box, complex.
+fn noisy(n: [usize; 3], seed: u64) -> V {
+    let r = reference(n);
+    let mut rng = Rng::new(seed);
+    r.iter()
+        .map(|&v| Complex::new(v, 0.3 * v) + Complex::new(0.15 * rng.sym(), 0.15 * rng.sym()))
+        .collect()
+}
+
+/// Runs ADMM or PDHG with prior `op` and the identity data term.
+fn denoise(be: &Cpu, op: &mut dyn LinearOp<Cpu>, f: &V, lambda: f64, pd: bool) -> V {
+    let params = SparseParams {
+        iterations: 20000,
+        tolerance: 1e-8,
+        ..Default::default()
+    };
+    let prior = Sparse {
+        op,
+        norm: GroupNorm { components: 3 },
+        lambda,
+    };
+    let mut x = be.zeros(f.len()).unwrap();
+    let mut eye = Eye(f.len());
+    let info = if pd {
+        pdhg(be, &mut eye, prior, &mut x, f, &params, &mut |_, _| {}).unwrap()
+    } else {
+        admm(be, &mut eye, prior, &mut x, f, 1.0, &params, &mut |_, _| {}).unwrap()
+    };
+    assert!(
+        info.relative_residual <= 1e-8,
+        "did not converge: {} after {}",
+        info.relative_residual,
+        info.iterations
+    );
+    x
+}
+
+#[test]
+fn tv_denoising_by_admm_and_pdhg_matches_the_dual_reference() {
+    let be = Cpu::new();
+    let n = [6, 5, 4];
+    let f = noisy(n, 21);
+    let r = reference(n);
+    for (name, k, directional) in [
+        ("TV", dense_k(n, None), false),
+        ("directional TV", dense_k(n, Some((&r, 0.2))), true),
+    ] {
+        for lambda in [0.05, 0.3] {
+            let reference = tv_reference(&k, &f, lambda);
+            for pd in [false, true] {
+                let x = if directional {
+                    let mut op = Compose::new(
+                        &be,
+                        Directional::from_reference(&be, n, &r, 0.2).unwrap(),
+                        Gradient::new(&be, n).unwrap(),
+                    )
+                    .unwrap();
+                    denoise(&be, &mut op, &f, lambda, pd)
+                } else {
+                    denoise(&be, &mut Gradient::new(&be, n).unwrap(), &f, lambda, pd)
+                };
+                let err = nrmse(&x, &reference);
+                // The reference is within sqrt(2e-13) |f| of the minimiser;
+                // the solvers stop at relative residuals of 1e-8, which
+                // leaves the iterate within about 1e-7 of it.
+                assert!(
+                    err < 1e-6,
+                    "{name}, lambda {lambda}, {}: {err:e} from the reference",
+                    if pd { "PDHG" } else { "ADMM" }
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn admm_and_pdhg_reach_the_same_minimiser_through_the_toeplitz_product() {
+    let be = Cpu::new();
+    let grid = Grid::new([6, 4, 4], [100.0; 3]).unwrap();
+    let mut rng = Rng::new(5);
+    let traj = random_traj(&grid, 120, &mut rng);
+    let y = rng.complex(traj.len());
+    let q = common::q(&be, &grid, &traj);
+    let b = common::fhd(&be, &grid, &traj, &y);
+    let scale = recon_cg::q_peak(&grid, &q).unwrap();
+    let lambda = 0.02 * b.iter().map(|v| v.norm()).fold(0.0, f64::max);
+    let params = SparseParams {
+        iterations: 20000,
+        tolerance: 1e-9,
+        ..Default::default()
+    };
+    let run = |pd: bool| {
+        let mut t = Toeplitz::new(&be, &grid, &q).unwrap();
+        let mut g = Gradient::new(&be, grid.n).unwrap();
+        let prior = Sparse {
+            op: &mut g,
+            norm: GroupNorm { components: 3 },
+            lambda,
+        };
+        let mut x = be.zeros(grid.len()).unwrap();
+        let info = if pd {
+            pdhg(&be, &mut t, prior, &mut x, &b, &params, &mut |_, _| {}).unwrap()
+        } else {
+            admm(
+                &be,
+                &mut t,
+                prior,
+                &mut x,
+                &b,
+                scale,
+                &params,
+                &mut |_, _| {},
+            )
+            .unwrap()
+        };
+        assert!(info.relative_residual <= 1e-9, "{pd}: {info:?}");
+        x
+    };
+    let (xa, xp) = (run(false), run(true));
+    let err = nrmse(&xa, &xp);
+    // Both stop at relative residuals of 1e-9; the problem's conditioning
+    // (random samples, lambda 2% of F^H D's peak) keeps them within 1e-6.
+    assert!(err < 1e-6, "ADMM and PDHG differ by {err:e}");
+}
+
+#[test]
+fn sparse_solvers_refuse_bad_settings() {
+    let be = Cpu::new();
+    let n = [3, 3, 3];
+    let f = noisy(n, 1);
+    let mut eye = Eye(27);
+    let mut x = be.zeros(27).unwrap();
+    let run = |lambda: f64, params: SparseParams, eye: &mut Eye, x: &mut V| {
+        let mut g = Gradient::new(&be, n).unwrap();
+        let prior = Sparse {
+            op: &mut g,
+            norm: GroupNorm { components: 3 },
+            lambda,
+        };
+        admm(&be, eye, prior, x, &f, 1.0, &params, &mut |_, _| {})
+            .err()
+            .map(|e| e.to_string())
+    };
+    let ok = SparseParams::default();
+    for (lambda, params, expect) in [
+        (-1.0, ok, "lambda"),
+        (f64::NAN, ok, "lambda"),
+        (0.1, SparseParams { rho: 0.0, ..ok }, "rho"),
+        (
+            0.1,
+            SparseParams {
+                tolerance: f64::INFINITY,
+                ..ok
+            },
+            "tolerance",
+        ),
+        (0.1, SparseParams { inner: 0, ..ok }, "inner"),
+    ] {
+        let e = run(lambda, params, &mut eye, &mut x).expect("refused");
+        assert!(e.contains(expect), "{e}");
+    }
+    // an operator of another grid
+    let mut g = Gradient::new(&be, [4, 3, 3]).unwrap();
+    let prior = Sparse {
+        op: &mut g,
+        norm: GroupNorm { components: 3 },
+        lambda: 0.1,
+    };
+    assert!(pdhg(&be, &mut eye, prior, &mut x, &f, &ok, &mut |_, _| {}).is_err());
+}
