@@ -110,6 +110,65 @@ fn anatomical_settings_are_checked() {
 }
 
 #[test]
+fn prior_settings_are_checked() {
+    let tv =
+        |t: String| t.replace("lambda = 0.01", "") + "\n[prior]\nkind = \"tv\"\nlambda = 0.001\n";
+    rejects(
+        |t| t.replace("lambda = 0.01", "") + "\n[prior]\nkind = \"tv\"\nlambda = -1.0\n",
+        &["prior.lambda", "zero or positive"],
+    );
+    rejects(
+        |t| t.replace("lambda = 0.01", "") + "\n[prior]\nkind = \"tv\"\nlambda = nan\n",
+        &["prior.lambda"],
+    );
+    // lambda in both places
+    rejects(
+        |t| t + "\n[prior]\nkind = \"tv\"\nlambda = 0.001\n",
+        &["prior.lambda", "set twice"],
+    );
+    rejects(
+        |t| t + "\n[prior]\nkind = \"wavelets\"\n",
+        &["prior.kind", "quadratic", "tv", "dtv"],
+    );
+    // test-small's phantom has no proton-density twin
+    rejects(
+        |t| t.replace("lambda = 0.01", "") + "\n[prior]\nkind = \"dtv\"\n",
+        &["prior.kind", "\"dtv\" needs a reference", "phantom.anatomy"],
+    );
+    rejects(|t| tv(t) + "eta = 0.0\n", &["prior.eta", "positive"]);
+    // an algorithm that cannot handle the prior, either way
+    rejects(
+        |t| tv(t).replace("[solver]", "[solver]\nalgorithm = \"cg\""),
+        &["solver.algorithm", "\"cg\"", "\"admm\" or \"pdhg\""],
+    );
+    rejects(
+        |t| t.replace("[solver]", "[solver]\nalgorithm = \"pdhg\""),
+        &["solver.algorithm", "quadratic prior is solved by \"cg\""],
+    );
+    rejects(
+        |t| tv(t).replace("[solver]", "[solver]\nalgorithm = \"fista\""),
+        &["solver.algorithm", "fista", "admm"],
+    );
+    rejects(
+        |t| tv(t).replace("[solver]", "[solver]\ninner = 0"),
+        &["solver.inner"],
+    );
+    rejects(
+        |t| tv(t).replace("[solver]", "[solver]\nrho = -1.0"),
+        &["solver.rho", "positive"],
+    );
+    rejects(
+        |t| tv(t).replace("[solver]", "[solver]\nrelaxation = 2.0"),
+        &["solver.relaxation", "[1, 2)"],
+    );
+    // the anatomical W belongs to the quadratic prior
+    rejects(
+        |t| tv(t) + "\n[regulariser]\nkind = \"anatomical\"\n",
+        &["regulariser.kind", "prior.kind = \"dtv\""],
+    );
+}
+
+#[test]
 fn unknown_voxel_basis_lists_the_bases() {
     rejects(
         |t| t.replace("[engine]", "[engine]\nbasis = \"sinc\""),

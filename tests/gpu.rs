@@ -309,6 +309,37 @@ fn small_pipeline_psnr_on_gpu_matches_cpu_f64() {
 }
 
 #[test]
+fn small_tv_pipeline_on_gpu_matches_cpu_f64() {
+    if gpu(Options::default()).is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for algorithm in ["admm", "pdhg"] {
+        let tv = |t: String| {
+            t.replace("lambda = 0.01", "algorithm = \"ALG\"")
+                .replace("ALG", algorithm)
+                + "\n[prior]\nkind = \"tv\"\nlambda = 0.002\n"
+        };
+        let cpu = run_small(tmp.path(), &format!("cpu-{algorithm}"), |t| {
+            tv(t).replace("[engine]", "[engine]\ndevice = \"cpu\"")
+        });
+        let gpu = run_small(tmp.path(), &format!("gpu-{algorithm}"), |t| {
+            tv(t)
+                .replace("precision = \"f64\"", "precision = \"f32\"")
+                .replace("[engine]", "[engine]\ndevice = \"cuda\"")
+        });
+        assert_eq!(gpu["prior_kind"], "tv");
+        let (c, g) = (
+            cpu["psnr_db"].as_f64().unwrap(),
+            gpu["psnr_db"].as_f64().unwrap(),
+        );
+        println!("TV by {algorithm}: PSNR CPU f64 {c:.4} dB, GPU f32 {g:.4} dB");
+        // As for the quadratic prior.
+        assert!((c - g).abs() <= 0.05, "PSNR CPU {c} vs GPU {g}");
+    }
+}
+
+#[test]
 fn too_large_a_problem_says_what_fits() {
     if gpu(Options::default()).is_none() {
         return;

@@ -325,6 +325,10 @@ def load(path):
         traj = f["kspace/trajectory"][()].astype(np.float32)  # (M, 3): kx, ky, kz
         d = f["kspace/data"][()]
         truth = f["reference/truth"][()]  # (Nz, Ny, Nx)
+    if d.ndim == 3:  # (coils, samples, 2)
+        if d.shape[0] != 1:
+            sys.exit(f"{path} has {d.shape[0]} coils: the comparison is of single-coil scans")
+        d = d[0]
     data = d[:, 0].astype(np.float64) + 1j * d[:, 1]
     # Scaled to a peak of 1 for the peers: their dot products accumulate in
     # float32, where ||A^H d||^2 of a 256^3 scan in the file's units

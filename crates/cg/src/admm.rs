@@ -11,16 +11,28 @@
 //! u = u + K x - z
 //! ```
 //!
-//! and it stops once the primal residual `|K x - z|` and the dual one
+//! with over-relaxation (Boyd et al. 3.4.3): `K x` in the z- and u-updates
+//! is `a K x + (1 - a) z_old`, `a` in [1, 2) ([`SparseParams::relaxation`]).
+//!
+//! The x-updates keep CG's residual `r = rhs - (A + rho K^H K) x` from one
+//! to the next (`r += rhs_new - rhs_old`, less `(rho_new - rho_old) K^H K
+//! x` when rho moved), so a warm start costs no product with A; it is
+//! recomputed every [`REFRESH`] iterations against the drift of rounding.
+//! It stops once the primal residual `|K x - z|` and the dual one
 //! `rho |K^H (z - z_old)|`, relative to `max(|K x|, |z|)` and
 //! `rho |K^H u|`, are at the tolerance. rho starts at a multiple of the data
 //! term's diagonal and follows residual balancing (doubled or halved when
 //! one relative residual exceeds the other tenfold, u rescaled with it).
 
+use crate::solve::{iterate, Workspace};
 use crate::sparse::{norm, record, relative, Sparse, SparseParams};
-use crate::{solve, Info, Normal, Params};
+use crate::{Circulant, Info, Normal, Params, Preconditioner};
 use recon_core::{Backend, Error, Result};
 use recon_ops::LinearOp;
+
+/// Outer iterations between exact recomputations of the x-update's
+/// residual.
+pub const REFRESH: usize = 10;
 
 /// `A + rho K^H K`.
 struct Augmented<'a, B: Backend, A> {
@@ -44,8 +56,9 @@ impl<B: Backend, A: Normal<B>> Normal<B> for Augmented<'_, B, A> {
 }
 
 /// ADMM from the given `x`; `scale` is the data term's largest diagonal
-/// entry (rho's unit). `on_iteration(i, r)` gets the larger relative
-/// residual after each iteration.
+/// entry (rho's unit); `pre` preconditions the x-updates' CG (see
+/// [`Circulant`]). `on_iteration(i, r)` gets the larger relative residual
+/// after each iteration.
 #[allow(clippy::too_many_arguments)]
 pub fn admm<B: Backend, A: Normal<B>>(
     backend: &B,
@@ -54,6 +67,7 @@ pub fn admm<B: Backend, A: Normal<B>>(
     x: &mut B::Vector,
     b: &B::Vector,
     scale: f64,
+    mut pre: Option<&mut Circulant<B>>,
     params: &SparseParams,
     on_iteration: &mut dyn FnMut(usize, f64),
 ) -> Result<Info> {
@@ -96,6 +110,9 @@ pub fn admm<B: Backend, A: Normal<B>>(
         relative_residual: 0.0,
         residuals: Vec::new(),
     };
+    let mut ws = Workspace::new(backend, n, pre.is_some())?;
+    // r = rhs - (A + rho K^H K) x, carried between x-updates
+    let (mut r, mut rhs_old, mut rho_old) = (backend.zeros(n)?, backend.zeros(n)?, rho);
     for it in 1..=params.iterations {
         // rhs = b + rho K^H (z - u)
         backend.copy(&mut w, &z)?;
@@ -103,16 +120,57 @@ pub fn admm<B: Backend, A: Normal<B>>(
         aug.op.adjoint(backend, &mut t, &w)?;
         backend.copy(&mut rhs, b)?;
         backend.axpy(&mut rhs, rho, &t)?;
-        // (A + rho K^H K) x = rhs
         aug.rho = rho;
-        solve(backend, &mut aug, x, &rhs, &inner, &mut |_, _| {})?;
-        // z = prox(K x + u), u = u + K x - z
+        if it == 1 || it % REFRESH == 0 {
+            // r = rhs - (A + rho K^H K) x
+            aug.apply(backend, &mut t, x)?;
+            backend.copy(&mut r, &rhs)?;
+            backend.axpy(&mut r, -1.0, &t)?;
+        } else {
+            // r = r + rhs - rhs_old - (rho - rho_old) K^H K x
+            backend.axpy(&mut r, 1.0, &rhs)?;
+            backend.axpy(&mut r, -1.0, &rhs_old)?;
+            if rho != rho_old {
+                aug.op.normal(backend, &mut t, x)?;
+                backend.axpy(&mut r, rho_old - rho, &t)?;
+            }
+        }
+        // (A + rho K^H K) x = rhs, from the last x
+        let rhs_norm = norm(backend, &rhs)?.max(f64::MIN_POSITIVE);
+        let m = match pre.as_deref_mut() {
+            Some(c) => {
+                c.set_rho(backend, rho)?;
+                Some(c as &mut dyn Preconditioner<B>)
+            }
+            None => None,
+        };
+        iterate(
+            backend,
+            &mut aug,
+            x,
+            &mut r,
+            rhs_norm,
+            &inner,
+            &mut ws,
+            m,
+            &mut |_, _| {},
+        )?;
+        std::mem::swap(&mut rhs, &mut rhs_old);
+        rho_old = rho;
+        // over-relaxed: h = a K x + (1 - a) z_old;
+        // z = prox(h + u), u = u + h - z
         aug.op.forward(backend, &mut kx, x)?;
         std::mem::swap(&mut z, &mut z_old);
-        backend.copy(&mut z, &kx)?;
+        let a = params.relaxation;
+        backend.copy(&mut w, &kx)?;
+        if a != 1.0 {
+            backend.scale(&mut w, a)?;
+            backend.axpy(&mut w, 1.0 - a, &z_old)?;
+        }
+        backend.copy(&mut z, &w)?;
         backend.axpy(&mut z, 1.0, &u)?;
         group.prox(backend, &mut z, lambda / rho)?;
-        backend.axpy(&mut u, 1.0, &kx)?;
+        backend.axpy(&mut u, 1.0, &w)?;
         backend.axpy(&mut u, -1.0, &z)?;
         // primal |K x - z| / max(|K x|, |z|)
         backend.copy(&mut w, &kx)?;

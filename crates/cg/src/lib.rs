@@ -16,11 +16,13 @@
 //! this crate never prints.
 
 mod admm;
+mod circulant;
 mod pdhg;
 mod sense;
 mod solve;
 mod sparse;
 pub use admm::admm;
+pub use circulant::{toeplitz_eigenvalues, Circulant, Preconditioner};
 pub use pdhg::pdhg;
 pub use sense::{Sense, SHARE_FROM_VOXELS};
 pub use solve::{solve, Info, Params};
@@ -179,6 +181,8 @@ pub struct Problem<B: Backend> {
     q_peak: f64,
     /// The largest `|b|`: the sparse priors' unit of lambda.
     b_peak: f64,
+    /// ADMM's preconditioner, where made ([`Problem::precondition`]).
+    circulant: Option<Circulant<B>>,
 }
 
 impl<B: Backend> Problem<B> {
@@ -230,6 +234,7 @@ impl<B: Backend> Problem<B> {
             b_peak,
             sense,
             fhd,
+            circulant: None,
         })
     }
 
@@ -252,6 +257,15 @@ impl<B: Backend> Problem<B> {
     /// maps of unit norm): see [`lambda_abs`].
     pub fn lambda_abs(&self, lambda_rel: f64) -> f64 {
         lambda_rel * self.q_peak * self.sense.map_peak()
+    }
+
+    /// Makes the circulant preconditioner of ADMM's x-updates from Q (as
+    /// given to [`Problem::new`]); two N^3 FFTs of host work.
+    pub fn precondition(&mut self, backend: &B, q: &[Complex<B::Real>]) -> Result<()> {
+        let eig = toeplitz_eigenvalues(&self.grid, q)?;
+        let s = self.sense.map_peak();
+        self.circulant = Some(Circulant::new(backend, self.grid.n, &eig, s)?);
+        Ok(())
     }
 
     /// A sparse prior's absolute lambda: `lambda_rel` times the largest
@@ -283,7 +297,18 @@ impl<B: Backend> Problem<B> {
         let info = match algorithm {
             SparseAlgorithm::Admm => {
                 let scale = self.q_peak * a.map_peak();
-                admm(backend, a, prior, &mut x, b, scale, params, on_iteration)?
+                let pre = self.circulant.as_mut();
+                admm(
+                    backend,
+                    a,
+                    prior,
+                    &mut x,
+                    b,
+                    scale,
+                    pre,
+                    params,
+                    on_iteration,
+                )?
             }
             SparseAlgorithm::Pdhg => pdhg(backend, a, prior, &mut x, b, params, on_iteration)?,
         };

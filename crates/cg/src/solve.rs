@@ -60,7 +60,7 @@ pub fn solve<B: Backend, A: Normal<B>>(
         });
     }
     let b_norm = bb.sqrt();
-    let mut info = Info {
+    let info = Info {
         iterations: 0,
         relative_residual: 0.0,
         residuals: Vec::new(),
@@ -70,34 +70,121 @@ pub fn solve<B: Backend, A: Normal<B>>(
         backend.copy(x, b)?;
         return Ok(info);
     }
-    let mut ap = backend.zeros(n)?;
+    let mut ws = Workspace::new(backend, n, false)?;
     let mut r = backend.zeros(n)?;
-    let mut p = backend.zeros(n)?;
     // r = b - A x; from x = 0, the usual start, r = b without applying A.
     backend.copy(&mut r, b)?;
     if backend.dot_re(x, x)? != 0.0 {
-        a.apply(backend, &mut ap, x)?;
-        backend.axpy(&mut r, -1.0, &ap)?;
+        a.apply(backend, &mut ws.ap, x)?;
+        backend.axpy(&mut r, -1.0, &ws.ap)?;
     }
-    backend.copy(&mut p, &r)?;
-    // The scalars: the floor (tolerance ||b||)^2, <r, r> at the start,
-    // then per iteration i from 1 <p, A p> and <r, r> (see `Slots`).
+    iterate(
+        backend,
+        a,
+        x,
+        &mut r,
+        b_norm,
+        params,
+        &mut ws,
+        None,
+        on_iteration,
+    )
+}
+
+/// CG's work vectors `A p`, `p` and (preconditioned) `z = M^-1 r`, made
+/// once for solves that follow one another (ADMM's x-updates).
+pub(crate) struct Workspace<B: Backend> {
+    ap: B::Vector,
+    p: B::Vector,
+    z: Option<B::Vector>,
+}
+
+impl<B: Backend> Workspace<B> {
+    /// `preconditioned`: with room for `z`.
+    pub(crate) fn new(backend: &B, n: usize, preconditioned: bool) -> Result<Self> {
+        Ok(Workspace {
+            ap: backend.zeros(n)?,
+            p: backend.zeros(n)?,
+            z: if preconditioned {
+                Some(backend.zeros(n)?)
+            } else {
+                None
+            },
+        })
+    }
+}
+
+/// CG's iterations from `x` with `r = b - A x` given (and left as the
+/// recursively updated residual); `b_norm = ||b|| > 0`. With a
+/// preconditioner M (and `ws` made with room for it) it is preconditioned
+/// CG: `<r, r>` becomes `<r, M^-1 r>` throughout, the tolerance included.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn iterate<B: Backend, A: Normal<B>>(
+    backend: &B,
+    a: &mut A,
+    x: &mut B::Vector,
+    r: &mut B::Vector,
+    b_norm: f64,
+    params: &Params,
+    ws: &mut Workspace<B>,
+    mut pre: Option<&mut dyn crate::Preconditioner<B>>,
+    on_iteration: &mut dyn FnMut(usize, f64),
+) -> Result<Info> {
+    let mut info = Info {
+        iterations: 0,
+        relative_residual: 0.0,
+        residuals: Vec::new(),
+    };
+    let Workspace { ap, p, z } = ws;
+    // With a preconditioner, z = M^-1 r; without, z stands for r itself.
+    let mut z = match (pre.as_deref_mut(), z.as_mut()) {
+        (Some(m), Some(z)) => Some((m, z)),
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(Error::Invalid {
+                what: "preconditioned CG",
+                reason: "its workspace has no room for M^-1 r".into(),
+            })
+        }
+    };
+    // The scalars: the floor (tolerance ||b||)^2, <r, z> at the start,
+    // then per iteration i from 1 <p, A p> and <r, z> (see `Slots`).
     let mut host = vec![0.0; Slots::len(params.iterations)];
     host[Slots::FLOOR] = (params.tolerance * b_norm).powi(2);
     let mut s = backend.scalars(&host)?;
-    backend.dot_re_to(&mut s, Slots::rr(0), &r, &r)?;
+    // p = z, <r, z>
+    match z.as_mut() {
+        Some((m, z)) => {
+            m.apply(backend, z, r)?;
+            backend.copy(p, z)?;
+            backend.dot_re_to(&mut s, Slots::rr(0), r, z)?;
+        }
+        None => {
+            backend.copy(p, r)?;
+            backend.dot_re_to(&mut s, Slots::rr(0), r, r)?;
+        }
+    }
     let every = backend.read_every().max(1);
     for it in 1..=params.iterations {
-        // alpha = <r, r> / <p, A p>
-        a.apply(backend, &mut ap, &p)?;
-        backend.dot_re_to(&mut s, Slots::pap(it), &p, &ap)?;
+        // alpha = <r, z> / <p, A p>
+        a.apply(backend, ap, p)?;
+        backend.dot_re_to(&mut s, Slots::pap(it), p, ap)?;
         let alpha = Slots::ratio(Slots::rr(it - 1), Slots::pap(it));
-        backend.axpy_ratio(x, 1.0, alpha, &s, &p)?; // x = x + alpha p
-        backend.axpy_ratio(&mut r, -1.0, alpha, &s, &ap)?; // r = r - alpha A p
-        backend.dot_re_to(&mut s, Slots::rr(it), &r, &r)?;
-        // p = r + beta p, beta = <r, r> / <r_old, r_old>
+        backend.axpy_ratio(x, 1.0, alpha, &s, p)?; // x = x + alpha p
+        backend.axpy_ratio(r, -1.0, alpha, &s, ap)?; // r = r - alpha A p
+                                                     // p = z + beta p, beta = <r, z> / <r_old, z_old>
         let beta = Slots::ratio(Slots::rr(it), Slots::rr(it - 1));
-        backend.xpby_ratio(&mut p, &r, beta, &s)?;
+        match z.as_mut() {
+            Some((m, z)) => {
+                m.apply(backend, z, r)?;
+                backend.dot_re_to(&mut s, Slots::rr(it), r, z)?;
+                backend.xpby_ratio(p, z, beta, &s)?;
+            }
+            None => {
+                backend.dot_re_to(&mut s, Slots::rr(it), r, r)?;
+                backend.xpby_ratio(p, r, beta, &s)?;
+            }
+        }
         if it % every == 0 || it == params.iterations {
             backend.read_scalars(&mut host, &s)?;
             if !report(&mut info, &host, it, b_norm, on_iteration)? {

@@ -54,6 +54,8 @@ pub struct SparseParams {
     /// ADMM: the penalty rho relative to `scale` (the data term's largest
     /// diagonal entry), where it starts; residual balancing adapts it.
     pub rho: f64,
+    /// ADMM: over-relaxation, in [1, 2); 1 is plain ADMM.
+    pub relaxation: f64,
     /// PDHG: power iterations for the norms of A and K.
     pub power_iterations: usize,
 }
@@ -65,6 +67,7 @@ impl Default for SparseParams {
             tolerance: 1e-3,
             inner: 4,
             rho: 0.1,
+            relaxation: 1.6,
             power_iterations: 30,
         }
     }
@@ -91,6 +94,10 @@ impl SparseParams {
                 "rho",
                 format!("must be finite and positive, got {}", self.rho),
             );
+        }
+        let a = self.relaxation;
+        if !(a.is_finite() && (1.0..2.0).contains(&a)) {
+            return bad("relaxation", format!("must lie in [1, 2), got {a}"));
         }
         Ok(())
     }

@@ -458,7 +458,10 @@ where
         report.data, report.samples, report.matrix, report.fov_mm, report.noise_sigma
     );
     let (unit, prior) = if report.prior_kind.sparse() {
-        ("peak |F^H D|", format!("prior {}", report.prior_kind.name()))
+        (
+            "peak |F^H D|",
+            format!("prior {}", report.prior_kind.name()),
+        )
     } else {
         (
             "peak Q",

@@ -211,6 +211,10 @@ impl Config {
                 "ADMM needs at least one CG iteration per step",
             );
         }
+        let a = self.solver.relaxation;
+        if !(a.is_finite() && (1.0..2.0).contains(&a)) {
+            return fail("solver.relaxation", format!("must lie in [1, 2), got {a}"));
+        }
         if !(self.solver.rho.is_finite() && self.solver.rho > 0.0) {
             return fail(
                 "solver.rho",

@@ -294,6 +294,17 @@ pub struct SolverCfg {
     /// largest diagonal entry (residual balancing adapts it).
     #[serde(default = "default_rho")]
     pub rho: f64,
+    /// ADMM: precondition the x-updates' CG by the circulant approximation
+    /// of their operator.
+    #[serde(default = "yes")]
+    pub precondition: bool,
+    /// ADMM: over-relaxation in [1, 2) (1: plain ADMM).
+    #[serde(default = "default_relaxation")]
+    pub relaxation: f64,
+}
+
+fn default_relaxation() -> f64 {
+    recon_cg::SparseParams::default().relaxation
 }
 
 fn default_inner() -> usize {
@@ -317,6 +328,8 @@ impl Default for SolverCfg {
             algorithm: None,
             inner: default_inner(),
             rho: default_rho(),
+            relaxation: default_relaxation(),
+            precondition: true,
         }
     }
 }

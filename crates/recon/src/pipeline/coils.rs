@@ -99,7 +99,10 @@ pub fn stage_problem<'b, B: NufftBackend>(
         let fhd = stage_fhd(plan, &inputs.data, ui)?;
         seconds.push(("fhd", t.elapsed().as_secs_f64()));
         let t = Instant::now();
-        let problem = Problem::new(backend, grid, q, &fhd)?;
+        let mut problem = Problem::new(backend, grid, q, &fhd)?;
+        if preconditioned(l) {
+            problem.precondition(backend, q)?;
+        }
         backend.synchronize()?;
         seconds.push(("fft_q", t.elapsed().as_secs_f64()));
         return Ok((problem, fhd, None));
@@ -130,7 +133,10 @@ pub fn stage_problem<'b, B: NufftBackend>(
     seconds.push(("fhd", t.elapsed().as_secs_f64()));
     let mut fhd = vec![Complex::default(); grid.len()];
     backend.download(&mut fhd, &rhs)?;
-    let problem = Problem::on_device(backend, grid, recon_cg::q_peak(grid, q)?, sense, rhs)?;
+    let mut problem = Problem::on_device(backend, grid, recon_cg::q_peak(grid, q)?, sense, rhs)?;
+    if preconditioned(l) {
+        problem.precondition(backend, q)?;
+    }
     Ok((problem, fhd, Some(g)))
 }
 
@@ -272,4 +278,9 @@ pub fn maps_from_data<B: NufftBackend>(
         })
         .collect::<recon_core::Result<Vec<_>>>()?;
     recon_coils::estimate_maps_from_cells(grid.n, &low, &p)
+}
+
+/// Whether the run's ADMM preconditions its x-updates.
+fn preconditioned(l: &Loaded) -> bool {
+    l.cfg.algorithm() == crate::config::Algorithm::Admm && l.cfg.solver.precondition
 }

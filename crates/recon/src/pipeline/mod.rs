@@ -465,6 +465,7 @@ pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
                 tolerance: s.tolerance,
                 inner: s.inner,
                 rho: s.rho,
+                relaxation: s.relaxation,
                 ..Default::default()
             },
         });

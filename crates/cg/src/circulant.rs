@@ -1,0 +1,123 @@
+//! A circulant preconditioner for the x-updates of ADMM,
+//! `(A + rho K^H K) x = rhs`: A's Toeplitz product by T. Chan's optimal
+//! circulant of its kernel Q on the N grid (Chan, SIAM J. Sci. Stat.
+//! Comput. 1988), and K^H K by the periodic Laplacian, so that
+//! `M^-1 r = IFFT(FFT(r) / (s lambda_T + rho lambda_L))` costs two N^3
+//! FFTs, against the two (2N)^3 ones of the Toeplitz product.
+//! `bench/precond-cpu-2026-11-23.md` measured it on CG's own problem;
+//! here it serves ADMM, whose sub-problems are the ill-conditioned ones (a
+//! small rho regularises little). With coil maps, A is modelled as `s T`,
+//! `s` the largest `sum_c |S_c|^2`; for directional TV, K^H K by the plain
+//! Laplacian (the directional weighting only lowers it).
+
+use recon_core::{Backend, Complex, CpuBackend, Direction, Error, Grid, Real, Result};
+
+/// `M^-1`, applied as `out = M^-1 r`.
+pub trait Preconditioner<B: Backend> {
+    fn apply(&mut self, backend: &B, out: &mut B::Vector, r: &B::Vector) -> Result<()>;
+}
+
+/// The eigenvalues of T. Chan's circulant approximation, on the N grid, of
+/// the Toeplitz product with kernel `q` (as recon-q computes it, lag 0 at
+/// index N per axis), floored at 1e-6 of the largest: per axis the lag `k`
+/// weighs `(N - k) / N` and the lag `k - N` weighs `k / N`.
+pub fn toeplitz_eigenvalues<T: Real>(grid: &Grid, q: &[Complex<T>]) -> Result<Vec<f64>> {
+    let n = grid.n;
+    let d = grid.doubled();
+    Error::check_len("Q (2N)^3", d[0] * d[1] * d[2], q.len())?;
+    let mut c = vec![Complex::<f64>::default(); grid.len()];
+    let weight = |k: usize, m: usize, wrapped: bool| {
+        if wrapped {
+            k as f64 / m as f64
+        } else {
+            (m - k) as f64 / m as f64
+        }
+    };
+    for (i, out) in c.iter_mut().enumerate() {
+        let k = recon_core::index3(n, i);
+        for s in 0..8 {
+            let wrapped = [s & 1 != 0, s & 2 != 0, s & 4 != 0];
+            // index of lag k (not wrapped) or k - N (wrapped) in Q
+            let at = |a: usize| if wrapped[a] { k[a] } else { k[a] + n[a] };
+            let w: f64 = (0..3).map(|a| weight(k[a], n[a], wrapped[a])).product();
+            if w != 0.0 {
+                let v = q[(at(2) * d[1] + at(1)) * d[0] + at(0)];
+                *out += Complex::new(v.re.f64(), v.im.f64()) * w;
+            }
+        }
+    }
+    let cpu = CpuBackend::<f64>::new();
+    cpu.fft3(&mut c, n, Direction::Forward)?;
+    let peak = c.iter().map(|v| v.re).fold(0.0, f64::max);
+    if !(peak.is_finite() && peak > 0.0) {
+        return Err(Error::Invalid {
+            what: "circulant preconditioner",
+            reason: format!("Q's circulant has no positive eigenvalue (largest {peak})"),
+        });
+    }
+    Ok(c.iter().map(|v| v.re.max(1e-6 * peak)).collect())
+}
+
+/// `sum_a 2 - 2 cos(2 pi k_a / N_a)`: the periodic Laplacian's eigenvalues.
+fn laplacian_eigenvalues(n: [usize; 3]) -> Vec<f64> {
+    (0..n.iter().product())
+        .map(|i| {
+            let k = recon_core::index3(n, i);
+            (0..3)
+                .map(|a| 2.0 - 2.0 * (2.0 * std::f64::consts::PI * k[a] as f64 / n[a] as f64).cos())
+                .sum()
+        })
+        .collect()
+}
+
+/// `M = s T_circ + rho L_circ` on the device, rebuilt when rho changes.
+pub struct Circulant<B: Backend> {
+    n: [usize; 3],
+    /// `s lambda_T`
+    data: Vec<f64>,
+    laplacian: Vec<f64>,
+    rho: f64,
+    /// `1 / (s lambda_T + rho lambda_L)`, as complex values on the device.
+    inverse: B::Vector,
+}
+
+impl<B: Backend> Circulant<B> {
+    /// From the Toeplitz eigenvalues ([`toeplitz_eigenvalues`]) and the
+    /// data term's coil factor `s`; call [`Circulant::set_rho`] before use.
+    pub fn new(backend: &B, n: [usize; 3], toeplitz: &[f64], s: f64) -> Result<Self> {
+        Error::check_len("circulant eigenvalues", n.iter().product(), toeplitz.len())?;
+        Ok(Circulant {
+            n,
+            data: toeplitz.iter().map(|v| s * v).collect(),
+            laplacian: laplacian_eigenvalues(n),
+            rho: f64::NAN,
+            inverse: backend.zeros(toeplitz.len())?,
+        })
+    }
+
+    /// Makes M's inverse for `rho` (nothing to do when it has not changed).
+    pub fn set_rho(&mut self, backend: &B, rho: f64) -> Result<()> {
+        if rho == self.rho {
+            return Ok(());
+        }
+        let inv: Vec<Complex<B::Real>> = self
+            .data
+            .iter()
+            .zip(&self.laplacian)
+            .map(|(t, l)| Complex::new(B::Real::of(1.0 / (t + rho * l)), B::Real::of(0.0)))
+            .collect();
+        self.inverse = backend.upload(&inv)?;
+        self.rho = rho;
+        Ok(())
+    }
+}
+
+impl<B: Backend> Preconditioner<B> for Circulant<B> {
+    fn apply(&mut self, backend: &B, out: &mut B::Vector, r: &B::Vector) -> Result<()> {
+        // out = IFFT(FFT(r) / eigenvalues)
+        backend.copy(out, r)?;
+        backend.fft3(out, self.n, Direction::Forward)?;
+        backend.mul(out, &self.inverse)?;
+        backend.fft3(out, self.n, Direction::Inverse)
+    }
+}

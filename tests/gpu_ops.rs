@@ -1,0 +1,265 @@
+//! The operator layer and the sparse priors on the GPU against the CPU in
+//! float64: the primitives (finite differences, their adjoint, group
+//! shrinkage and projection, the directional projection, partial copies),
+//! the adjoint identity of the operators in float32, ADMM and PDHG on a
+//! small Toeplitz problem, and a TV run of the whole pipeline. Without a
+//! usable GPU each test prints that it was skipped.
+
+mod common;
+
+use common::*;
+use recon_cg::{admm, pdhg, Circulant, Sparse, SparseParams, Toeplitz};
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, GroupProx};
+use recon_cuda::{CudaBackend, Options};
+use recon_ops::testing::{adjoint_error, normal_error, random};
+use recon_ops::{Compose, Directional, Gradient, GroupNorm, LinearOp, Stack};
+
+fn get(b: &CudaBackend, v: &<CudaBackend as Backend>::Vector) -> Vec<Complex<f64>> {
+    let mut h = vec![Complex::default(); b.len(v)];
+    b.download(&mut h, v).unwrap();
+    up(&h)
+}
+
+/// A reference image with edges along every axis.
+fn reference(n: [usize; 3]) -> Vec<f64> {
+    (0..n.iter().product())
+        .map(|i| {
+            let c = recon_core::index3(n, i);
+            (c[0] * 3 / n[0]) as f64 + 0.5 * (c[1] * 2 / n[1]) as f64 + 0.1 * c[2] as f64
+        })
+        .collect()
+}
+
+#[test]
+fn sparse_primitives_match_cpu_f64() {
+    let Some(g) = gpu(Options::default()) else {
+        return;
+    };
+    let cpu = CpuBackend::<f64>::new();
+    // sizes that are not multiples of a block, to reach the edges
+    let n = [7, 5, 3];
+    let len = 105;
+    let x = random::<f64>(len, 1);
+    let f = random::<f64>(3 * len, 2);
+    let gx = g.upload(&down(&x)).unwrap();
+    let gf = g.upload(&down(&f)).unwrap();
+    // float32 inputs and float32 arithmetic of a few terms each: the
+    // inputs' rounding (6e-8) bounds everything.
+    let close = |what: &str, a: &[Complex<f64>], b: &[Complex<f64>]| {
+        let e = nrmse(a, b);
+        assert!(e < 1e-6, "{what}: GPU vs CPU {e:e}");
+    };
+    let (xr, fr) = (up(&down(&x)), up(&down(&f)));
+
+    let mut c = vec![Complex::default(); 3 * len];
+    cpu.grad(&mut c, &xr, n).unwrap();
+    let mut o = g.zeros(3 * len).unwrap();
+    g.grad(&mut o, &gx, n).unwrap();
+    close("grad", &get(&g, &o), &c);
+
+    let mut c = vec![Complex::default(); len];
+    cpu.grad_adjoint(&mut c, &fr, n).unwrap();
+    let mut o = g.zeros(len).unwrap();
+    g.grad_adjoint(&mut o, &gf, n).unwrap();
+    close("grad_adjoint", &get(&g, &o), &c);
+
+    for components in [1, 3] {
+        for kind in [GroupProx::Shrink, GroupProx::Project] {
+            let mut c = fr.clone();
+            cpu.group_prox(&mut c, 0.7, components, kind).unwrap();
+            let mut o = g.upload(&down(&f)).unwrap();
+            g.group_prox(&mut o, 0.7, components, kind).unwrap();
+            close(
+                &format!("group_prox {kind:?} of {components}"),
+                &get(&g, &o),
+                &c,
+            );
+        }
+    }
+
+    // project_off, through the directional operator (its field is private)
+    let mut pc = Directional::from_reference(&cpu, n, &reference(n), 0.1).unwrap();
+    let mut pg = Directional::from_reference(&g, n, &reference(n), 0.1).unwrap();
+    let mut c = vec![Complex::default(); 3 * len];
+    pc.forward(&cpu, &mut c, &fr).unwrap();
+    let mut o = g.zeros(3 * len).unwrap();
+    pg.forward(&g, &mut o, &gf).unwrap();
+    close("project_off", &get(&g, &o), &c);
+
+    let mut o = g.zeros(3 * len).unwrap();
+    g.copy_part(&mut o, 10, &gx, 3, 50).unwrap();
+    let mut c = vec![Complex::default(); 3 * len];
+    cpu.copy_part(&mut c, 10, &xr, 3, 50).unwrap();
+    close("copy_part", &get(&g, &o), &c);
+    assert!(
+        g.copy_part(&mut o, 300, &gx, 0, 50).is_err(),
+        "past the end"
+    );
+
+    let mut o = g.upload(&down(&x)).unwrap();
+    g.scale(&mut o, -1.5).unwrap();
+    let c: Vec<_> = xr.iter().map(|v| v * -1.5).collect();
+    close("scale", &get(&g, &o), &c);
+}
+
+#[test]
+fn operators_are_adjoint_on_the_gpu() {
+    let Some(g) = gpu(Options::default()) else {
+        return;
+    };
+    let n = [8, 6, 5];
+    let dir = || Directional::from_reference(&g, n, &reference(n), 0.1).unwrap();
+    let grad = || Gradient::new(&g, n).unwrap();
+    let mut ops: Vec<(&str, Box<dyn LinearOp<CudaBackend>>)> = vec![
+        ("gradient", Box::new(grad())),
+        ("directional", Box::new(dir())),
+        (
+            "directional gradient",
+            Box::new(Compose::new(&g, dir(), grad()).unwrap()),
+        ),
+        (
+            "stack",
+            Box::new(
+                Stack::new(
+                    &g,
+                    vec![
+                        Box::new(grad()),
+                        Box::new(Compose::new(&g, dir(), grad()).unwrap()),
+                    ],
+                )
+                .unwrap(),
+            ),
+        ),
+    ];
+    for (name, op) in &mut ops {
+        let a = adjoint_error(&g, op.as_mut(), 3).unwrap();
+        let m = normal_error(&g, op.as_mut(), 4).unwrap();
+        // float32 vectors, double reductions: a few float32 roundings.
+        assert!(a < 1e-6, "{name}: adjoint off by {a:e}");
+        assert!(m < 1e-6, "{name}: normal off by {m:e}");
+    }
+}
+
+#[test]
+fn admm_and_pdhg_on_the_gpu_match_cpu_f64() {
+    let Some(g) = gpu(Options::default()) else {
+        return;
+    };
+    let cpu = CpuBackend::<f64>::new();
+    let grid = Grid::new([16, 16, 8], [200.0; 3]).unwrap();
+    let mut rng = Rng::new(9);
+    let traj = random_traj(&grid, 1500, &mut rng);
+    let y = rng.complex(traj.len());
+    let q = common::q(&cpu, &grid, &traj);
+    let b = common::fhd(&cpu, &grid, &traj, &y);
+    let scale = recon_cg::q_peak(&grid, &q).unwrap();
+    let lambda = 0.01 * b.iter().map(|v| v.norm()).fold(0.0, f64::max);
+    let params = SparseParams {
+        iterations: 40,
+        ..Default::default()
+    };
+    let r = reference(grid.n);
+    let eig = recon_cg::toeplitz_eigenvalues(&grid, &q).unwrap();
+    // (PDHG, preconditioned ADMM)
+    for (pd, pre) in [(false, false), (false, true), (true, false)] {
+        for directional in [false, true] {
+            // the same iterations on each device
+            let run_cpu = || {
+                let mut t = Toeplitz::new(&cpu, &grid, &q).unwrap();
+                let mut op: Box<dyn LinearOp<CpuBackend<f64>>> = if directional {
+                    Box::new(
+                        Compose::new(
+                            &cpu,
+                            Directional::from_reference(&cpu, grid.n, &r, 0.1).unwrap(),
+                            Gradient::new(&cpu, grid.n).unwrap(),
+                        )
+                        .unwrap(),
+                    )
+                } else {
+                    Box::new(Gradient::new(&cpu, grid.n).unwrap())
+                };
+                let prior = Sparse {
+                    op: op.as_mut(),
+                    norm: GroupNorm { components: 3 },
+                    lambda,
+                };
+                let mut x = cpu.zeros(grid.len()).unwrap();
+                if pd {
+                    pdhg(&cpu, &mut t, prior, &mut x, &b, &params, &mut |_, _| {}).unwrap();
+                } else {
+                    admm(
+                        &cpu,
+                        &mut t,
+                        prior,
+                        &mut x,
+                        &b,
+                        scale,
+                        pre.then(|| Circulant::new(&cpu, grid.n, &eig, 1.0).unwrap())
+                            .as_mut(),
+                        &params,
+                        &mut |_, _| {},
+                    )
+                    .unwrap();
+                }
+                x
+            };
+            let run_gpu = || {
+                let mut t = Toeplitz::new(&g, &grid, &down(&q)).unwrap();
+                let mut op: Box<dyn LinearOp<CudaBackend>> = if directional {
+                    Box::new(
+                        Compose::new(
+                            &g,
+                            Directional::from_reference(&g, grid.n, &r, 0.1).unwrap(),
+                            Gradient::new(&g, grid.n).unwrap(),
+                        )
+                        .unwrap(),
+                    )
+                } else {
+                    Box::new(Gradient::new(&g, grid.n).unwrap())
+                };
+                let prior = Sparse {
+                    op: op.as_mut(),
+                    norm: GroupNorm { components: 3 },
+                    lambda,
+                };
+                let gb = g.upload(&down(&b)).unwrap();
+                let mut x = g.zeros(grid.len()).unwrap();
+                if pd {
+                    pdhg(&g, &mut t, prior, &mut x, &gb, &params, &mut |_, _| {}).unwrap();
+                } else {
+                    admm(
+                        &g,
+                        &mut t,
+                        prior,
+                        &mut x,
+                        &gb,
+                        scale,
+                        pre.then(|| Circulant::new(&g, grid.n, &eig, 1.0).unwrap())
+                            .as_mut(),
+                        &params,
+                        &mut |_, _| {},
+                    )
+                    .unwrap();
+                }
+                get(&g, &x)
+            };
+            let (c, gg) = (run_cpu(), run_gpu());
+            let e = nrmse(&gg, &c);
+            println!(
+                "{} {}: GPU f32 vs CPU f64 {e:.2e}",
+                if pd {
+                    "PDHG"
+                } else if pre {
+                    "preconditioned ADMM"
+                } else {
+                    "ADMM"
+                },
+                if directional { "dTV" } else { "TV" }
+            );
+            // float32 over 40 iterations of a contraction: rounding does not
+            // grow, but ADMM's rho switches may fall differently; 1e-3 is
+            // a hundredth of the PSNR resolution that matters.
+            assert!(e < 1e-3, "GPU vs CPU {e:e}");
+        }
+    }
+}
