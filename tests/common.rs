@@ -471,3 +471,100 @@ pub fn text_attr(g: &recon_io::hdf5::Group, name: &str, text: &str) {
         .write_scalar(&v)
         .unwrap();
 }
+
+/// A small Toeplitz problem of the sparse priors: Q and F^H D of random
+/// samples and data on `grid`, Q's peak (ADMM's scale) and lambda at
+/// `lambda_rel` of the peak of |F^H D|.
+pub struct SparseProblem {
+    pub grid: Grid,
+    pub q: Vec<Complex<f64>>,
+    pub b: Vec<Complex<f64>>,
+    pub scale: f64,
+    pub lambda: f64,
+}
+
+pub fn sparse_problem(grid: Grid, samples: usize, lambda_rel: f64, seed: u64) -> SparseProblem {
+    let be = recon_core::CpuBackend::<f64>::new();
+    let mut rng = Rng::new(seed);
+    let traj = random_traj(&grid, samples, &mut rng);
+    let y = rng.complex(traj.len());
+    let q = q(&be, &grid, &traj);
+    let b = fhd(&be, &grid, &traj, &y);
+    SparseProblem {
+        scale: recon_cg::q_peak(&grid, &q).unwrap(),
+        lambda: lambda_rel * b.iter().map(|v| v.norm()).fold(0.0, f64::max),
+        grid,
+        q,
+        b,
+    }
+}
+
+/// How [`SparseProblem::solve`] solves.
+#[derive(Clone, Copy, Debug)]
+pub struct SparseCase<'a> {
+    pub pdhg: bool,
+    /// ADMM preconditioned by the circulant.
+    pub preconditioned: bool,
+    /// Directional TV with this reference and eta 0.1; else TV.
+    pub reference: Option<&'a [f64]>,
+}
+
+impl SparseProblem {
+    /// x from 0 on backend `be` (its precision), and what the solver did.
+    pub fn solve<B: recon_core::Backend + 'static>(
+        &self,
+        be: &B,
+        case: SparseCase<'_>,
+        params: &recon_cg::SparseParams,
+    ) -> (Vec<Complex<B::Real>>, recon_cg::Info) {
+        use recon_core::Real;
+        use recon_ops::{Compose, Directional, Gradient, LinearOp};
+        let n = self.grid.n;
+        let cast = |v: &[Complex<f64>]| -> Vec<Complex<B::Real>> {
+            v.iter()
+                .map(|c| Complex::new(B::Real::of(c.re), B::Real::of(c.im)))
+                .collect()
+        };
+        let mut t = recon_cg::Toeplitz::new(be, &self.grid, &cast(&self.q)).unwrap();
+        let mut op: Box<dyn LinearOp<B>> = match case.reference {
+            Some(r) => Box::new(
+                Compose::new(
+                    be,
+                    Directional::from_reference(be, n, r, 0.1).unwrap(),
+                    Gradient::new(be, n).unwrap(),
+                )
+                .unwrap(),
+            ),
+            None => Box::new(Gradient::new(be, n).unwrap()),
+        };
+        let prior = recon_cg::Sparse {
+            op: op.as_mut(),
+            norm: recon_ops::GroupNorm { components: 3 },
+            lambda: self.lambda,
+        };
+        let b = be.upload(&cast(&self.b)).unwrap();
+        let mut x = be.zeros(self.grid.len()).unwrap();
+        let info = if case.pdhg {
+            recon_cg::pdhg(be, &mut t, prior, &mut x, &b, params, &mut |_, _| {}).unwrap()
+        } else {
+            let eig = recon_cg::toeplitz_eigenvalues(&self.grid, &self.q).unwrap();
+            let mut m = recon_cg::Circulant::new(be, n, &eig, 1.0).unwrap();
+            let pre = case.preconditioned.then_some(&mut m);
+            recon_cg::admm(
+                be,
+                &mut t,
+                prior,
+                &mut x,
+                &b,
+                self.scale,
+                pre,
+                params,
+                &mut |_, _| {},
+            )
+            .unwrap()
+        };
+        let mut out = vec![Complex::default(); self.grid.len()];
+        be.download(&mut out, &x).unwrap();
+        (out, info)
+    }
+}

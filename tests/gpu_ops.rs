@@ -8,11 +8,11 @@
 mod common;
 
 use common::*;
-use recon_cg::{admm, pdhg, Circulant, Sparse, SparseParams, Toeplitz};
+use recon_cg::SparseParams;
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, GroupProx};
 use recon_cuda::{CudaBackend, Options};
 use recon_ops::testing::{adjoint_error, normal_error, random};
-use recon_ops::{Compose, Directional, Gradient, GroupNorm, LinearOp, Stack};
+use recon_ops::{Compose, Directional, Gradient, LinearOp, Stack};
 
 fn get(b: &CudaBackend, v: &<CudaBackend as Backend>::Vector) -> Vec<Complex<f64>> {
     let mut h = vec![Complex::default(); b.len(v)];
@@ -146,120 +146,28 @@ fn admm_and_pdhg_on_the_gpu_match_cpu_f64() {
         return;
     };
     let cpu = CpuBackend::<f64>::new();
-    let grid = Grid::new([16, 16, 8], [200.0; 3]).unwrap();
-    let mut rng = Rng::new(9);
-    let traj = random_traj(&grid, 1500, &mut rng);
-    let y = rng.complex(traj.len());
-    let q = common::q(&cpu, &grid, &traj);
-    let b = common::fhd(&cpu, &grid, &traj, &y);
-    let scale = recon_cg::q_peak(&grid, &q).unwrap();
-    let lambda = 0.01 * b.iter().map(|v| v.norm()).fold(0.0, f64::max);
+    let p = sparse_problem(Grid::new([16, 16, 8], [200.0; 3]).unwrap(), 1500, 0.01, 9);
     let params = SparseParams {
         iterations: 40,
         ..Default::default()
     };
-    let r = reference(grid.n);
-    let eig = recon_cg::toeplitz_eigenvalues(&grid, &q).unwrap();
-    // (PDHG, preconditioned ADMM)
-    for (pd, pre) in [(false, false), (false, true), (true, false)] {
-        for directional in [false, true] {
+    let r = reference(p.grid.n);
+    for (pdhg, preconditioned) in [(false, false), (false, true), (true, false)] {
+        for reference in [None, Some(&r[..])] {
             // the same iterations on each device
-            let run_cpu = || {
-                let mut t = Toeplitz::new(&cpu, &grid, &q).unwrap();
-                let mut op: Box<dyn LinearOp<CpuBackend<f64>>> = if directional {
-                    Box::new(
-                        Compose::new(
-                            &cpu,
-                            Directional::from_reference(&cpu, grid.n, &r, 0.1).unwrap(),
-                            Gradient::new(&cpu, grid.n).unwrap(),
-                        )
-                        .unwrap(),
-                    )
-                } else {
-                    Box::new(Gradient::new(&cpu, grid.n).unwrap())
-                };
-                let prior = Sparse {
-                    op: op.as_mut(),
-                    norm: GroupNorm { components: 3 },
-                    lambda,
-                };
-                let mut x = cpu.zeros(grid.len()).unwrap();
-                if pd {
-                    pdhg(&cpu, &mut t, prior, &mut x, &b, &params, &mut |_, _| {}).unwrap();
-                } else {
-                    admm(
-                        &cpu,
-                        &mut t,
-                        prior,
-                        &mut x,
-                        &b,
-                        scale,
-                        pre.then(|| Circulant::new(&cpu, grid.n, &eig, 1.0).unwrap())
-                            .as_mut(),
-                        &params,
-                        &mut |_, _| {},
-                    )
-                    .unwrap();
-                }
-                x
+            let case = SparseCase {
+                pdhg,
+                preconditioned,
+                reference,
             };
-            let run_gpu = || {
-                let mut t = Toeplitz::new(&g, &grid, &down(&q)).unwrap();
-                let mut op: Box<dyn LinearOp<CudaBackend>> = if directional {
-                    Box::new(
-                        Compose::new(
-                            &g,
-                            Directional::from_reference(&g, grid.n, &r, 0.1).unwrap(),
-                            Gradient::new(&g, grid.n).unwrap(),
-                        )
-                        .unwrap(),
-                    )
-                } else {
-                    Box::new(Gradient::new(&g, grid.n).unwrap())
-                };
-                let prior = Sparse {
-                    op: op.as_mut(),
-                    norm: GroupNorm { components: 3 },
-                    lambda,
-                };
-                let gb = g.upload(&down(&b)).unwrap();
-                let mut x = g.zeros(grid.len()).unwrap();
-                if pd {
-                    pdhg(&g, &mut t, prior, &mut x, &gb, &params, &mut |_, _| {}).unwrap();
-                } else {
-                    admm(
-                        &g,
-                        &mut t,
-                        prior,
-                        &mut x,
-                        &gb,
-                        scale,
-                        pre.then(|| Circulant::new(&g, grid.n, &eig, 1.0).unwrap())
-                            .as_mut(),
-                        &params,
-                        &mut |_, _| {},
-                    )
-                    .unwrap();
-                }
-                get(&g, &x)
-            };
-            let (c, gg) = (run_cpu(), run_gpu());
-            let e = nrmse(&gg, &c);
-            println!(
-                "{} {}: GPU f32 vs CPU f64 {e:.2e}",
-                if pd {
-                    "PDHG"
-                } else if pre {
-                    "preconditioned ADMM"
-                } else {
-                    "ADMM"
-                },
-                if directional { "dTV" } else { "TV" }
-            );
+            let (c, _) = p.solve(&cpu, case, &params);
+            let (gg, _) = p.solve(&g, case, &params);
+            let e = nrmse(&up(&gg), &c);
+            println!("{case:?}: GPU f32 vs CPU f64 {e:.2e}");
             // float32 over 40 iterations of a contraction: rounding does not
             // grow, but ADMM's rho switches may fall differently; 1e-3 is
             // a hundredth of the PSNR resolution that matters.
-            assert!(e < 1e-3, "GPU vs CPU {e:e}");
+            assert!(e < 1e-3, "{case:?}: GPU vs CPU {e:e}");
         }
     }
 }

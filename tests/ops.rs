@@ -401,52 +401,30 @@ fn tv_denoising_by_admm_and_pdhg_matches_the_dual_reference() {
     }
 }
 
-#[test]
-fn admm_and_pdhg_reach_the_same_minimiser_through_the_toeplitz_product() {
-    let be = Cpu::new();
-    let grid = Grid::new([6, 4, 4], [100.0; 3]).unwrap();
-    let mut rng = Rng::new(5);
-    let traj = random_traj(&grid, 120, &mut rng);
-    let y = rng.complex(traj.len());
-    let q = common::q(&be, &grid, &traj);
-    let b = common::fhd(&be, &grid, &traj, &y);
-    let scale = recon_cg::q_peak(&grid, &q).unwrap();
-    let lambda = 0.02 * b.iter().map(|v| v.norm()).fold(0.0, f64::max);
-    let params = SparseParams {
+/// Both at relative residuals of 1e-9.
+fn tight() -> SparseParams {
+    SparseParams {
         iterations: 20000,
         tolerance: 1e-9,
         ..Default::default()
-    };
-    let run = |pd: bool| {
-        let mut t = Toeplitz::new(&be, &grid, &q).unwrap();
-        let mut g = Gradient::new(&be, grid.n).unwrap();
-        let prior = Sparse {
-            op: &mut g,
-            norm: GroupNorm { components: 3 },
-            lambda,
+    }
+}
+
+#[test]
+fn admm_and_pdhg_reach_the_same_minimiser_through_the_toeplitz_product() {
+    let be = Cpu::new();
+    let p = sparse_problem(Grid::new([6, 4, 4], [100.0; 3]).unwrap(), 120, 0.02, 5);
+    let run = |pdhg: bool| {
+        let case = SparseCase {
+            pdhg,
+            preconditioned: false,
+            reference: None,
         };
-        let mut x = be.zeros(grid.len()).unwrap();
-        let info = if pd {
-            pdhg(&be, &mut t, prior, &mut x, &b, &params, &mut |_, _| {}).unwrap()
-        } else {
-            admm(
-                &be,
-                &mut t,
-                prior,
-                &mut x,
-                &b,
-                scale,
-                None,
-                &params,
-                &mut |_, _| {},
-            )
-            .unwrap()
-        };
-        assert!(info.relative_residual <= 1e-9, "{pd}: {info:?}");
+        let (x, info) = p.solve(&be, case, &tight());
+        assert!(info.relative_residual <= 1e-9, "{case:?}: {info:?}");
         x
     };
-    let (xa, xp) = (run(false), run(true));
-    let err = nrmse(&xa, &xp);
+    let err = nrmse(&run(false), &run(true));
     // Both stop at relative residuals of 1e-9; the problem's conditioning
     // (random samples, lambda 2% of F^H D's peak) keeps them within 1e-6.
     assert!(err < 1e-6, "ADMM and PDHG differ by {err:e}");
@@ -524,44 +502,15 @@ fn circulant_preconditioner_is_exact_for_full_cartesian_sampling() {
 #[test]
 fn preconditioned_admm_reaches_the_same_minimiser() {
     let be = Cpu::new();
-    let grid = Grid::new([6, 4, 4], [100.0; 3]).unwrap();
-    let mut rng = Rng::new(15);
-    let traj = random_traj(&grid, 120, &mut rng);
-    let y = rng.complex(traj.len());
-    let q = common::q(&be, &grid, &traj);
-    let b = common::fhd(&be, &grid, &traj, &y);
-    let scale = recon_cg::q_peak(&grid, &q).unwrap();
-    let lambda = 0.02 * b.iter().map(|v| v.norm()).fold(0.0, f64::max);
-    let params = SparseParams {
-        iterations: 20000,
-        tolerance: 1e-9,
-        ..Default::default()
-    };
-    let eig = recon_cg::toeplitz_eigenvalues(&grid, &q).unwrap();
-    let run = |pre: bool| {
-        let mut t = Toeplitz::new(&be, &grid, &q).unwrap();
-        let mut g = Gradient::new(&be, grid.n).unwrap();
-        let mut m = Circulant::new(&be, grid.n, &eig, 1.0).unwrap();
-        let prior = Sparse {
-            op: &mut g,
-            norm: GroupNorm { components: 3 },
-            lambda,
+    let p = sparse_problem(Grid::new([6, 4, 4], [100.0; 3]).unwrap(), 120, 0.02, 15);
+    let run = |preconditioned: bool| {
+        let case = SparseCase {
+            pdhg: false,
+            preconditioned,
+            reference: None,
         };
-        let mut x = be.zeros(grid.len()).unwrap();
-        let pre = if pre { Some(&mut m) } else { None };
-        let info = admm(
-            &be,
-            &mut t,
-            prior,
-            &mut x,
-            &b,
-            scale,
-            pre,
-            &params,
-            &mut |_, _| {},
-        )
-        .unwrap();
-        assert!(info.relative_residual <= 1e-9, "{info:?}");
+        let (x, info) = p.solve(&be, case, &tight());
+        assert!(info.relative_residual <= 1e-9, "{case:?}: {info:?}");
         (x, info.iterations)
     };
     let ((plain, n_plain), (pre, n_pre)) = (run(false), run(true));

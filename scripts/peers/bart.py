@@ -11,10 +11,15 @@ The pairs (recon's prior, BART's regulariser):
 - "dtv": recon's directional TV (the scan file's /reference/anatomy),
   against BART's TV, which has no reference-guided form.
 
-Every run gets the same iterations and threads (OMP_NUM_THREADS and
-RAYON_NUM_THREADS). PSNR is that of the magnitude against the truth after
-the best real scale (BART scales its data internally and its NUFFT has its
-own normalisation; recon's unscaled PSNR is shown too). Time is the wall
+Every run gets the same threads (OMP_NUM_THREADS and RAYON_NUM_THREADS).
+Each tool sweeps lambda at its own iteration budget (recon: 20 ADMM
+iterations of 4 preconditioned CG steps, or 20 CG iterations; BART: 100
+CG iterations in all, which is what `pics -i` counts), then runs at its
+best lambda over several budgets, and the script reports the time each
+takes to reach BART's best PSNR: the speed at equal PSNR. PSNR is that of
+the magnitude against the truth after the best real scale (BART scales
+its data internally and its NUFFT has its own normalisation; recon's
+unscaled PSNR is shown too). Time is the wall
 time of the whole command (reading, precomputation, solve, writing): a
 scan's cost to its user. BART 0.8 comes from Debian (`apt-get install
 bart`); this script installs it when `bart` is missing and it runs as root.
@@ -64,7 +69,8 @@ def ensure_bart():
 
 
 def bart_runs(scan, work, iterations, threads, reg):
-    """evaluate(lambda) for BART pics with regulariser `reg` ("tv", "l2")."""
+    """evaluate(lambda) for BART pics with regulariser `reg` ("tv", "l2")
+    and `iterations` (its budget of CG iterations in all)."""
     nz, ny, nx = scan["truth"].shape
     # BART's trajectory is (3, samples) in cycles/FOV, x first; its image
     # (x, y, z) Fortran-ordered, the memory order of recon's (z, y, x).
@@ -76,7 +82,7 @@ def bart_runs(scan, work, iterations, threads, reg):
     runs = {}
 
     def evaluate(lam):
-        out = os.path.join(work, f"bart-{reg}-{len(runs)}")
+        out = os.path.join(work, f"bart-{reg}-{iterations}-{len(runs)}")
         r = ["-R", f"T:7:0:{lam}"] if reg == "tv" else ["-l2", "-r", str(lam)]
         cmd = ["bart", "pics", "-S", "-i", str(iterations), *r, "-t",
                os.path.join(work, "traj"), os.path.join(work, "ksp"), os.path.join(work, "sens"), out]
@@ -88,7 +94,8 @@ def bart_runs(scan, work, iterations, threads, reg):
         img = read_cfl(out).reshape(nx, ny, nz, order="F").transpose(2, 1, 0)
         p = psnr(img, scan["truth"], scaled=True)
         runs[lam] = (p, secs)
-        print(f"  BART {reg}: lambda {lam:g}: PSNR {p:.2f} dB (scaled), {secs:.2f} s", flush=True)
+        print(f"  BART {reg}, {iterations} iterations: lambda {lam:g}: PSNR {p:.2f} dB (scaled), {secs:.2f} s",
+              flush=True)
         return p
 
     return evaluate, runs, " ".join(cmd_shape(reg, iterations))
@@ -105,7 +112,7 @@ def recon_runs(binary, scan_path, scan, work, iterations, threads, kind):
     runs = {}
 
     def evaluate(lam):
-        out = os.path.join(work, f"recon-{kind}-{len(runs)}")
+        out = os.path.join(work, f"recon-{kind}-{iterations}-{len(runs)}")
         prior = (
             f'[prior]\nkind = "{kind}"\nlambda = {lam}\n'
             if kind != "quadratic"
@@ -128,8 +135,8 @@ def recon_runs(binary, scan_path, scan, work, iterations, threads, kind):
         with h5py.File(os.path.join(out, "recon.h5"), "r") as f:
             p = psnr(f["recon"][()], scan["truth"], scaled=True)
         runs[lam] = (p, secs, rep["psnr_db"])
-        print(f"  recon {kind}: lambda {lam:g}: PSNR {p:.2f} dB scaled ({rep['psnr_db']:.2f} as is), {secs:.2f} s",
-              flush=True)
+        print(f"  recon {kind}, {iterations} iterations: lambda {lam:g}: PSNR {p:.2f} dB scaled "
+              f"({rep['psnr_db']:.2f} as is), {secs:.2f} s", flush=True)
         return p
 
     return evaluate, runs
@@ -139,14 +146,32 @@ def log_range(lo, hi, points):
     return list(np.logspace(np.log10(lo), np.log10(hi), points))
 
 
+def budgets(evaluate_at, lam, counts):
+    """(iterations, PSNR, seconds) at lambda `lam` for each iteration count."""
+    out = []
+    for it in counts:
+        evaluate, runs = evaluate_at(it)[:2]
+        evaluate(lam)
+        p, secs = runs[lam][:2]
+        out.append((it, p, secs))
+    return out
+
+
+def time_to(rows, psnr_db):
+    """The least time among `rows` reaching `psnr_db`, or None."""
+    times = [t for _, p, t in rows if p >= psnr_db]
+    return min(times) if times else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scan", required=True, help="scan file with /reference/truth")
     ap.add_argument("--recon", required=True, help="the recon binary")
-    ap.add_argument("--iterations", type=int, default=60)
+    ap.add_argument("--iterations", type=int, default=20, help="recon's iterations for the sweeps")
+    ap.add_argument("--bart-iterations", type=int, default=100, help="BART's iterations for the sweeps")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--priors", default="tv,quadratic,dtv")
-    ap.add_argument("--json", help="write the table as JSON here")
+    ap.add_argument("--json", help="write the tables as JSON here")
     args = ap.parse_args()
     ensure_bart()
     version = subprocess.run(["bart", "version"], capture_output=True, text=True).stdout.strip()
@@ -154,42 +179,71 @@ def main():
     with h5py.File(args.scan, "r") as f:
         has_reference = "reference/anatomy" in f
     print(f"{args.scan}: matrix {scan['truth'].shape[::-1]}, {len(scan['data'])} samples, "
-          f"{args.iterations} iterations, {args.threads} threads, BART {version}", flush=True)
+          f"{args.threads} threads, BART {version}", flush=True)
     # recon's lambdas: sparse priors relative to max|F^H D|, the quadratic
     # one to the peak of Q; BART's relative to its own data scaling.
     ranges = {
-        ("recon", "tv"): log_range(1e-4, 1e-2, 5),
-        ("recon", "dtv"): log_range(1e-4, 1e-2, 5),
+        ("recon", "tv"): log_range(1e-4, 1e-2, 9),
+        ("recon", "dtv"): log_range(1e-4, 1e-2, 9),
         ("recon", "quadratic"): log_range(0.1, 100, 7),
-        ("bart", "tv"): log_range(1e-4, 1e-1, 7),
+        ("bart", "tv"): log_range(1e-4, 1e-1, 13),
         ("bart", "l2"): log_range(1e-3, 10, 9),
     }
-    rows = []
+    # Iteration budgets at each tool's best lambda: recon's outer
+    # iterations (ADMM, 4 preconditioned CG each; CG for the quadratic
+    # prior), BART's CG iterations in all.
+    recon_counts = {"tv": [5, 10, 15, 20, 30], "dtv": [5, 10, 15, 20, 30], "quadratic": [5, 10, 20, 40]}
+    bart_counts = [30, 60, 100, 200]
+    rows, curves = [], []
     with tempfile.TemporaryDirectory() as work:
         for kind in args.priors.split(","):
             if kind == "dtv" and not has_reference:
                 print("  dtv skipped: the scan file has no /reference/anatomy")
                 continue
-            evaluate, runs = recon_runs(args.recon, args.scan, scan, work, args.iterations, args.threads, kind)
+            at = lambda it, kind=kind: recon_runs(args.recon, args.scan, scan, work, it, args.threads, kind)
+            evaluate, runs = at(args.iterations)
             best, lam = sweep(evaluate, ranges[("recon", kind)])
             rows.append({"tool": "recon", "prior": kind, "best_psnr_db": best, "best_lambda": lam,
-                         "psnr_as_is_db": runs[lam][2], "seconds": runs[lam][1]})
+                         "iterations": args.iterations, "psnr_as_is_db": runs[lam][2], "seconds": runs[lam][1]})
+            curves.append({"tool": "recon", "prior": kind, "lambda": lam,
+                           "runs": budgets(at, lam, recon_counts[kind])})
             if kind == "dtv":
-                continue  # BART's counterpart is its TV, run with "tv"
+                continue  # BART has no reference-guided prior; its TV is the "tv" row
             reg = "tv" if kind == "tv" else "l2"
-            evaluate, runs, cmd = bart_runs(scan, work, args.iterations, args.threads, reg)
+            bat = lambda it, reg=reg: bart_runs(scan, work, it, args.threads, reg)
+            evaluate, runs, cmd = bat(args.bart_iterations)
             best, lam = sweep(evaluate, ranges[("bart", reg)])
             rows.append({"tool": "BART", "prior": reg, "best_psnr_db": best, "best_lambda": lam,
-                         "seconds": runs[lam][1], "command": cmd})
+                         "iterations": args.bart_iterations, "seconds": runs[lam][1], "command": cmd})
+            curves.append({"tool": "BART", "prior": reg, "lambda": lam, "runs": budgets(bat, lam, bart_counts)})
     print()
-    print("| tool | prior | best PSNR (dB, scaled) | at lambda | wall time at the best (s) |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| tool | prior | iterations | best PSNR (dB, scaled) | at lambda | wall time (s) |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['tool']} | {r['prior']} | {r['best_psnr_db']:.2f} | {r['best_lambda']:.3g} | {r['seconds']:.2f} |")
+        print(f"| {r['tool']} | {r['prior']} | {r['iterations']} | {r['best_psnr_db']:.2f} | "
+              f"{r['best_lambda']:.3g} | {r['seconds']:.2f} |")
+    print()
+    print("| tool | prior | lambda | iterations: PSNR (dB) in seconds |")
+    print("| --- | --- | --- | --- |")
+    for c in curves:
+        runs = ", ".join(f"{it}: {p:.2f} in {t:.2f}" for it, p, t in c["runs"])
+        print(f"| {c['tool']} | {c['prior']} | {c['lambda']:.3g} | {runs} |")
+    # Equal PSNR: BART's best over its budgets against recon's least time
+    # to reach it, prior by prior.
+    print()
+    for mine, theirs in [("tv", "tv"), ("quadratic", "l2")]:
+        r = next((c for c in curves if c["tool"] == "recon" and c["prior"] == mine), None)
+        b = next((c for c in curves if c["tool"] == "BART" and c["prior"] == theirs), None)
+        if r and b:
+            target = max(p for _, p, _ in b["runs"])
+            tb, tr = time_to(b["runs"], target), time_to(r["runs"], target)
+            ratio = f"{tb / tr:.2f}x" if tr else "never reached"
+            print(f"{mine}: BART's best {target:.2f} dB in {tb:.2f} s; recon reaches it in "
+                  f"{tr if tr is None else round(tr, 2)} s: {ratio}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"scan": os.path.basename(args.scan), "iterations": args.iterations,
-                       "threads": args.threads, "bart": version, "rows": rows}, f, indent=2)
+            json.dump({"scan": os.path.basename(args.scan), "threads": args.threads, "bart": version,
+                       "rows": rows, "curves": curves}, f, indent=2)
 
 
 if __name__ == "__main__":

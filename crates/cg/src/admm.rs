@@ -71,23 +71,18 @@ pub fn admm<B: Backend, A: Normal<B>>(
     params: &SparseParams,
     on_iteration: &mut dyn FnMut(usize, f64),
 ) -> Result<Info> {
-    prior.check(a)?;
-    params.check()?;
+    let (n, m) = prior.check_all("ADMM's image (F^H D, x)", backend, a, x, b, params)?;
     if !(scale.is_finite() && scale > 0.0) {
         return Err(Error::Invalid {
             what: "ADMM",
             reason: format!("the data term's scale must be finite and positive, got {scale}"),
         });
     }
-    let n = a.len();
-    Error::check_len("ADMM right-hand side", n, backend.len(b))?;
-    Error::check_len("ADMM initial guess", n, backend.len(x))?;
     let Sparse {
         op,
         norm: group,
         lambda,
     } = prior;
-    let m = op.shape()[0];
     let mut rho = params.rho * scale;
     // z = K x, u = 0
     let mut z = backend.zeros(m)?;

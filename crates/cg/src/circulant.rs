@@ -10,6 +10,7 @@
 //! `s` the largest `sum_c |S_c|^2`; for directional TV, K^H K by the plain
 //! Laplacian (the directional weighting only lowers it).
 
+use rayon::prelude::*;
 use recon_core::{Backend, Complex, CpuBackend, Direction, Error, Grid, Real, Result};
 
 /// `M^-1`, applied as `out = M^-1 r`.
@@ -26,6 +27,7 @@ pub fn toeplitz_eigenvalues<T: Real>(grid: &Grid, q: &[Complex<T>]) -> Result<Ve
     let d = grid.doubled();
     Error::check_len("Q (2N)^3", d[0] * d[1] * d[2], q.len())?;
     let mut c = vec![Complex::<f64>::default(); grid.len()];
+    // c[k] = sum over the 8 wraps of the weighted lags
     let weight = |k: usize, m: usize, wrapped: bool| {
         if wrapped {
             k as f64 / m as f64
@@ -33,7 +35,7 @@ pub fn toeplitz_eigenvalues<T: Real>(grid: &Grid, q: &[Complex<T>]) -> Result<Ve
             (m - k) as f64 / m as f64
         }
     };
-    for (i, out) in c.iter_mut().enumerate() {
+    c.par_iter_mut().enumerate().for_each(|(i, out)| {
         let k = recon_core::index3(n, i);
         for s in 0..8 {
             let wrapped = [s & 1 != 0, s & 2 != 0, s & 4 != 0];
@@ -45,7 +47,7 @@ pub fn toeplitz_eigenvalues<T: Real>(grid: &Grid, q: &[Complex<T>]) -> Result<Ve
                 *out += Complex::new(v.re.f64(), v.im.f64()) * w;
             }
         }
-    }
+    });
     let cpu = CpuBackend::<f64>::new();
     cpu.fft3(&mut c, n, Direction::Forward)?;
     let peak = c.iter().map(|v| v.re).fold(0.0, f64::max);
@@ -61,6 +63,7 @@ pub fn toeplitz_eigenvalues<T: Real>(grid: &Grid, q: &[Complex<T>]) -> Result<Ve
 /// `sum_a 2 - 2 cos(2 pi k_a / N_a)`: the periodic Laplacian's eigenvalues.
 fn laplacian_eigenvalues(n: [usize; 3]) -> Vec<f64> {
     (0..n.iter().product())
+        .into_par_iter()
         .map(|i| {
             let k = recon_core::index3(n, i);
             (0..3)
@@ -69,6 +72,10 @@ fn laplacian_eigenvalues(n: [usize; 3]) -> Vec<f64> {
         })
         .collect()
 }
+
+/// How far rho may move from the one M was made for before it is made
+/// again (residual balancing doubles or halves it).
+pub const REBUILD: f64 = 4.0;
 
 /// `M = s T_circ + rho L_circ` on the device, rebuilt when rho changes.
 pub struct Circulant<B: Backend> {
@@ -95,14 +102,17 @@ impl<B: Backend> Circulant<B> {
         })
     }
 
-    /// Makes M's inverse for `rho` (nothing to do when it has not changed).
+    /// Makes M's inverse for `rho`, unless the one it holds was made for a
+    /// rho within a factor [`REBUILD`] of it: any M preconditions, and a
+    /// rebuild costs the host a pass over the grid and an upload.
     pub fn set_rho(&mut self, backend: &B, rho: f64) -> Result<()> {
-        if rho == self.rho {
+        let ratio = rho / self.rho;
+        if (1.0 / REBUILD..=REBUILD).contains(&ratio) {
             return Ok(());
         }
         let inv: Vec<Complex<B::Real>> = self
             .data
-            .iter()
+            .par_iter()
             .zip(&self.laplacian)
             .map(|(t, l)| Complex::new(B::Real::of(1.0 / (t + rho * l)), B::Real::of(0.0)))
             .collect();

@@ -49,17 +49,12 @@ pub fn pdhg<B: Backend, A: Normal<B>>(
     params: &SparseParams,
     on_iteration: &mut dyn FnMut(usize, f64),
 ) -> Result<Info> {
-    prior.check(a)?;
-    params.check()?;
-    let n = a.len();
-    Error::check_len("PDHG right-hand side", n, backend.len(b))?;
-    Error::check_len("PDHG initial guess", n, backend.len(x))?;
+    let (n, m) = prior.check_all("PDHG's image (F^H D, x)", backend, a, x, b, params)?;
     let Sparse {
         op,
         norm: group,
         lambda,
     } = prior;
-    let m = op.shape()[0];
     let steps = params.power_iterations;
     let l = MARGIN * power_norm(backend, n, steps, &mut |o, v| a.apply(backend, o, v))?;
     let k2 = MARGIN * power_norm(backend, n, steps, &mut |o, v| op.normal(backend, o, v))?;

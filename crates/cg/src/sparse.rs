@@ -21,9 +21,29 @@ pub struct Sparse<'a, B: Backend> {
 }
 
 impl<B: Backend> Sparse<'_, B> {
+    /// The checks both solvers start with: the prior's and the settings',
+    /// and the lengths of `b` and `x` against the data term's. Returns the
+    /// images' length `n` and the fields' `m`.
+    pub(crate) fn check_all<A: Normal<B>>(
+        &self,
+        what: &'static str,
+        backend: &B,
+        a: &A,
+        x: &B::Vector,
+        b: &B::Vector,
+        params: &SparseParams,
+    ) -> Result<(usize, usize)> {
+        self.check(a)?;
+        params.check()?;
+        let n = a.len();
+        Error::check_len(what, n, backend.len(b))?;
+        Error::check_len(what, n, backend.len(x))?;
+        Ok((n, self.op.shape()[0]))
+    }
+
     /// Fails unless lambda is finite and non-negative and K takes images of
     /// the data term's length.
-    pub(crate) fn check<A: Normal<B>>(&self, a: &A) -> Result<()> {
+    fn check<A: Normal<B>>(&self, a: &A) -> Result<()> {
         if !(self.lambda.is_finite() && self.lambda >= 0.0) {
             return Err(Error::Invalid {
                 what: "lambda",

@@ -2,6 +2,7 @@
 //! directional weighting of structure-guided total variation.
 
 use crate::{check, LinearOp, Map};
+use rayon::prelude::*;
 use recon_core::{Backend, Complex, Error, Real, Result};
 
 /// The forward differences of a 3-D image of shape `n` along x, y and z:
@@ -66,7 +67,6 @@ impl<B: Backend> LinearOp<B> for Gradient<B> {
 pub struct Directional<B: Backend> {
     len: usize,
     xi: B::Vector,
-    work: B::Vector,
 }
 
 impl<B: Backend> Directional<B> {
@@ -95,22 +95,23 @@ impl<B: Backend> Directional<B> {
         }
         let g = reference_gradient(r, n);
         let norm = |i: usize| (0..3).map(|a| g[a * len + i].powi(2)).sum::<f64>();
-        let peak = (0..len).map(norm).fold(0.0, f64::max).sqrt();
+        let peak = (0..len)
+            .into_par_iter()
+            .map(norm)
+            .reduce(|| 0.0, f64::max)
+            .sqrt();
         let eta2 = (eta_rel * peak).powi(2);
         let mut xi = vec![Complex::default(); 3 * len];
         if peak > 0.0 {
-            for i in 0..len {
-                let d = (norm(i) + eta2).sqrt();
-                for a in 0..3 {
-                    xi[a * len + i] =
-                        Complex::new(B::Real::of(g[a * len + i] / d), B::Real::of(0.0));
-                }
-            }
+            // component a of voxel i: g_a / sqrt(|g|^2 + eta^2)
+            xi.par_iter_mut().enumerate().for_each(|(k, v)| {
+                let d = (norm(k % len) + eta2).sqrt();
+                *v = Complex::new(B::Real::of(g[k] / d), B::Real::of(0.0));
+            });
         }
         Ok(Directional {
             len: 3 * len,
             xi: backend.upload(&xi)?,
-            work: backend.zeros(3 * len)?,
         })
     }
 }
@@ -120,14 +121,12 @@ fn reference_gradient(r: &[f64], n: [usize; 3]) -> Vec<f64> {
     let len = r.len();
     let stride = [1, n[0], n[0] * n[1]];
     let mut g = vec![0.0; 3 * len];
-    for a in 0..3 {
-        for (i, out) in g[a * len..][..len].iter_mut().enumerate() {
-            let c = recon_core::index3(n, i);
-            if c[a] + 1 < n[a] {
-                *out = r[i + stride[a]] - r[i];
-            }
+    g.par_iter_mut().enumerate().for_each(|(k, out)| {
+        let (a, i) = (k / len, k % len);
+        if recon_core::index3(n, i)[a] + 1 < n[a] {
+            *out = r[i + stride[a]] - r[i];
         }
-    }
+    });
     g
 }
 
@@ -151,10 +150,17 @@ impl<B: Backend> LinearOp<B> for Directional<B> {
         self.forward(backend, out, y)
     }
     fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
-        // P^H P = P P
-        backend.copy(&mut self.work, x)?;
-        backend.project_off(&mut self.work, &self.xi)?;
-        backend.copy(out, &self.work)?;
+        // P^H P = P P, in place
+        check(
+            backend,
+            "directional weighting",
+            self.shape(),
+            Map::Normal,
+            out,
+            x,
+        )?;
+        backend.copy(out, x)?;
+        backend.project_off(out, &self.xi)?;
         backend.project_off(out, &self.xi)
     }
 }

@@ -1,67 +1,165 @@
-//! 3-D FFTs on the CPU: one rustfft plan per axis length, applied along each
-//! axis in parallel by ndrustfft.
+//! FFTs on the CPU by passes of line FFTs (rustfft), one plan per line
+//! length and direction: rows along x in place, then columns along y and
+//! lines along z gathered a block of x at a time into contiguous buffers,
+//! so that every read uses whole cache lines. The pruned Toeplitz product
+//! (toeplitz.rs) runs the same passes on part of its grid.
 
 use crate::backend::Direction;
 use crate::{Complex, Real};
-use ndarray::ArrayViewMut3;
-use ndrustfft::{ndfft_par, ndifft_par, FftHandler};
+use rayon::prelude::*;
+use rustfft::{Fft, FftPlanner};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Caches one handler (forward and inverse plan) per axis length, and the
-/// scratch grid of the out-of-place passes, so that CG iterations allocate
-/// nothing.
-pub struct Planner<T: Real> {
-    plans: Mutex<HashMap<usize, Arc<FftHandler<T>>>>,
-    scratch: Mutex<Vec<Complex<T>>>,
+/// Line FFT plans by (length, inverse), shared by the threads.
+#[derive(Default)]
+pub struct Lines<T: Real> {
+    plans: Mutex<HashMap<(usize, bool), Arc<dyn Fft<T>>>>,
 }
 
-impl<T: Real> Default for Planner<T> {
-    fn default() -> Self {
-        Planner {
-            plans: Mutex::new(HashMap::new()),
-            scratch: Mutex::new(Vec::new()),
-        }
-    }
-}
-
-impl<T: Real> Planner<T> {
-    fn handler(&self, n: usize) -> Arc<FftHandler<T>> {
+impl<T: Real> Lines<T> {
+    pub(crate) fn plan(&self, len: usize, inverse: bool) -> Arc<dyn Fft<T>> {
         let mut plans = self.plans.lock().expect("FFT plan cache poisoned");
         plans
-            .entry(n)
-            .or_insert_with(|| Arc::new(FftHandler::new(n)))
+            .entry((len, inverse))
+            .or_insert_with(|| {
+                let mut p = FftPlanner::new();
+                if inverse {
+                    p.plan_fft_inverse(len)
+                } else {
+                    p.plan_fft_forward(len)
+                }
+            })
             .clone()
     }
+}
 
+/// Columns gathered together in the y and z passes: enough contiguous
+/// values per row read to use the cache lines.
+const BLOCK: usize = 16;
+
+impl<T: Real> Lines<T> {
     /// In-place 3-D FFT of `x` (`shape = [nx, ny, nz]`, x fastest). The
     /// inverse is normalised by `1 / (nx ny nz)`.
     pub fn fft3(&self, x: &mut [Complex<T>], shape: [usize; 3], dir: Direction) {
-        let [nx, ny, nz] = shape;
-        // Every element is overwritten by the first pass: no zeroing needed.
-        let mut scratch = self.scratch.lock().expect("FFT scratch poisoned");
-        scratch.resize(x.len(), Complex::default());
-        let mut a = ArrayViewMut3::from_shape((nz, ny, nx), x).expect("shape checked by caller");
-        let mut b = ArrayViewMut3::from_shape((nz, ny, nx), &mut scratch[..])
-            .expect("shape checked by caller");
-        // ndarray axes: 0 = z, 1 = y, 2 = x. Ping-pong between a and b.
-        let lens = [nz, ny, nx];
-        for (pass, axis) in [2usize, 1, 0].into_iter().enumerate() {
-            let h = self.handler(lens[axis]);
-            let (src, dst) = if pass % 2 == 0 {
-                (&a, &mut b)
-            } else {
-                (&b, &mut a)
-            };
-            match dir {
-                Direction::Forward => ndfft_par(src, dst, &*h, axis),
-                Direction::Inverse => ndifft_par(src, dst, &*h, axis),
-            }
-        }
-        // Three passes end in b.
-        a.assign(&b);
+        fft3(self, x, shape, dir == Direction::Inverse)
     }
 }
+
+/// FFTs along y of every column of each plane in `planes` (`d[0] x d[1]`
+/// each), reading the first `read` values of a column (the rest taken as
+/// zero) and writing back the first `write`.
+pub(crate) fn columns<T: Real>(
+    planes: &mut [Complex<T>],
+    d: [usize; 3],
+    fft: &dyn Fft<T>,
+    read: usize,
+    write: usize,
+) {
+    let zero = Complex::<T>::default();
+    planes.par_chunks_mut(d[0] * d[1]).for_each(|p| {
+        let mut buf = vec![zero; BLOCK * d[1]];
+        let mut scratch = vec![zero; fft.get_inplace_scratch_len()];
+        for x0 in (0..d[0]).step_by(BLOCK) {
+            let cols = BLOCK.min(d[0] - x0);
+            for y in 0..d[1] {
+                for c in 0..cols {
+                    buf[c * d[1] + y] = if y < read { p[y * d[0] + x0 + c] } else { zero };
+                }
+            }
+            for c in 0..cols {
+                fft.process_with_scratch(&mut buf[c * d[1]..][..d[1]], &mut scratch);
+            }
+            for y in 0..write {
+                for c in 0..cols {
+                    p[y * d[0] + x0 + c] = buf[c * d[1] + y];
+                }
+            }
+        }
+    });
+}
+
+/// Applies `f(y, x, line, scratch)` to every z line of the grid `g` (shape
+/// `d`), the line holding the first `read` values (zero beyond) and its
+/// first `write` values stored back; in parallel over y, a block of x at a
+/// time.
+pub(crate) fn z_lines<T: Real>(
+    g: &mut [Complex<T>],
+    d: [usize; 3],
+    read: usize,
+    write: usize,
+    scratch_len: usize,
+    f: impl Fn(usize, usize, &mut [Complex<T>], &mut [Complex<T>]) + Sync,
+) {
+    let zero = Complex::<T>::default();
+    let plane = d[0] * d[1];
+    let g = SharedMut(g.as_mut_ptr());
+    (0..d[1]).into_par_iter().for_each(|y| {
+        let g = &g;
+        let mut buf = vec![zero; BLOCK * d[2]];
+        let mut scratch = vec![zero; scratch_len];
+        for x0 in (0..d[0]).step_by(BLOCK) {
+            let cols = BLOCK.min(d[0] - x0);
+            for z in 0..d[2] {
+                for c in 0..cols {
+                    buf[c * d[2] + z] = if z < read {
+                        // SAFETY: each task reads and writes only its own y
+                        // row of every plane, within the grid.
+                        unsafe { *g.0.add(z * plane + y * d[0] + x0 + c) }
+                    } else {
+                        zero
+                    };
+                }
+            }
+            for c in 0..cols {
+                f(y, x0 + c, &mut buf[c * d[2]..][..d[2]], &mut scratch);
+            }
+            for z in 0..write {
+                for c in 0..cols {
+                    // SAFETY: as above.
+                    unsafe { *g.0.add(z * plane + y * d[0] + x0 + c) = buf[c * d[2] + z] };
+                }
+            }
+        }
+    });
+}
+
+/// The in-place 3-D FFT of `x` (shape `d`, x fastest) by line passes; the
+/// inverse is normalised by `1 / len`.
+fn fft3<T: Real>(lines: &Lines<T>, x: &mut [Complex<T>], d: [usize; 3], inverse: bool) {
+    let zero = Complex::<T>::default();
+    let (fx, fy, fz) = (
+        lines.plan(d[0], inverse),
+        lines.plan(d[1], inverse),
+        lines.plan(d[2], inverse),
+    );
+    x.par_chunks_mut(d[0] * d[1]).for_each(|p| {
+        let mut scratch = vec![zero; fx.get_inplace_scratch_len()];
+        for row in p.chunks_exact_mut(d[0]) {
+            fx.process_with_scratch(row, &mut scratch);
+        }
+    });
+    columns(x, d, fy.as_ref(), d[1], d[1]);
+    let scale = T::of(1.0 / (d[0] * d[1] * d[2]) as f64);
+    z_lines(
+        x,
+        d,
+        d[2],
+        d[2],
+        fz.get_inplace_scratch_len(),
+        |_, _, line, scratch| {
+            fz.process_with_scratch(line, scratch);
+            if inverse {
+                line.iter_mut().for_each(|v| *v = *v * scale);
+            }
+        },
+    );
+}
+
+/// A pointer the z pass's tasks share; each touches only its own y row.
+struct SharedMut<T>(*mut T);
+unsafe impl<T> Sync for SharedMut<T> {}
+unsafe impl<T> Send for SharedMut<T> {}
 
 #[cfg(test)]
 mod tests {
@@ -100,7 +198,7 @@ mod tests {
         let x: Vec<Complex<f64>> = (0..240)
             .map(|i| Complex::new((i as f64 * 0.37).sin(), (i as f64 * 0.11).cos()))
             .collect();
-        let p = Planner::<f64>::default();
+        let p = Lines::<f64>::default();
         let mut y = x.clone();
         p.fft3(&mut y, shape, Direction::Forward);
         let want = naive_dft(&x, shape, -1.0);

@@ -4,6 +4,7 @@
 mod engine;
 mod fft;
 pub mod sparse;
+mod toeplitz;
 
 use crate::backend::{Backend, CoilOp, Direction, GroupProx, Ratio, Sign, Targets};
 use crate::{Complex, Error, Progress, Real, Result, Stencil};
@@ -14,7 +15,8 @@ pub use engine::sum_exp;
 
 /// The CPU backend in precision `T`.
 pub struct CpuBackend<T: Real> {
-    fft: fft::Planner<T>,
+    /// Line FFT plans, of fft3 and of the pruned Toeplitz product.
+    fft: fft::Lines<T>,
     /// Shards it reports (all on the host): see [`CpuBackend::with_shards`].
     shards: usize,
     _t: PhantomData<T>,
@@ -23,7 +25,7 @@ pub struct CpuBackend<T: Real> {
 impl<T: Real> Default for CpuBackend<T> {
     fn default() -> Self {
         CpuBackend {
-            fft: fft::Planner::default(),
+            fft: fft::Lines::default(),
             shards: 1,
             _t: PhantomData,
         }
@@ -232,6 +234,23 @@ impl<T: Real> Backend for CpuBackend<T> {
             CoilOp::Adjoint => it.for_each(|(o, (s, x))| *o = s.conj() * *x),
             CoilOp::AddAdjoint => it.for_each(|(o, (s, x))| *o = *o + s.conj() * *x),
         }
+        Ok(())
+    }
+
+    fn toeplitz(
+        &self,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        fq: &Self::Vector,
+        work: &mut Self::Vector,
+        n: [usize; 3],
+    ) -> Result<()> {
+        let len: usize = n.iter().product();
+        Error::check_len("Toeplitz input", len, x.len())?;
+        Error::check_len("Toeplitz output", len, out.len())?;
+        Error::check_len("FFT(Q) (2N)^3", 8 * len, fq.len())?;
+        Error::check_len("Toeplitz work (2N)^3", 8 * len, work.len())?;
+        toeplitz::toeplitz(&self.fft, out, x, fq, work, n);
         Ok(())
     }
 

@@ -49,7 +49,7 @@ pub struct PriorCfg {
 }
 
 fn default_eta() -> f64 {
-    0.05
+    0.2
 }
 
 impl Default for PriorCfg {

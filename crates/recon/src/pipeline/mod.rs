@@ -450,25 +450,11 @@ pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
             .context("no anatomical reference")
     };
     if cfg.prior.kind.sparse() {
-        let s = &cfg.solver;
-        return Ok(Regulariser::Sparse {
-            reference: match cfg.prior.kind {
-                PriorKind::Dtv => Some((reference()?, cfg.prior.eta)),
-                _ => None,
-            },
-            algorithm: match cfg.algorithm() {
-                Algorithm::Pdhg => SparseAlgorithm::Pdhg,
-                _ => SparseAlgorithm::Admm,
-            },
-            params: SparseParams {
-                iterations: s.iterations,
-                tolerance: s.tolerance,
-                inner: s.inner,
-                rho: s.rho,
-                relaxation: s.relaxation,
-                ..Default::default()
-            },
-        });
+        let reference = match cfg.prior.kind {
+            PriorKind::Dtv => Some(reference()?),
+            _ => None,
+        };
+        return Ok(sparse(l, reference));
     }
     match cfg.regulariser.kind {
         RegulariserKind::Uniform => Ok(Regulariser::Uniform),
@@ -481,6 +467,27 @@ pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
                 .context("building W from the anatomical reference")?;
             Ok(Regulariser::Anatomical(Box::new(p)))
         }
+    }
+}
+
+/// A sparse prior with the config's solver settings: TV, or directional
+/// TV guided by `reference` (on the grid) with the config's eta.
+pub fn sparse(l: &Loaded, reference: Option<Vec<f64>>) -> Regulariser {
+    let s = &l.cfg.solver;
+    Regulariser::Sparse {
+        reference: reference.map(|r| (r, l.cfg.prior.eta)),
+        algorithm: match l.cfg.algorithm() {
+            Algorithm::Pdhg => SparseAlgorithm::Pdhg,
+            _ => SparseAlgorithm::Admm,
+        },
+        params: SparseParams {
+            iterations: s.iterations,
+            tolerance: s.tolerance,
+            inner: s.inner,
+            rho: s.rho,
+            relaxation: s.relaxation,
+            ..Default::default()
+        },
     }
 }
 

@@ -18,6 +18,10 @@ use method::{run_method, Method};
 use report::{markdown, write};
 use sweep::{sweep, SweepMethod, Swept, EXTEND};
 
+/// The priors table's rows of the sparse priors.
+pub const TV: &str = "TV";
+pub const DTV: &str = "directional TV";
+
 /// The priors table's row of coils reconstructed one by one.
 const COIL_BY_COIL: &str = "each coil alone, uniform W, root sum of squares";
 
@@ -54,6 +58,24 @@ pub struct ValidateArgs {
     /// over the sweep range. Needs a reference image (phantom.anatomy).
     #[arg(long)]
     pub priors: bool,
+    /// With --priors: also the sparse priors, total variation and (with a
+    /// reference) directional TV, each over its own sweep of lambda
+    /// (relative to the peak of |F^H D|), by the config's solver settings.
+    #[arg(long)]
+    pub sparse: bool,
+    /// Smallest lambda of the sparse priors' sweep (> 0).
+    #[arg(long, default_value_t = 1e-4)]
+    pub sparse_lambda_min: f64,
+    /// Largest lambda of the sparse priors' sweep.
+    #[arg(long, default_value_t = 1e-2)]
+    pub sparse_lambda_max: f64,
+    /// Require TV to beat the best quadratic W by this many dB (otherwise
+    /// the margin is only reported).
+    #[arg(long)]
+    pub tv_margin: Option<f64>,
+    /// Require directional TV to beat the anatomical W by this many dB.
+    #[arg(long)]
+    pub dtv_margin: Option<f64>,
     /// Skip the matrix of engines; run only the sweeps (--lambda-sweep,
     /// --priors) on the noisy data.
     #[arg(long)]
@@ -187,10 +209,36 @@ impl ValidateArgs {
         if !(self.snr.is_finite() && self.snr > 0.0) {
             anyhow::bail!("--snr must be positive and finite, got {}", self.snr);
         }
-        if let Some(m) = self.gridding_margin {
-            if !m.is_finite() {
-                anyhow::bail!("--gridding-margin must be finite, got {m}");
+        for (name, m) in [
+            ("--gridding-margin", self.gridding_margin),
+            ("--tv-margin", self.tv_margin),
+            ("--dtv-margin", self.dtv_margin),
+        ] {
+            if let Some(m) = m {
+                if !m.is_finite() {
+                    anyhow::bail!("{name} must be finite, got {m}");
+                }
             }
+        }
+        if !(self.sparse_lambda_min.is_finite() && self.sparse_lambda_min > 0.0) {
+            anyhow::bail!(
+                "--sparse-lambda-min must be positive (the sweep is logarithmic), got {}",
+                self.sparse_lambda_min
+            );
+        }
+        if !(self.sparse_lambda_max.is_finite() && self.sparse_lambda_max > self.sparse_lambda_min)
+        {
+            anyhow::bail!(
+                "--sparse-lambda-max must be finite and above --sparse-lambda-min ({}), got {}",
+                self.sparse_lambda_min,
+                self.sparse_lambda_max
+            );
+        }
+        if self.sparse && !self.priors {
+            anyhow::bail!("--sparse adds the sparse priors to --priors: give --priors too");
+        }
+        if (self.tv_margin.is_some() || self.dtv_margin.is_some()) && !self.sparse {
+            anyhow::bail!("--tv-margin and --dtv-margin check the sparse priors: give --sparse");
         }
         Ok(())
     }
@@ -332,6 +380,16 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             "anatomical W".to_string(),
             SweepMethod::Joint(Regulariser::Anatomical(Box::new(p))),
         ));
+        if args.sparse {
+            stencils.push((
+                TV.to_string(),
+                SweepMethod::Joint(pipeline::sparse(l, None)),
+            ));
+            stencils.push((
+                DTV.to_string(),
+                SweepMethod::Joint(pipeline::sparse(l, Some(anatomy.clone()))),
+            ));
+        }
     }
     // The sweeps run with the config's engine, in float32 on the GPU when
     // there is one, else on the CPU.
@@ -362,7 +420,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             let cpu = recon_core::CpuBackend::<f64>::new();
             let g = ui.stage("gridding", |_| pipeline::gridding(&cpu, case, inputs))?;
             let truth = inputs.truth.as_deref().expect("checked");
-            let p = compare_priors(case_name, case, truth, &g, &swept, info, &mut checks);
+            let p = compare_priors(case_name, case, args, truth, &g, &swept, info, &mut checks);
             (Some(p), Some(g))
         }
         None => (None, None),
@@ -393,9 +451,11 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
 
 /// The priors table: gridding and each W at its best lambda, with checks
 /// that the anatomical W beats both.
+#[allow(clippy::too_many_arguments)]
 fn compare_priors(
     name: &str,
     l: &Loaded,
+    args: &ValidateArgs,
     truth: &[f64],
     gridding: &[Complex<f64>],
     swept: &[Swept],
@@ -443,6 +503,25 @@ fn compare_priors(
                 value: margin,
                 bound: Some("> 0 dB".into()),
                 passed: Some(margin > 0.0),
+                not_run: None,
+            });
+        }
+    }
+    // The sparse priors against the quadratic W that uses the same
+    // information: TV against the uniform W (no reference), directional TV
+    // against the anatomical W (the bounds when asked for).
+    for (method, over, margin) in [
+        (TV, "uniform W", args.tv_margin),
+        (DTV, "anatomical W", args.dtv_margin),
+        (DTV, TV, None),
+    ] {
+        if let (Some(m), Some(v)) = (psnr(method), psnr(over)) {
+            let gain = m - v;
+            checks.push(Check {
+                what: format!("{name}: {method} over {over} (each at its best)"),
+                value: gain,
+                bound: margin.map(|b| format!(">= {b} dB")),
+                passed: margin.map(|b| gain >= b),
                 not_run: None,
             });
         }

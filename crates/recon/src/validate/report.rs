@@ -87,10 +87,11 @@ pub(super) fn markdown(v: &Validation) -> String {
     if let Some(p) = &v.priors {
         let _ = writeln!(
             s,
-            "\n## Uniform against anatomical W ({} data)\n\n\
+            "\n## The priors ({} data)\n\n\
              Anatomical W: edges where the reference's gradient magnitude exceeds {} of its largest \
-             weigh {} (1 elsewhere); {} of {} edges ({:.1}%){}{}. Each W at its own best lambda of the sweep \
-             below; gridding has no lambda. Montage: priors.png.\n",
+             weigh {} (1 elsewhere); {} of {} edges ({:.1}%){}{}. Each method at its own best lambda of the sweep \
+             below (the quadratic W's lambda relative to the peak of Q, total variation's to the peak of \
+             |F^H D|); gridding has no lambda. Montage: priors.png.\n",
             p.data,
             p.edge_threshold,
             p.edge_weight,

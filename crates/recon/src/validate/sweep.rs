@@ -53,6 +53,11 @@ where
     // FFT(Q), the maps and F^H D on the device once, for every W and lambda.
     let (mut problem, _, _) =
         pipeline::stage_problem(b, &plan, l, inputs, &q, ui, &mut Vec::new())?;
+    // The sparse priors' ADMM preconditioned, whatever the config's prior.
+    let sparse = |m: &SweepMethod| matches!(m, SweepMethod::Joint(Regulariser::Sparse { .. }));
+    if l.cfg.solver.precondition && regularisers.iter().any(|(_, m)| sparse(m)) {
+        problem.precondition(b, &q)?;
+    }
     // Coil by coil: a single-coil problem per coil, made once.
     let mut per_coil = Vec::new();
     if regularisers
@@ -70,10 +75,18 @@ where
         tolerance: l.cfg.solver.tolerance,
     };
     let n = args.sweep_points as i64;
-    let (lo, hi) = (args.lambda_min.log10(), args.lambda_max.log10());
-    let step = (hi - lo) / (n - 1) as f64;
     let mut out = Vec::new();
     for (name, w) in regularisers {
+        // The sparse priors' lambda has its own unit (the peak of |F^H D|).
+        let (lo, hi) = if sparse(w) {
+            (
+                args.sparse_lambda_min.log10(),
+                args.sparse_lambda_max.log10(),
+            )
+        } else {
+            (args.lambda_min.log10(), args.lambda_max.log10())
+        };
+        let step = (hi - lo) / (n - 1) as f64;
         // Point i is at lambda = 10^(lo + i step); i may leave 0..n when
         // the range is extended.
         let mut solve_at = |i: i64| -> Result<(SweepPoint, Vec<Complex<f64>>)> {
