@@ -291,6 +291,42 @@ fn what_recon_check_accepts_under_ulimit_v_runs_to_the_end() {
     assert!(accepted > 0 && accepted < 19, "{accepted} of 19 accepted");
 }
 
+#[test]
+fn recon_check_counts_the_sparse_priors_memory() {
+    // At 128^3 in float32 on the CPU, TV's solver holds 24 image vectors
+    // more than CG's (recon_core::memory::sparse_vectors), 384 MiB: the
+    // least address space `recon check` accepts grows. (With the exact
+    // engine; with the NUFFT its fine grid for Q is the peak.)
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let least = |name: &str, prior: &str| {
+        let cfg = config_with(tmp.path(), |t| {
+            t.replace("matrix = 16", "matrix = 128")
+                .replace(
+                    "precision = \"f64\"",
+                    "precision = \"f32\"\ndevice = \"cpu\"\nkind = \"exact\"",
+                )
+                .replace("lambda = 0.01", "")
+                + prior
+        });
+        let named = tmp.path().join(format!("{name}.toml"));
+        std::fs::rename(&cfg, &named).unwrap();
+        let check = ["check", "--config", named.to_str().unwrap()];
+        smallest_ulimit(100_000, 64_000_000, &check, &cache, |o| o.status.success())
+            .expect("check accepts the run under 64 GB")
+    };
+    let quadratic = least("quadratic", "\n[prior]\nlambda = 0.01\n");
+    let tv = least("tv", "\n[prior]\nkind = \"tv\"\nlambda = 0.001\n");
+    let grew = tv.saturating_sub(quadratic);
+    // smallest_ulimit resolves 2% of the limit. The solve becomes the peak
+    // (recon_core::memory's tests check the exact amounts).
+    let slack = quadratic / 50 + tv / 50;
+    assert!(
+        grew > slack,
+        "TV's check needs {tv} KiB, the quadratic prior's {quadratic} KiB: not more"
+    );
+}
+
 /// A version 2 scan file declaring `k` noise samples for each of 4 coils,
 /// chunked and never written (the reader reads zeros): a few KB on disk.
 fn declared_noise_scan(path: &Path, k: usize) {

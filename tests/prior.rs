@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{fixture_phantom, prior_fixture, recon, reference_on_grid, repo};
+use common::{fails_with, fixture_phantom, prior_fixture, recon, reference_on_grid, repo};
 use recon_core::{CpuBackend, Grid, Stencil};
 use recon_io::hdf5;
 use std::sync::OnceLock;
@@ -378,5 +378,84 @@ fn validate_compares_the_priors() {
         assert!(out.join(f).exists(), "{f}");
     }
     let md = std::fs::read_to_string(out.join("validation.md")).unwrap();
-    assert!(md.contains("| anatomical W |") && md.contains("## Uniform against anatomical W"));
+    assert!(md.contains("| anatomical W |") && md.contains("## The priors"));
+}
+
+#[test]
+fn validate_compares_the_sparse_priors_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("val");
+    let cfg = repo().join("tests/fixtures/prior-small.toml");
+    let o = recon(
+        &[
+            "validate",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--priors",
+            "--sparse",
+            "--sweeps-only",
+            "--sweep-points",
+            "3",
+            "--lambda-min",
+            "0.1",
+            "--lambda-max",
+            "10",
+            "--tv-margin=-100",
+            "--dtv-margin=100",
+        ],
+        &tmp.path().join("cache"),
+    );
+    // a check that fails is reported (as validate's checks are), not fatal
+    ok(&o);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap())
+            .unwrap();
+    let rows = v["priors"]["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "gridding",
+            "uniform W",
+            "anatomical W",
+            "TV",
+            "directional TV"
+        ]
+    );
+    // The sparse priors sweep their own range (1e-4 to 1e-2 by default).
+    for row in &rows[3..] {
+        let l = row["best_lambda"].as_f64().unwrap();
+        assert!((1e-5..=1e-1).contains(&l), "{row}");
+    }
+    let checks = v["checks"].as_array().unwrap();
+    let check = |what: &str| {
+        checks
+            .iter()
+            .find(|c| c["what"].as_str().unwrap().contains(what))
+            .unwrap_or_else(|| panic!("no check of {what}: {checks:?}"))
+    };
+    assert_eq!(check("TV over uniform W")["passed"], true);
+    assert_eq!(check("directional TV over anatomical W")["passed"], false);
+    assert!(check("directional TV over TV")["passed"].is_null());
+    let md = std::fs::read_to_string(out.join("validation.md")).unwrap();
+    assert!(md.contains("directional TV over anatomical W") && md.contains("FAIL"));
+    // options that do not fit are refused before anything runs
+    for (args, expect) in [
+        (&["--sparse"][..], "give --priors"),
+        (&["--priors", "--tv-margin", "1"][..], "give --sparse"),
+        (
+            &["--priors", "--sparse", "--sparse-lambda-min", "0"][..],
+            "--sparse-lambda-min",
+        ),
+    ] {
+        let mut all = vec!["validate", "--config", cfg.to_str().unwrap(), "--out"];
+        let fresh = tmp.path().join("refused");
+        all.push(fresh.to_str().unwrap());
+        all.extend_from_slice(args);
+        let o = recon(&all, &tmp.path().join("cache"));
+        fails_with(&o, &[expect]);
+        assert!(!fresh.exists());
+    }
 }

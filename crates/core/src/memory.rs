@@ -18,12 +18,14 @@ pub use limits::{
 ///
 /// With `coils` > 1 (SENSE), the coils' maps are on the device from F^H D
 /// on (one image vector each), F^H D adds each coil's into a sum (one more
-/// vector), and CG holds two more for `S_c x` and its product.
+/// vector), and CG holds two more for `S_c x` and its product. `extra`:
+/// image vectors the solver holds beyond CG's five ([`sparse_vectors`]).
 pub fn stage_bytes(
     n: [usize; 3],
     samples: usize,
     nufft: bool,
     coils: usize,
+    extra: u64,
 ) -> Option<[(&'static str, u64); 3]> {
     let vox = voxels(n)?;
     let maps = if coils > 1 {
@@ -75,7 +77,7 @@ pub fn stage_bytes(
             // Five image vectors; FFT(Q), the work grid and cuFFT's 3-D
             // work area (made for FFT(Q) and the product where the grid has
             // no line kernels; on the GPU's line path, nothing): 3 grids.
-            c.checked_mul(5 * vox)?
+            c.checked_mul(5u64.checked_add(extra)?.checked_mul(vox)?)?
                 .checked_add(c.checked_mul(3)?.checked_mul(big)?)?
                 .checked_add(12u64.checked_mul(vox)?)?
                 .checked_add(plan)?
@@ -84,14 +86,30 @@ pub fn stage_bytes(
     ])
 }
 
+/// Image vectors the sparse priors' solvers hold beyond CG's five, on
+/// whichever device solves: ADMM's split and dual fields (five of three
+/// components), its right-hand sides and residual (four), preconditioned
+/// CG's work (three), the gradient's field (three) and the preconditioner
+/// (one), about as many as PDHG's two iterates with their products;
+/// directional TV adds its reference field and the composition's two
+/// fields (nine).
+pub fn sparse_vectors(directional: bool) -> u64 {
+    if directional {
+        33
+    } else {
+        24
+    }
+}
+
 /// The largest stage's device need (`None` if it overflows).
 pub fn peak_bytes(
     n: [usize; 3],
     samples: usize,
     nufft: bool,
     coils: usize,
+    extra: u64,
 ) -> Option<(&'static str, u64)> {
-    stage_bytes(n, samples, nufft, coils)?
+    stage_bytes(n, samples, nufft, coils, extra)?
         .into_iter()
         .max_by_key(|(_, b)| *b)
 }
@@ -135,6 +153,8 @@ pub struct HostRun {
     pub nufft: bool,
     /// Receive coils (1: one coil, no SENSE).
     pub coils: u64,
+    /// Image vectors the solver holds beyond CG's five ([`sparse_vectors`]).
+    pub extra_vectors: u64,
 }
 
 /// Bytes of host memory a reconstruction needs at its peak, and the stage
@@ -191,11 +211,22 @@ pub fn host_bytes(n: [usize; 3], samples: usize, run: &HostRun) -> Option<(&'sta
     let solver = if run.on_gpu {
         0
     } else {
-        // FFT(Q), work and scratch grids; x, r, p, Ap, b; stencil (4 f64).
+        // FFT(Q), work and scratch grids; x, r, p, Ap, b and the extra
+        // vectors; stencil (4 f64).
         big.checked_mul(3 * cplx)?
-            .checked_add(vox.checked_mul(5 * cplx)?)?
+            .checked_add(
+                vox.checked_mul(cplx)?
+                    .checked_mul(5u64.checked_add(run.extra_vectors)?)?,
+            )?
             .checked_add(vox.checked_mul(32)?)?
-    };
+    }
+    .checked_add(if run.extra_vectors > 0 {
+        // the preconditioner's eigenvalues on the host (two f64 arrays and
+        // the complex f64 grid they come from)
+        vox.checked_mul(32)?
+    } else {
+        0
+    })?;
     // Estimating maps: each coil's low-resolution image and its smoothed
     // product (complex f64), beside the maps; the CPU's SENSE solve holds
     // the maps in the backend's precision and two more image vectors.
@@ -252,20 +283,20 @@ mod tests {
     #[test]
     fn cg_dominates_and_largest_cubic_fits() {
         // N = 128: CG holds 5 * 2 Mi + 3 * 16 Mi complex floats plus weights.
-        let (stage, bytes) = peak_bytes([128; 3], 284_592, false, 1).unwrap();
+        let (stage, bytes) = peak_bytes([128; 3], 284_592, false, 1, 0).unwrap();
         assert_eq!(stage, "CG");
         assert_eq!(
             bytes,
             8 * 5 * 128u64.pow(3) + 8 * 3 * 256u64.pow(3) + 12 * 128u64.pow(3)
         );
-        let need = |n| peak_bytes([n; 3], 284_592, false, 1).map(|(_, b)| b);
+        let need = |n| peak_bytes([n; 3], 284_592, false, 1, 0).map(|(_, b)| b);
         let n = largest_cubic(bytes, need).unwrap();
         assert_eq!(n, 128);
         assert!(need(n + 2).unwrap() > bytes);
         assert_eq!(largest_cubic(1000, need), None);
         // The NUFFT's Q plan: its fine grid and cuFFT's work area, 64 image
         // grids each, and Q itself.
-        let (stage, bytes) = peak_bytes([128; 3], 284_592, true, 1).unwrap();
+        let (stage, bytes) = peak_bytes([128; 3], 284_592, true, 1, 0).unwrap();
         assert_eq!(stage, "Q");
         assert_eq!(
             bytes,
@@ -277,8 +308,8 @@ mod tests {
     fn overflowing_sizes_are_none_not_wrapped() {
         let huge = [1 << 22; 3]; // 2^66 voxels
         assert_eq!(voxels(huge), None);
-        assert_eq!(peak_bytes(huge, 10, false, 1), None);
-        assert_eq!(peak_bytes(huge, 10, true, 1), None);
+        assert_eq!(peak_bytes(huge, 10, false, 1, 0), None);
+        assert_eq!(peak_bytes(huge, 10, true, 1, 0), None);
         let run = HostRun {
             q: true,
             solve: true,
@@ -289,6 +320,7 @@ mod tests {
             output_q: false,
             nufft: true,
             coils: 1,
+            extra_vectors: 0,
         };
         assert_eq!(host_bytes(huge, 10, &run), None);
     }
@@ -305,6 +337,7 @@ mod tests {
             output_q: false,
             nufft: false,
             coils: 1,
+            extra_vectors: 0,
         };
         let gpu = HostRun {
             on_gpu: true,
@@ -338,8 +371,8 @@ mod tests {
         // 32 coils at 128^3: CG holds 34 more image vectors (the maps, S_c x
         // and its product); F^H D the maps and a sum.
         let v = 128u64.pow(3);
-        let one = stage_bytes([128; 3], 284_592, true, 1).unwrap();
-        let many = stage_bytes([128; 3], 284_592, true, 32).unwrap();
+        let one = stage_bytes([128; 3], 284_592, true, 1, 0).unwrap();
+        let many = stage_bytes([128; 3], 284_592, true, 32, 0).unwrap();
         assert_eq!(many[0], one[0]);
         assert_eq!(many[1].1 - one[1].1, 8 * 33 * v);
         assert_eq!(many[2].1 - one[2].1, 8 * 34 * v);
@@ -353,6 +386,7 @@ mod tests {
             output_q: false,
             nufft: true,
             coils: 1,
+            extra_vectors: 0,
         };
         let (_, single) = host_bytes([128; 3], 284_592, &run).unwrap();
         let (stage, multi) = host_bytes([128; 3], 284_592, &HostRun { coils: 32, ..run }).unwrap();
@@ -361,5 +395,45 @@ mod tests {
         assert_eq!(stage, "coil maps");
         assert!(multi > single);
         assert!(multi >= 284_592 * 32 * 32 + 3 * 32 * 16 * v, "{multi}");
+    }
+
+    #[test]
+    fn the_sparse_priors_vectors_are_counted_on_either_device() {
+        let n = [128; 3];
+        let vox = 128u64 * 128 * 128;
+        let [.., (_, plain)] = stage_bytes(n, 284_592, true, 1, 0).unwrap();
+        let [.., (stage, tv)] = stage_bytes(n, 284_592, true, 1, sparse_vectors(false)).unwrap();
+        assert_eq!(stage, "CG");
+        assert_eq!(tv - plain, 24 * 8 * vox, "24 complex float32 image vectors");
+        let cpu = HostRun {
+            q: true,
+            solve: true,
+            real_bytes: 4,
+            on_gpu: false,
+            anatomy_voxels: 0,
+            gridding_oversampling: 0.0,
+            output_q: false,
+            nufft: false,
+            coils: 1,
+            extra_vectors: 0,
+        };
+        let (_, a) = host_bytes(n, 1000, &cpu).unwrap();
+        let with = HostRun {
+            extra_vectors: sparse_vectors(true),
+            ..cpu
+        };
+        let (stage, b) = host_bytes(n, 1000, &with).unwrap();
+        assert_eq!(stage, "CG");
+        // 33 vectors and the preconditioner's host arrays (32 bytes a voxel)
+        assert_eq!(b - a, 33 * 8 * vox + 32 * vox);
+        // on the GPU only the host arrays stay on the host
+        let gpu = |extra_vectors| HostRun {
+            on_gpu: true,
+            extra_vectors,
+            ..cpu
+        };
+        let (_, c) = host_bytes(n, 1000, &gpu(0)).unwrap();
+        let (_, d) = host_bytes(n, 1000, &gpu(24)).unwrap();
+        assert!(d - c <= 32 * vox, "{d} against {c}");
     }
 }

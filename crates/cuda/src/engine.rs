@@ -50,6 +50,16 @@ pub struct Sample {
 // SAFETY: plain #[repr(C)] structs of i32/f32, laid out as in sum.cu.
 unsafe impl DeviceRepr for Lattice {}
 unsafe impl DeviceRepr for Sample {}
+
+// The layouts sum.cu's `Lattice` and `Sample` have; it checks the same
+// numbers.
+const _: () = assert!(
+    std::mem::size_of::<Lattice>() == 40
+        && std::mem::offset_of!(Lattice, origin) == 16
+        && std::mem::offset_of!(Lattice, step) == 28
+        && std::mem::size_of::<Sample>() == 20
+        && std::mem::offset_of!(Sample, cr) == 12
+);
 unsafe impl ValidAsZeroBits for Sample {}
 
 pub(crate) enum TargetSpec {

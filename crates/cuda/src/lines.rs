@@ -75,6 +75,14 @@ pub(crate) struct Map {
 // SAFETY: plain integers and a device address, laid out as the C struct.
 unsafe impl DeviceRepr for Map {}
 
+// The layout lines.cu's `Map` has; it checks the same numbers.
+const _: () = assert!(
+    std::mem::size_of::<Map>() == 56
+        && std::mem::offset_of!(Map, a) == 24
+        && std::mem::offset_of!(Map, f) == 40
+        && std::mem::offset_of!(Map, s) == 48
+);
+
 impl Map {
     /// Line q's first point at `(q / a) * b + (q % a) * d`; n points, `step`
     /// apart. `a` = 0: line q at `q * d`.

@@ -71,6 +71,13 @@ pub(crate) struct Geometry {
 // SAFETY: a plain #[repr(C)] struct of i32, laid out as in nufft.cu.
 unsafe impl DeviceRepr for Geometry {}
 
+// The layout nufft.cu's `Geometry` has; it checks the same numbers.
+const _: () = assert!(
+    std::mem::size_of::<Geometry>() == 36
+        && std::mem::offset_of!(Geometry, bs) == 12
+        && std::mem::offset_of!(Geometry, nb) == 24
+);
+
 /// Every kernel of nufft.cu the backend may launch.
 pub(crate) fn kernel_names() -> Vec<String> {
     let mut v: Vec<String> = [

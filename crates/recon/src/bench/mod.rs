@@ -396,6 +396,7 @@ fn results<B: NufftBackend>(
             p.traj.len(),
             nufft,
             1,
+            0,
         )?;
     }
     let stages = args
@@ -466,6 +467,7 @@ fn check_memory(n: [usize; 3], samples: usize, use_gpu: bool, nufft: bool) -> Re
         output_q: false,
         nufft,
         coils: 1,
+        extra_vectors: 0,
     };
     let Some(limit) = memory::host_limit() else {
         return Ok(());

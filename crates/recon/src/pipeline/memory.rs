@@ -25,6 +25,15 @@ pub fn samples(l: &Loaded) -> Result<usize> {
 }
 
 /// The number of receive coils of a run (before any compression).
+/// Image vectors the run's solver holds beyond CG's five: the sparse
+/// priors' (recon_core::memory::sparse_vectors), none for the quadratic.
+pub fn extra_vectors(l: &Loaded) -> u64 {
+    match l.cfg.prior.kind {
+        config::PriorKind::Quadratic => 0,
+        k => recon_core::memory::sparse_vectors(k == config::PriorKind::Dtv),
+    }
+}
+
 pub fn coils(l: &Loaded) -> usize {
     match &l.source {
         Source::Synthetic { .. } => l.cfg.coils.as_ref().map_or(1, |c| c.count),
@@ -73,6 +82,7 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
         output_q: l.cfg.output.q,
         nufft: l.cfg.engine.kind == config::EngineKind::Nufft,
         coils: coils(l) as u64,
+        extra_vectors: extra_vectors(l),
     };
     // Each worker thread's first allocation maps its allocator arena (64
     // MiB of address space, which `ulimit -v` counts): made now, it is
@@ -122,6 +132,7 @@ pub fn check_memory<B: Backend>(backend: &B, l: &Loaded, work: Work) -> Result<(
             samples(l)?,
             nufft,
             coils(l),
+            extra_vectors(l),
         )?;
     }
     check_host_memory(
@@ -140,13 +151,14 @@ pub fn check_device_memory(
     samples: usize,
     nufft: bool,
     coils: usize,
+    extra: u64,
 ) -> Result<()> {
     use recon_core::memory::{self, gib};
     let (stage, need) =
-        memory::peak_bytes(n, samples, nufft, coils).unwrap_or(("the run", u64::MAX));
+        memory::peak_bytes(n, samples, nufft, coils, extra).unwrap_or(("the run", u64::MAX));
     if need > free {
         let fits = match memory::largest_cubic(free, |n| {
-            memory::peak_bytes([n; 3], samples, nufft, coils).map(|(_, b)| b)
+            memory::peak_bytes([n; 3], samples, nufft, coils, extra).map(|(_, b)| b)
         }) {
             Some(n) => format!("the largest cubic matrix that fits is {n}"),
             None => "not even a small matrix fits: free some GPU memory".to_string(),
