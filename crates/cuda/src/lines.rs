@@ -75,7 +75,8 @@ pub(crate) struct Map {
 // SAFETY: plain integers and a device address, laid out as the C struct.
 unsafe impl DeviceRepr for Map {}
 
-// The layout lines.cu's `Map` has; it checks the same numbers.
+// The layout lines.cu's `Map` has, whose size it checks (NVRTC has no
+// offsetof, so the offsets are checked here only).
 const _: () = assert!(
     std::mem::size_of::<Map>() == 56
         && std::mem::offset_of!(Map, a) == 24

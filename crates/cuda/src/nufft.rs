@@ -71,7 +71,8 @@ pub(crate) struct Geometry {
 // SAFETY: a plain #[repr(C)] struct of i32, laid out as in nufft.cu.
 unsafe impl DeviceRepr for Geometry {}
 
-// The layout nufft.cu's `Geometry` has; it checks the same numbers.
+// The layout nufft.cu's `Geometry` has, whose size it checks (NVRTC has no
+// offsetof, so the offsets are checked here only).
 const _: () = assert!(
     std::mem::size_of::<Geometry>() == 36
         && std::mem::offset_of!(Geometry, bs) == 12
