@@ -325,9 +325,9 @@ mod tests {
         assert_eq!(host_bytes(huge, 10, &run), None);
     }
 
-    #[test]
-    fn host_need_grows_with_the_grid_and_the_cpu_solver() {
-        let cpu = HostRun {
+    /// A reconstruction in float32 on the CPU, exact engine, no gridding.
+    fn cpu_run() -> HostRun {
+        HostRun {
             q: true,
             solve: true,
             real_bytes: 4,
@@ -338,7 +338,12 @@ mod tests {
             nufft: false,
             coils: 1,
             extra_vectors: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn host_need_grows_with_the_grid_and_the_cpu_solver() {
+        let cpu = cpu_run();
         let gpu = HostRun {
             on_gpu: true,
             ..cpu
@@ -405,18 +410,7 @@ mod tests {
         let [.., (stage, tv)] = stage_bytes(n, 284_592, true, 1, sparse_vectors(false)).unwrap();
         assert_eq!(stage, "CG");
         assert_eq!(tv - plain, 24 * 8 * vox, "24 complex float32 image vectors");
-        let cpu = HostRun {
-            q: true,
-            solve: true,
-            real_bytes: 4,
-            on_gpu: false,
-            anatomy_voxels: 0,
-            gridding_oversampling: 0.0,
-            output_q: false,
-            nufft: false,
-            coils: 1,
-            extra_vectors: 0,
-        };
+        let cpu = cpu_run();
         let (_, a) = host_bytes(n, 1000, &cpu).unwrap();
         let with = HostRun {
             extra_vectors: sparse_vectors(true),
