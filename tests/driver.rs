@@ -197,6 +197,30 @@ fn malformed_toml_is_reported() {
     rejects(|t| t.replace("[solver]", "[solver"), &["config"]);
 }
 
+#[test]
+fn sparse_priors_run_with_their_own_defaults() {
+    // No solver settings but the prior: ADMM, 20 iterations at most, and
+    // the report says what ran.
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config_with(tmp.path(), |t| {
+        t.replace("iterations = 30\n", "")
+            .replace("lambda = 0.01", "")
+            + "\n[prior]\nkind = \"tv\"\nlambda = 0.002\n"
+    });
+    let o = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&tmp.path().join("out"));
+    assert_eq!(r["prior_kind"], "tv");
+    assert_eq!(r["algorithm"], "admm");
+    assert_eq!(r["lambda"], 0.002);
+    let it = r["iterations"].as_u64().unwrap();
+    assert!((1..=20).contains(&it), "{it} iterations");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("ADMM:"));
+}
+
 fn report(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
 }

@@ -187,7 +187,7 @@ impl Config {
             }
             _ => {}
         }
-        if self.solver.iterations == 0 {
+        if self.solver.iterations == Some(0) {
             return fail("solver.iterations", "must be at least 1");
         }
         if !(self.solver.tolerance.is_finite() && (0.0..1.0).contains(&self.solver.tolerance)) {

@@ -276,8 +276,9 @@ impl Default for QCfg {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SolverCfg {
-    #[serde(default = "default_iterations")]
-    pub iterations: usize,
+    /// Iterations of the algorithm; omitted: [`Config::iterations`]'s
+    /// default for it.
+    pub iterations: Option<usize>,
     /// Relative residual at which to stop early; 0 runs every iteration.
     #[serde(default)]
     pub tolerance: f64,
@@ -315,14 +316,10 @@ fn default_rho() -> f64 {
     recon_cg::SparseParams::default().rho
 }
 
-fn default_iterations() -> usize {
-    60
-}
-
 impl Default for SolverCfg {
     fn default() -> Self {
         SolverCfg {
-            iterations: default_iterations(),
+            iterations: None,
             tolerance: 0.0,
             lambda: 0.0,
             algorithm: None,

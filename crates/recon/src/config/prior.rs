@@ -106,6 +106,17 @@ impl Config {
             })
     }
 
+    /// The algorithm's iterations: as configured, else 60 for CG (the
+    /// book's), 20 for ADMM (each about `solver.inner` CG iterations) and
+    /// 100 for PDHG (one Toeplitz product each).
+    pub fn iterations(&self) -> usize {
+        self.solver.iterations.unwrap_or(match self.algorithm() {
+            Algorithm::Cg => 60,
+            Algorithm::Admm => 20,
+            Algorithm::Pdhg => 100,
+        })
+    }
+
     /// The prior's relative lambda, wherever it was set.
     pub fn lambda(&self) -> f64 {
         self.prior.lambda.unwrap_or(self.solver.lambda)

@@ -416,7 +416,7 @@ where
     // (F^H F + lambda W^H W) rho = F^H D
     let t = Instant::now();
     let params = Params {
-        iterations: l.cfg.solver.iterations,
+        iterations: l.cfg.iterations(),
         tolerance: l.cfg.solver.tolerance,
     };
     let lambda = l.cfg.lambda();

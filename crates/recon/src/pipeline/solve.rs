@@ -92,14 +92,19 @@ pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
 /// TV guided by `reference` (on the grid) with the config's eta.
 pub fn sparse(l: &Loaded, reference: Option<Vec<f64>>) -> Regulariser {
     let s = &l.cfg.solver;
+    // The config's algorithm when it is a sparse one; else (a quadratic
+    // config whose validation sweeps TV) ADMM with its own default
+    // iterations.
+    let (algorithm, iterations) = match l.cfg.algorithm() {
+        Algorithm::Pdhg => (SparseAlgorithm::Pdhg, l.cfg.iterations()),
+        Algorithm::Admm => (SparseAlgorithm::Admm, l.cfg.iterations()),
+        Algorithm::Cg => (SparseAlgorithm::Admm, s.iterations.unwrap_or(20)),
+    };
     Regulariser::Sparse {
         reference: reference.map(|r| (r, l.cfg.prior.eta)),
-        algorithm: match l.cfg.algorithm() {
-            Algorithm::Pdhg => SparseAlgorithm::Pdhg,
-            _ => SparseAlgorithm::Admm,
-        },
+        algorithm,
         params: SparseParams {
-            iterations: s.iterations,
+            iterations,
             tolerance: s.tolerance,
             inner: s.inner,
             rho: s.rho,

@@ -431,7 +431,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         matrix: l.grid.n,
         samples: traj.len(),
         lambda: l.cfg.solver.lambda,
-        iterations: l.cfg.solver.iterations,
+        iterations: l.cfg.iterations(),
         rows,
         checks,
         lambda_sweep: sweep_points,

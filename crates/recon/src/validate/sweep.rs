@@ -71,7 +71,7 @@ where
     }
     let truth = inputs.truth.as_deref().expect("checked");
     let params = Params {
-        iterations: l.cfg.solver.iterations,
+        iterations: l.cfg.iterations(),
         tolerance: l.cfg.solver.tolerance,
     };
     let n = args.sweep_points as i64;
