@@ -6,6 +6,7 @@
 //! dense difference matrix, certified by its duality gap.
 
 mod common;
+mod tv_reference;
 
 use common::*;
 use recon_cg::{admm, pdhg, Circulant, Normal, Preconditioner, Sparse, SparseParams, Toeplitz};
@@ -14,6 +15,7 @@ use recon_ops::testing::{adjoint_error, normal_error, random};
 use recon_ops::{
     Compose, Diagonal, Directional, Gradient, GroupNorm, Identity, LinearOp, Scaled, Stack, Sum,
 };
+use tv_reference::{dense_k, tv_reference};
 
 type Cpu = CpuBackend<f64>;
 type V = Vec<Complex<f64>>;
@@ -173,134 +175,6 @@ fn proximal_maps_match_their_closed_forms() {
     assert!(be
         .group_prox(&mut x.clone(), 1.0, 3, GroupProx::Shrink)
         .is_err());
-}
-
-/// `K` as an explicit sparse matrix, built from the definitions (forward
-/// differences; the directional projection from the reference), row `a N
-/// + i` for component `a` of voxel `i`.
-fn dense_k(n: [usize; 3], directional: Option<(&[f64], f64)>) -> Vec<Vec<(usize, f64)>> {
-    let len: usize = n.iter().product();
-    let at = |x: usize, y: usize, z: usize| (z * n[1] + y) * n[0] + x;
-    let diff = |i: usize, a: usize| -> Vec<(usize, f64)> {
-        let (x, y, z) = (i % n[0], (i / n[0]) % n[1], i / (n[0] * n[1]));
-        let c = [x, y, z];
-        if c[a] + 1 >= n[a] {
-            return vec![];
-        }
-        let next = match a {
-            0 => at(x + 1, y, z),
-            1 => at(x, y + 1, z),
-            _ => at(x, y, z + 1),
-        };
-        vec![(next, 1.0), (i, -1.0)]
-    };
-    let mut rows = vec![vec![]; 3 * len];
-    for i in 0..len {
-        let xi = match directional {
-            None => [0.0; 3],
-            Some((r, eta_rel)) => {
-                let grad_r = |j: usize| -> [f64; 3] {
-                    [0, 1, 2].map(|a| diff(j, a).iter().map(|&(k, w)| w * r[k]).sum())
-                };
-                let peak = (0..len)
-                    .map(|j| grad_r(j).iter().map(|g| g * g).sum::<f64>().sqrt())
-                    .fold(0.0, f64::max);
-                let g = grad_r(i);
-                let d = (g.iter().map(|g| g * g).sum::<f64>() + (eta_rel * peak).powi(2)).sqrt();
-                g.map(|g| g / d)
-            }
-        };
-        for a in 0..3 {
-            // row (a, i) = sum_b (delta_ab - xi_a xi_b) diff(i, b)
-            for b in 0..3 {
-                let p = if a == b { 1.0 } else { 0.0 } - xi[a] * xi[b];
-                for (k, w) in diff(i, b) {
-                    rows[a * len + i].push((k, p * w));
-                }
-            }
-        }
-    }
-    rows
-}
-
-/// The TV denoising reference: `min 1/2 |x - f|^2 + lambda sum_i |(K x)_i|`
-/// by accelerated projected gradient on the dual `max_{|p_i| <= lambda}
-/// Re <K^H p, f> - 1/2 |K^H p|^2`, `x = f - K^H p`, until the duality gap
-/// is below 1e-13 |f|^2: then `|x - x*|^2 <= 2 gap` (the primal is
-/// 1-strongly convex).
-fn tv_reference(k: &[Vec<(usize, f64)>], f: &[Complex<f64>], lambda: f64) -> V {
-    let (m, len) = (k.len(), f.len());
-    let kh = |p: &[Complex<f64>]| {
-        let mut out = vec![Complex::default(); len];
-        for (r, row) in k.iter().enumerate() {
-            for &(c, w) in row {
-                out[c] += p[r] * w;
-            }
-        }
-        out
-    };
-    let kx = |x: &[Complex<f64>]| -> V {
-        k.iter()
-            .map(|row| row.iter().map(|&(c, w)| x[c] * w).sum())
-            .collect()
-    };
-    let group = |v: &V, i: usize| {
-        (0..3)
-            .map(|a| v[a * len + i].norm_sqr())
-            .sum::<f64>()
-            .sqrt()
-    };
-    let project = |v: &mut V| {
-        for i in 0..len {
-            let s = group(v, i);
-            if s > lambda {
-                for a in 0..3 {
-                    v[a * len + i] *= lambda / s;
-                }
-            }
-        }
-    };
-    let ff: f64 = f.iter().map(|v| v.norm_sqr()).sum();
-    // |K|^2 <= 12 for the differences, and |P| <= 1.
-    let step = 1.0 / 12.0;
-    let (mut p, mut v, mut t) = (
-        vec![Complex::default(); m],
-        vec![Complex::default(); m],
-        1.0f64,
-    );
-    for it in 0..400_000 {
-        // p+ = proj(v + step K (f - K^H v))
-        let r: V = f.iter().zip(kh(&v)).map(|(a, b)| a - b).collect();
-        let mut next: V = v.iter().zip(kx(&r)).map(|(a, b)| a + b * step).collect();
-        project(&mut next);
-        let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
-        v = next
-            .iter()
-            .zip(&p)
-            .map(|(a, b)| a + (a - b) * ((t - 1.0) / t_next))
-            .collect();
-        (p, t) = (next, t_next);
-        if it % 500 == 0 {
-            let khp = kh(&p);
-            let x: V = f.iter().zip(&khp).map(|(a, b)| a - b).collect();
-            let kxv = kx(&x);
-            let primal = 0.5 * nrm2(&x, f) + lambda * (0..len).map(|i| group(&kxv, i)).sum::<f64>();
-            let dual = khp
-                .iter()
-                .zip(f)
-                .map(|(a, b)| (a.conj() * b).re)
-                .sum::<f64>()
-                - 0.5 * khp.iter().map(|v| v.norm_sqr()).sum::<f64>();
-            if primal - dual < 1e-13 * ff {
-                return x;
-            }
-        }
-    }
-    panic!("the TV reference did not reach its duality gap");
-}
-
-fn nrm2(a: &[Complex<f64>], b: &[Complex<f64>]) -> f64 {
-    a.iter().zip(b).map(|(a, b)| (a - b).norm_sqr()).sum()
 }
 
 /// `A = I`: the data term of denoising.
@@ -518,4 +392,66 @@ fn preconditioned_admm_reaches_the_same_minimiser() {
     println!("ADMM iterations: {n_plain} plain, {n_pre} preconditioned");
     // As for ADMM against PDHG: both at relative residuals of 1e-9.
     assert!(err < 1e-6, "preconditioned ADMM differs by {err:e}");
+}
+
+/// `F^H F + lambda grad^H grad`, the quadratic prior through the operator
+/// layer: the Toeplitz product and the gradient's own normal map.
+struct Layered {
+    t: Toeplitz<Cpu>,
+    g: Gradient<Cpu>,
+    lambda: f64,
+    work: V,
+}
+
+impl Normal<Cpu> for Layered {
+    fn len(&self) -> usize {
+        self.work.len()
+    }
+    fn apply(&mut self, be: &Cpu, out: &mut V, x: &V) -> Result<()> {
+        self.t.apply(be, out, x)?;
+        self.g.normal(be, &mut self.work, x)?;
+        be.axpy(out, self.lambda, &self.work)
+    }
+}
+
+#[test]
+fn the_uniform_quadratic_prior_through_the_operator_layer_gives_the_same_image() {
+    // The uniform W's stencil squares to the gradient's normal map (the
+    // Neumann Laplacian), so CG with either gives the same iterates.
+    let be = Cpu::new();
+    let p = sparse_problem(Grid::new([6, 4, 4], [100.0; 3]).unwrap(), 120, 0.0, 25);
+    let lambda = 0.05 * p.scale;
+    let params = recon_cg::Params {
+        iterations: 30,
+        tolerance: 0.0,
+    };
+    let mut t = Toeplitz::new(&be, &p.grid, &p.q).unwrap();
+    let w = recon_core::Stencil::uniform(p.grid.n);
+    let mut stencil = recon_cg::Regularised::new(&be, &mut t, &w, lambda).unwrap();
+    let mut a = be.zeros(p.grid.len()).unwrap();
+    recon_cg::solve(&be, &mut stencil, &mut a, &p.b, &params, &mut |_, _| {}).unwrap();
+    let mut layered = Layered {
+        t: Toeplitz::new(&be, &p.grid, &p.q).unwrap(),
+        g: Gradient::new(&be, p.grid.n).unwrap(),
+        lambda,
+        work: be.zeros(p.grid.len()).unwrap(),
+    };
+    // The operators: the same sums in another order, float64 rounding.
+    let x = random::<f64>(p.grid.len(), 26);
+    let (mut u, mut v) = (
+        be.zeros(p.grid.len()).unwrap(),
+        be.zeros(p.grid.len()).unwrap(),
+    );
+    stencil.apply(&be, &mut u, &x).unwrap();
+    layered.apply(&be, &mut v, &x).unwrap();
+    let op = nrmse(&v, &u);
+    assert!(op < 1e-14, "operators differ by {op:e}");
+    // The images after 30 CG iterations: that rounding, grown by the
+    // system's conditioning, stays below float32's (6e-8 relative per
+    // operation): the quadratic prior through the layer gives today's
+    // image within float32 rounding, not to the bit.
+    let mut b = be.zeros(p.grid.len()).unwrap();
+    recon_cg::solve(&be, &mut layered, &mut b, &p.b, &params, &mut |_, _| {}).unwrap();
+    let err = nrmse(&b, &a);
+    assert!(err < 1e-6, "through the layer against the stencil: {err:e}");
 }
