@@ -1,21 +1,22 @@
-//! One GPU: its context, streams, compiled modules, FFT plans, and the
-//! vector, FFT and stencil primitives of the backend. The summation engine
-//! is in engine.rs, the kernel sources and names in kernels.rs.
+//! One GPU: its context, streams, compiled modules, memory, FFT plans and
+//! FFTs. The vector and stencil primitives are in vector.rs, the sparse
+//! priors' in sparse.rs, the summation engine in engine.rs, the kernel
+//! sources and names in kernels.rs.
 
 use crate::error::Ctx;
-use crate::kernels::{ptx, sum_kernels, LINES_CU, NUFFT_CU, SUM_CU, VECTOR_CU, VECTOR_FUNCS};
+use crate::kernels::{ptx, sum_kernels, LINES_CU, NUFFT_CU, SUM_CU};
 use cudarc::cufft::{result as fft_result, sys as fft_sys, CudaFft};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr,
-    LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    LaunchConfig, ValidAsZeroBits,
 };
-use recon_core::{Complex, Direction, Error, Ratio, Result};
+use recon_core::{Complex, Direction, Error, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Blocks of the first reduction pass; `REDUCE_THREADS` threads each.
-const REDUCE_BLOCKS: usize = 1024;
-const REDUCE_THREADS: u32 = 256;
+pub(crate) const REDUCE_BLOCKS: usize = 1024;
+pub(crate) const REDUCE_THREADS: u32 = 256;
 
 pub(crate) fn as_floats(x: &[Complex<f32>]) -> &[f32] {
     // SAFETY: Complex<f32> is #[repr(C)] { re, im }.
@@ -37,6 +38,8 @@ pub(crate) struct Device {
     pub(crate) copy_stream: Arc<CudaStream>,
     pub(crate) sum: Arc<CudaModule>,
     pub(crate) funcs: HashMap<String, CudaFunction>,
+    /// vector.cu's kernels, with typed launchers (vector.rs).
+    pub(crate) vector: crate::vector::Kernels,
     /// sparse.cu's kernels, with typed launchers (sparse.rs).
     pub(crate) sparse: crate::sparse::Kernels,
     pub(crate) ffts: Mutex<HashMap<[usize; 3], CudaFft>>,
@@ -76,26 +79,18 @@ impl Device {
         let sum = ctx
             .load_module(ptx("sum.cu", SUM_CU, arch.clone())?)
             .at("load sum.cu")?;
-        let vec = ctx
-            .load_module(ptx("vector.cu", VECTOR_CU, arch.clone())?)
-            .at("load vector.cu")?;
         let nufft = ctx
             .load_module(ptx("nufft.cu", NUFFT_CU, arch.clone())?)
             .at("load nufft.cu")?;
         let lines = ctx
             .load_module(ptx("lines.cu", LINES_CU, arch.clone())?)
             .at("load lines.cu")?;
+        let vector = crate::vector::Kernels::load(&ctx, &arch)?;
         let sparse = crate::sparse::Kernels::load(&ctx, &arch)?;
         let mut funcs = HashMap::new();
         for f in sum_kernels() {
             let func = sum.load_function(&f).at(&format!("load kernel {f}"))?;
             funcs.insert(f, func);
-        }
-        for f in VECTOR_FUNCS {
-            funcs.insert(
-                f.to_string(),
-                vec.load_function(f).at(&format!("load kernel {f}"))?,
-            );
         }
         for f in crate::nufft::kernel_names() {
             let func = nufft.load_function(&f).at(&format!("load kernel {f}"))?;
@@ -118,6 +113,7 @@ impl Device {
             copy_stream,
             sum,
             funcs,
+            vector,
             sparse,
             ffts: Mutex::new(HashMap::new()),
             toeplitz: Mutex::new(HashMap::new()),
@@ -203,145 +199,6 @@ impl Device {
         self.stream.memcpy_dtod(x, out).at("copy device to device")
     }
 
-    /// `y = y + a c x`, with c = `ratio.of(s)`, or 1 without scalars.
-    pub fn axpy(
-        &self,
-        y: &mut CudaSlice<f32>,
-        a: f64,
-        ratio: Option<(Ratio, &CudaSlice<f64>)>,
-        x: &CudaSlice<f32>,
-    ) -> Result<()> {
-        let n = (y.len() / 2) as i64;
-        let null = 0u64;
-        let mut b = self.stream.launch_builder(self.f("axpy"));
-        b.arg(y).arg(&a);
-        let slots = ratio.map(|(r, _)| r).unwrap_or(Ratio {
-            num: 0,
-            den: 0,
-            floor: 0,
-        });
-        let [num, den, floor] = [slots.num, slots.den, slots.floor].map(|v| v as i32);
-        match ratio {
-            Some((_, s)) => b.arg(s),
-            None => b.arg(&null),
-        };
-        b.arg(&num).arg(&den).arg(&floor).arg(x).arg(&n);
-        unsafe { b.launch(self.cfg(n as usize)) }
-            .at("launch axpy")
-            .map(|_| ())
-    }
-
-    /// `y = x + c y`, with c = `ratio.of(s)`.
-    pub fn xpby(
-        &self,
-        y: &mut CudaSlice<f32>,
-        x: &CudaSlice<f32>,
-        ratio: Ratio,
-        s: &CudaSlice<f64>,
-    ) -> Result<()> {
-        let n = (y.len() / 2) as i64;
-        let [num, den, floor] = [ratio.num, ratio.den, ratio.floor].map(|v| v as i32);
-        let mut b = self.stream.launch_builder(self.f("xpby"));
-        b.arg(y)
-            .arg(x)
-            .arg(s)
-            .arg(&num)
-            .arg(&den)
-            .arg(&floor)
-            .arg(&n);
-        unsafe { b.launch(self.cfg(n as usize)) }
-            .at("launch xpby")
-            .map(|_| ())
-    }
-
-    pub fn mul_scaled(&self, x: &mut CudaSlice<f32>, y: &CudaSlice<f32>, scale: f32) -> Result<()> {
-        let n = (x.len() / 2) as i64;
-        let mut b = self.stream.launch_builder(self.f("mul_scaled"));
-        b.arg(x).arg(y).arg(&scale).arg(&n);
-        unsafe { b.launch(self.cfg(n as usize)) }
-            .at("launch mul")
-            .map(|_| ())
-    }
-
-    /// A coil's map applied to x (`CoilOp` as 0, 1, 2).
-    pub fn coil(
-        &self,
-        out: &mut CudaSlice<f32>,
-        op: i32,
-        s: &CudaSlice<f32>,
-        x: &CudaSlice<f32>,
-    ) -> Result<()> {
-        let n = (out.len() / 2) as i64;
-        let mut b = self.stream.launch_builder(self.f("coil"));
-        b.arg(out).arg(&op).arg(s).arg(x).arg(&n);
-        unsafe { b.launch(self.cfg(n as usize)) }
-            .at("launch coil")
-            .map(|_| ())
-    }
-
-    /// The 2n grid `out` = x zero-padded.
-    pub fn pad(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
-        let [nx, ny, nz] = n.map(|v| v as i32);
-        let mut b = self.stream.launch_builder(self.f("pad"));
-        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
-        unsafe { b.launch(self.rows_cfg(4 * n[1] * n[2], 2 * n[0])) }
-            .at("launch pad")
-            .map(|_| ())
-    }
-
-    pub fn crop(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
-        let [nx, ny, nz] = n.map(|v| v as i32);
-        let mut b = self.stream.launch_builder(self.f("crop"));
-        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
-        unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }
-            .at("launch crop")
-            .map(|_| ())
-    }
-
-    /// `Re <x, y>`, read back to the host.
-    pub fn dot_re(&self, x: &CudaSlice<f32>, y: &CudaSlice<f32>) -> Result<f64> {
-        let mut out = self.zeros::<f64>(1)?;
-        self.dot_re_to(&mut out, 0, x, y)?;
-        let mut host = [0.0f64];
-        self.stream
-            .memcpy_dtoh(&out, &mut host)
-            .at("copy dot product to host")?;
-        self.stream.synchronize().at("synchronize after dot")?;
-        Ok(host[0])
-    }
-
-    /// `s[slot] = Re <x, y>`, by two fixed passes (a partial sum per block,
-    /// then their sum by one block), left on the device.
-    pub fn dot_re_to(
-        &self,
-        s: &mut CudaSlice<f64>,
-        slot: usize,
-        x: &CudaSlice<f32>,
-        y: &CudaSlice<f32>,
-    ) -> Result<()> {
-        let n = (x.len() / 2) as i64;
-        let mut partial = self.partial.lock().expect("reduction buffer poisoned");
-        let cfg = LaunchConfig {
-            grid_dim: (REDUCE_BLOCKS as u32, 1, 1),
-            block_dim: (REDUCE_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut b = self.stream.launch_builder(self.f("dot_partial"));
-        b.arg(&mut *partial).arg(x).arg(y).arg(&n);
-        unsafe { b.launch(cfg) }.at("launch dot_partial")?;
-        let mut out = s.slice_mut(slot..slot + 1);
-        let count = REDUCE_BLOCKS as i32;
-        let mut b = self.stream.launch_builder(self.f("sum_partials"));
-        b.arg(&mut out).arg(&*partial).arg(&count);
-        let one = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            ..cfg
-        };
-        unsafe { b.launch(one) }
-            .at("launch sum_partials")
-            .map(|_| ())
-    }
-
     pub fn fft3(&self, x: &mut CudaSlice<f32>, shape: [usize; 3], dir: Direction) -> Result<()> {
         let exponent = match dir {
             Direction::Forward => -1,
@@ -406,42 +263,5 @@ impl Device {
         let p = ptr as *mut fft_sys::cufftComplex;
         // SAFETY: in place on a buffer of the plan's size, on the plan's stream.
         unsafe { fft_result::exec_c2c(plan.handle(), p, p, direction as i32) }.at("cuFFT exec")
-    }
-
-    /// x = s x
-    pub(crate) fn scale(&self, x: &mut CudaSlice<f32>, s: f32) -> Result<()> {
-        let n = (x.len() / 2) as i64;
-        let mut b = self.stream.launch_builder(self.f("scale"));
-        b.arg(x).arg(&s).arg(&n);
-        unsafe { b.launch(self.cfg(n as usize)) }
-            .at("launch scale")
-            .map(|_| ())
-    }
-
-    pub fn add_whw(
-        &self,
-        out: &mut CudaSlice<f32>,
-        a: f32,
-        x: &CudaSlice<f32>,
-        w2: Option<&[CudaSlice<f32>; 3]>,
-        d2: Option<&CudaSlice<f32>>,
-        n: [usize; 3],
-    ) -> Result<()> {
-        let [nx, ny, nz] = n.map(|v| v as i32);
-        let null = 0u64;
-        let mut b = self.stream.launch_builder(self.f("add_whw"));
-        b.arg(out).arg(&a).arg(x);
-        match w2 {
-            Some([wx, wy, wz]) => b.arg(wx).arg(wy).arg(wz),
-            None => b.arg(&null).arg(&null).arg(&null),
-        };
-        match d2 {
-            Some(d) => b.arg(d),
-            None => b.arg(&null),
-        };
-        b.arg(&nx).arg(&ny).arg(&nz);
-        unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }
-            .at("launch add_whw")
-            .map(|_| ())
     }
 }

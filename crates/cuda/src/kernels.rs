@@ -71,19 +71,6 @@ pub(crate) fn sum_kernels() -> Vec<String> {
     names
 }
 
-pub(crate) const VECTOR_FUNCS: [&str; 10] = [
-    "axpy",
-    "coil",
-    "xpby",
-    "mul_scaled",
-    "scale",
-    "pad",
-    "crop",
-    "dot_partial",
-    "sum_partials",
-    "add_whw",
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,10 +85,13 @@ mod tests {
             );
             return;
         }
-        let vector: Vec<String> = VECTOR_FUNCS.iter().map(|f| f.to_string()).collect();
         for (name, src, funcs) in [
             ("sum.cu", SUM_CU, sum_kernels()),
-            ("vector.cu", VECTOR_CU, vector),
+            (
+                "vector.cu",
+                VECTOR_CU,
+                crate::vector::NAMES.map(String::from).to_vec(),
+            ),
             ("nufft.cu", NUFFT_CU, crate::nufft::kernel_names()),
             ("lines.cu", LINES_CU, crate::lines::kernel_names()),
             (

@@ -29,6 +29,7 @@ mod options;
 mod peers;
 mod sparse;
 mod toeplitz;
+mod vector;
 
 use device::Device;
 use recon_core::{

@@ -1,0 +1,237 @@
+//! vector.cu's kernels and their typed launchers: CG's vector updates
+//! (with coefficients from scalars on the device), the coil maps, padding
+//! and cropping, the fixed two-pass dot product and the W^H W stencil.
+
+use crate::device::{Device, REDUCE_BLOCKS, REDUCE_THREADS};
+use crate::error::Ctx;
+use crate::kernels::{ptx, VECTOR_CU};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use recon_core::{Ratio, Result};
+use std::sync::Arc;
+
+/// Every kernel of vector.cu (the NVRTC test checks each is exported).
+#[cfg(test)]
+pub(crate) const NAMES: [&str; 10] = [
+    "axpy",
+    "xpby",
+    "mul_scaled",
+    "coil",
+    "pad",
+    "crop",
+    "dot_partial",
+    "sum_partials",
+    "scale",
+    "add_whw",
+];
+
+pub(crate) struct Kernels {
+    axpy: CudaFunction,
+    xpby: CudaFunction,
+    mul_scaled: CudaFunction,
+    coil: CudaFunction,
+    pad: CudaFunction,
+    crop: CudaFunction,
+    dot_partial: CudaFunction,
+    sum_partials: CudaFunction,
+    scale: CudaFunction,
+    add_whw: CudaFunction,
+}
+
+impl Kernels {
+    pub(crate) fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
+        let m = ctx
+            .load_module(ptx("vector.cu", VECTOR_CU, arch.to_string())?)
+            .at("load vector.cu")?;
+        let f = |name: &str| m.load_function(name).at(&format!("load kernel {name}"));
+        Ok(Kernels {
+            axpy: f("axpy")?,
+            xpby: f("xpby")?,
+            mul_scaled: f("mul_scaled")?,
+            coil: f("coil")?,
+            pad: f("pad")?,
+            crop: f("crop")?,
+            dot_partial: f("dot_partial")?,
+            sum_partials: f("sum_partials")?,
+            scale: f("scale")?,
+            add_whw: f("add_whw")?,
+        })
+    }
+}
+
+impl Device {
+    /// `y = y + a c x`, with c = `ratio.of(s)`, or 1 without scalars.
+    pub fn axpy(
+        &self,
+        y: &mut CudaSlice<f32>,
+        a: f64,
+        ratio: Option<(Ratio, &CudaSlice<f64>)>,
+        x: &CudaSlice<f32>,
+    ) -> Result<()> {
+        let n = (y.len() / 2) as i64;
+        let null = 0u64;
+        let mut b = self.stream.launch_builder(&self.vector.axpy);
+        b.arg(y).arg(&a);
+        let slots = ratio.map(|(r, _)| r).unwrap_or(Ratio {
+            num: 0,
+            den: 0,
+            floor: 0,
+        });
+        let [num, den, floor] = [slots.num, slots.den, slots.floor].map(|v| v as i32);
+        match ratio {
+            Some((_, s)) => b.arg(s),
+            None => b.arg(&null),
+        };
+        b.arg(&num).arg(&den).arg(&floor).arg(x).arg(&n);
+        unsafe { b.launch(self.cfg(n as usize)) }
+            .at("launch axpy")
+            .map(|_| ())
+    }
+
+    /// `y = x + c y`, with c = `ratio.of(s)`.
+    pub fn xpby(
+        &self,
+        y: &mut CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+        ratio: Ratio,
+        s: &CudaSlice<f64>,
+    ) -> Result<()> {
+        let n = (y.len() / 2) as i64;
+        let [num, den, floor] = [ratio.num, ratio.den, ratio.floor].map(|v| v as i32);
+        let mut b = self.stream.launch_builder(&self.vector.xpby);
+        b.arg(y)
+            .arg(x)
+            .arg(s)
+            .arg(&num)
+            .arg(&den)
+            .arg(&floor)
+            .arg(&n);
+        unsafe { b.launch(self.cfg(n as usize)) }
+            .at("launch xpby")
+            .map(|_| ())
+    }
+
+    pub fn mul_scaled(&self, x: &mut CudaSlice<f32>, y: &CudaSlice<f32>, scale: f32) -> Result<()> {
+        let n = (x.len() / 2) as i64;
+        let mut b = self.stream.launch_builder(&self.vector.mul_scaled);
+        b.arg(x).arg(y).arg(&scale).arg(&n);
+        unsafe { b.launch(self.cfg(n as usize)) }
+            .at("launch mul")
+            .map(|_| ())
+    }
+
+    /// A coil's map applied to x (`CoilOp` as 0, 1, 2).
+    pub fn coil(
+        &self,
+        out: &mut CudaSlice<f32>,
+        op: i32,
+        s: &CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+    ) -> Result<()> {
+        let n = (out.len() / 2) as i64;
+        let mut b = self.stream.launch_builder(&self.vector.coil);
+        b.arg(out).arg(&op).arg(s).arg(x).arg(&n);
+        unsafe { b.launch(self.cfg(n as usize)) }
+            .at("launch coil")
+            .map(|_| ())
+    }
+
+    /// The 2n grid `out` = x zero-padded.
+    pub fn pad(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
+        let [nx, ny, nz] = n.map(|v| v as i32);
+        let mut b = self.stream.launch_builder(&self.vector.pad);
+        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
+        unsafe { b.launch(self.rows_cfg(4 * n[1] * n[2], 2 * n[0])) }
+            .at("launch pad")
+            .map(|_| ())
+    }
+
+    pub fn crop(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
+        let [nx, ny, nz] = n.map(|v| v as i32);
+        let mut b = self.stream.launch_builder(&self.vector.crop);
+        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
+        unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }
+            .at("launch crop")
+            .map(|_| ())
+    }
+
+    /// `Re <x, y>`, read back to the host.
+    pub fn dot_re(&self, x: &CudaSlice<f32>, y: &CudaSlice<f32>) -> Result<f64> {
+        let mut out = self.zeros::<f64>(1)?;
+        self.dot_re_to(&mut out, 0, x, y)?;
+        let mut host = [0.0f64];
+        self.stream
+            .memcpy_dtoh(&out, &mut host)
+            .at("copy dot product to host")?;
+        self.stream.synchronize().at("synchronize after dot")?;
+        Ok(host[0])
+    }
+
+    /// `s[slot] = Re <x, y>`, by two fixed passes (a partial sum per block,
+    /// then their sum by one block), left on the device.
+    pub fn dot_re_to(
+        &self,
+        s: &mut CudaSlice<f64>,
+        slot: usize,
+        x: &CudaSlice<f32>,
+        y: &CudaSlice<f32>,
+    ) -> Result<()> {
+        let n = (x.len() / 2) as i64;
+        let mut partial = self.partial.lock().expect("reduction buffer poisoned");
+        let cfg = LaunchConfig {
+            grid_dim: (REDUCE_BLOCKS as u32, 1, 1),
+            block_dim: (REDUCE_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&self.vector.dot_partial);
+        b.arg(&mut *partial).arg(x).arg(y).arg(&n);
+        unsafe { b.launch(cfg) }.at("launch dot_partial")?;
+        let mut out = s.slice_mut(slot..slot + 1);
+        let count = REDUCE_BLOCKS as i32;
+        let mut b = self.stream.launch_builder(&self.vector.sum_partials);
+        b.arg(&mut out).arg(&*partial).arg(&count);
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            ..cfg
+        };
+        unsafe { b.launch(one) }
+            .at("launch sum_partials")
+            .map(|_| ())
+    }
+
+    /// x = s x
+    pub(crate) fn scale(&self, x: &mut CudaSlice<f32>, s: f32) -> Result<()> {
+        let n = (x.len() / 2) as i64;
+        let mut b = self.stream.launch_builder(&self.vector.scale);
+        b.arg(x).arg(&s).arg(&n);
+        unsafe { b.launch(self.cfg(n as usize)) }
+            .at("launch scale")
+            .map(|_| ())
+    }
+
+    pub fn add_whw(
+        &self,
+        out: &mut CudaSlice<f32>,
+        a: f32,
+        x: &CudaSlice<f32>,
+        w2: Option<&[CudaSlice<f32>; 3]>,
+        d2: Option<&CudaSlice<f32>>,
+        n: [usize; 3],
+    ) -> Result<()> {
+        let [nx, ny, nz] = n.map(|v| v as i32);
+        let null = 0u64;
+        let mut b = self.stream.launch_builder(&self.vector.add_whw);
+        b.arg(out).arg(&a).arg(x);
+        match w2 {
+            Some([wx, wy, wz]) => b.arg(wx).arg(wy).arg(wz),
+            None => b.arg(&null).arg(&null).arg(&null),
+        };
+        match d2 {
+            Some(d) => b.arg(d),
+            None => b.arg(&null),
+        };
+        b.arg(&nx).arg(&ny).arg(&nz);
+        unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }
+            .at("launch add_whw")
+            .map(|_| ())
+    }
+}
