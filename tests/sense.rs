@@ -258,6 +258,44 @@ fn four_coil_run_beats_its_gridding_and_reports_its_coils() {
 }
 
 #[test]
+fn four_coil_run_with_total_variation() {
+    // SENSE with TV by ADMM (unpreconditioned: the circulant models no
+    // coil maps) against SENSE with the uniform W, on the same noisy data.
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |prior: &str| {
+        let cfg = config_with(tmp.path(), |t| {
+            t.replace("matrix = 16", "matrix = 24")
+                .replace("lambda = 0.01", "")
+                .replace(
+                    "[solver]",
+                    "[noise]\nsnr = 20.0\nseed = 2\n[coils]\ncount = 4\nnoise_correlation = 0.3\n[solver]",
+                )
+                + prior
+        });
+        let out = recon(
+            &["--config", cfg.to_str().unwrap()],
+            &tmp.path().join("cache"),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        report(tmp.path())
+    };
+    let quadratic = run("\n[prior]\nlambda = 0.3\n");
+    let tv = run("\n[prior]\nkind = \"tv\"\nlambda = 0.003\n");
+    assert_eq!(
+        (tv["coils"].as_u64(), tv["algorithm"].as_str()),
+        (Some(4), Some("admm"))
+    );
+    let (q, t) = (
+        quadratic["psnr_db"].as_f64().unwrap(),
+        tv["psnr_db"].as_f64().unwrap(),
+    );
+    println!("4 coils, 24^3: SENSE with the uniform W {q:.2} dB, with TV {t:.2} dB");
+    // The piecewise-constant phantom favours TV: 21.95 against 20.82 dB
+    // when this was written; 0.5 dB is well clear of chance.
+    assert!(t > q + 0.5, "TV {t} vs uniform W {q}");
+}
+
+#[test]
 fn coil_settings_are_checked() {
     for (edit, expect) in [
         (

@@ -176,6 +176,11 @@ impl<B: Backend> Sense<B> {
         self.coils
     }
 
+    /// Whether it has coil maps (SENSE), rather than being F^H F alone.
+    pub fn has_maps(&self) -> bool {
+        self.parts.iter().any(|p| !p.term.maps.is_empty())
+    }
+
     /// The largest `sum_c |S_c|^2`: the operator's diagonal peaks at Q(0)
     /// times this.
     pub fn map_peak(&self) -> f64 {
