@@ -319,18 +319,33 @@ fn anatomical_run_writes_w_and_a_scan_file_carries_the_reference() {
     assert!(!c.exists() && !fresh.exists(), "written despite the error");
 }
 
+/// `recon validate` of tests/fixtures/prior-small.toml into `out`, with
+/// `args`, its Q cache in `tmp`.
+fn validate_small(
+    tmp: &std::path::Path,
+    out: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    let cfg = repo().join("tests/fixtures/prior-small.toml");
+    let mut all = vec![
+        "validate",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    recon(&all, &tmp.join("cache"))
+}
+
 #[test]
 fn validate_compares_the_priors() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("val");
-    let cfg = repo().join("tests/fixtures/prior-small.toml");
-    ok(&recon(
+    ok(&validate_small(
+        tmp.path(),
+        &out,
         &[
-            "validate",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
             "--priors",
             "--sweeps-only",
             "--sweep-points",
@@ -340,7 +355,6 @@ fn validate_compares_the_priors() {
             "--lambda-max",
             "10",
         ],
-        &tmp.path().join("cache"),
     ));
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap())
@@ -385,14 +399,10 @@ fn validate_compares_the_priors() {
 fn validate_compares_the_sparse_priors_too() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("val");
-    let cfg = repo().join("tests/fixtures/prior-small.toml");
-    let o = recon(
+    let o = validate_small(
+        tmp.path(),
+        &out,
         &[
-            "validate",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
             "--priors",
             "--sparse",
             "--sweeps-only",
@@ -405,7 +415,6 @@ fn validate_compares_the_sparse_priors_too() {
             "--tv-margin=-100",
             "--dtv-margin=100",
         ],
-        &tmp.path().join("cache"),
     );
     // a check that fails is reported (as validate's checks are), not fatal
     ok(&o);
@@ -450,12 +459,8 @@ fn validate_compares_the_sparse_priors_too() {
             "--sparse-lambda-min",
         ),
     ] {
-        let mut all = vec!["validate", "--config", cfg.to_str().unwrap(), "--out"];
         let fresh = tmp.path().join("refused");
-        all.push(fresh.to_str().unwrap());
-        all.extend_from_slice(args);
-        let o = recon(&all, &tmp.path().join("cache"));
-        fails_with(&o, &[expect]);
+        fails_with(&validate_small(tmp.path(), &fresh, args), &[expect]);
         assert!(!fresh.exists());
     }
 }

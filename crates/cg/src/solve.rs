@@ -127,7 +127,7 @@ pub(crate) fn iterate<B: Backend, A: Normal<B>>(
     b_norm: f64,
     params: &Params,
     ws: &mut Workspace<B>,
-    mut pre: Option<&mut dyn crate::Preconditioner<B>>,
+    pre: Option<&mut dyn crate::Preconditioner<B>>,
     on_iteration: &mut dyn FnMut(usize, f64),
 ) -> Result<Info> {
     let mut info = Info {
@@ -137,7 +137,7 @@ pub(crate) fn iterate<B: Backend, A: Normal<B>>(
     };
     let Workspace { ap, p, z } = ws;
     // With a preconditioner, z = M^-1 r; without, z stands for r itself.
-    let mut z = match (pre.as_deref_mut(), z.as_mut()) {
+    let mut z = match (pre, z.as_mut()) {
         (Some(m), Some(z)) => Some((m, z)),
         (None, _) => None,
         (Some(_), None) => {

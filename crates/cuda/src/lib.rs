@@ -25,8 +25,10 @@ mod error;
 mod kernels;
 mod lines;
 mod nufft;
+mod nufft_backend;
 mod options;
 mod peers;
+mod probe;
 mod sparse;
 mod toeplitz;
 mod vector;
@@ -42,41 +44,7 @@ use std::sync::Arc;
 pub use engine::{Lattice, Sample};
 pub use nufft::{CudaNufft, NufftOptions, Spreading};
 pub use options::{Options, Tuning, Variant};
-
-/// Why the CUDA backend cannot run here.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unavailable(pub String);
-
-impl std::fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Checks that libcuda, NVRTC and cuFFT load and a device exists, without
-/// panicking; returns the device count.
-pub fn probe() -> std::result::Result<usize, Unavailable> {
-    // SAFETY: these only try to dlopen the libraries.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err(Unavailable("no NVIDIA driver (libcuda) found".into()));
-    }
-    let count = cudarc::driver::CudaContext::device_count()
-        .map_err(|e| Unavailable(format!("the CUDA driver found no usable device ({e:?})")))?;
-    if count < 1 {
-        return Err(Unavailable("the CUDA driver reports no device".into()));
-    }
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(Unavailable(
-            "libnvrtc (CUDA 13) not found: install the CUDA toolkit or add its lib64 to LD_LIBRARY_PATH".into(),
-        ));
-    }
-    if !unsafe { cudarc::cufft::sys::is_culib_present() } {
-        return Err(Unavailable(
-            "libcufft (CUDA 13) not found: install the CUDA toolkit or add its lib64 to LD_LIBRARY_PATH".into(),
-        ));
-    }
-    Ok(count as usize)
-}
+pub use probe::{probe, Unavailable};
 
 /// The CUDA backend.
 pub struct CudaBackend {
@@ -551,60 +519,4 @@ fn check_toeplitz<const K: usize>(
     }
     Error::check_len("FFT(Q)", 16 * len, fq.len())?;
     Error::check_len("Toeplitz work", 16 * len, work.len())
-}
-
-impl recon_nufft::NufftBackend for CudaBackend {
-    type Nufft = CudaNufft;
-
-    fn nufft_plan(
-        &self,
-        modes: [usize; 3],
-        tol: f64,
-        sign: i32,
-        points: &[[f64; 3]],
-    ) -> Result<CudaNufft> {
-        let layout = recon_nufft::Layout::new(modes, tol, sign, 4)?;
-        self.dev0().nufft_plan(layout, points, &self.options.nufft)
-    }
-
-    fn nufft_type1(
-        &self,
-        plan: &CudaNufft,
-        out: &mut Self::Vector,
-        c: &Self::Vector,
-    ) -> Result<()> {
-        self.dev0().nufft_type1(plan, out, c)
-    }
-
-    fn nufft_type1_coils(
-        &self,
-        plan: &CudaNufft,
-        out: &mut Self::Vector,
-        w: &[f64],
-        d: &[Complex<f64>],
-        maps: &[Self::Vector],
-        progress: recon_core::Progress<'_>,
-    ) -> Result<()> {
-        recon_nufft::check_type1_coils(self, out, w, d, maps)?;
-        self.dev0()
-            .nufft_type1_coils(plan, out, w, d, maps, progress)
-    }
-
-    fn nufft_type1_adjoint(
-        &self,
-        plan: &CudaNufft,
-        out: &mut Self::Vector,
-        f: &Self::Vector,
-    ) -> Result<()> {
-        self.dev0().nufft_type1_adjoint(plan, out, f)
-    }
-
-    fn nufft_convolve(
-        &self,
-        plan: &CudaNufft,
-        out: &mut Self::Vector,
-        c: &Self::Vector,
-    ) -> Result<()> {
-        self.dev0().nufft_convolve(plan, out, c)
-    }
 }

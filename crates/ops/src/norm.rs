@@ -54,7 +54,7 @@ pub fn power_norm<B: Backend>(
     iterations: usize,
     normal: &mut dyn FnMut(&mut B::Vector, &B::Vector) -> Result<()>,
 ) -> Result<f64> {
-    let mut x = backend.upload(&random::<B::Real>(len, 0x5eed_0f_9e))?;
+    let mut x = backend.upload(&random::<B::Real>(len, 0x5eed_0f9e))?;
     let mut y = backend.zeros(len)?;
     let mut estimate = 0.0;
     for _ in 0..iterations.max(1) {

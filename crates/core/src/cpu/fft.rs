@@ -12,9 +12,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Line FFT plans by (length, inverse), shared by the threads.
+/// Plans by (length, inverse).
+type Plans<T> = HashMap<(usize, bool), Arc<dyn Fft<T>>>;
+
 #[derive(Default)]
 pub struct Lines<T: Real> {
-    plans: Mutex<HashMap<(usize, bool), Arc<dyn Fft<T>>>>,
+    plans: Mutex<Plans<T>>,
 }
 
 impl<T: Real> Lines<T> {

@@ -7,7 +7,7 @@
 //!
 //! This file is the schema: every table, its keys and their defaults
 //! (`coils.rs` holds `[coils]` and `[sense]`).
-//! `load.rs` parses, checks and loads it.
+//! `validate.rs` parses and checks it, `load.rs` loads it.
 
 use recon_synth::{Phantom, Trajectory};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
@@ -18,6 +18,7 @@ use std::path::PathBuf;
 mod coils;
 mod load;
 mod prior;
+mod validate;
 pub use coils::{ArrangementCfg, CoilsCfg, MapsSource, SenseCfg};
 pub use load::{cache_dir, load, resolve};
 pub use prior::{Algorithm, PriorCfg, PriorKind};

@@ -144,9 +144,26 @@ impl Config {
         }
     }
 
-    /// Checks `[prior]` and the algorithm against it: `(key, message)` of
-    /// the first problem.
+    /// Checks `[prior]`, the algorithm against it and ADMM's settings:
+    /// `(key, message)` of the first problem.
     pub fn check_prior(&self) -> Result<(), (&'static str, String)> {
+        let s = &self.solver;
+        if s.inner == 0 {
+            return Err((
+                "solver.inner",
+                "ADMM needs at least one CG iteration per step".into(),
+            ));
+        }
+        if !(s.rho.is_finite() && s.rho > 0.0) {
+            return Err((
+                "solver.rho",
+                format!("must be finite and positive, got {}", s.rho),
+            ));
+        }
+        let a = s.relaxation;
+        if !(a.is_finite() && (1.0..2.0).contains(&a)) {
+            return Err(("solver.relaxation", format!("must lie in [1, 2), got {a}")));
+        }
         let p = &self.prior;
         if let Some(l) = p.lambda {
             if !(l.is_finite() && l >= 0.0) {
