@@ -547,9 +547,11 @@ impl SparseProblem {
         let info = if case.pdhg {
             recon_cg::pdhg(be, &mut t, prior, &mut x, &b, params, &mut |_, _| {}).unwrap()
         } else {
-            let eig = recon_cg::toeplitz_eigenvalues(&self.grid, &self.q).unwrap();
-            let mut m = recon_cg::Circulant::new(be, n, &eig, 1.0).unwrap();
-            let pre = case.preconditioned.then_some(&mut m);
+            let mut m = case.preconditioned.then(|| {
+                let eig = recon_cg::toeplitz_eigenvalues(&self.grid, &self.q).unwrap();
+                recon_cg::Circulant::new(be, n, &eig, 1.0).unwrap()
+            });
+            let pre = m.as_mut();
             recon_cg::admm(
                 be,
                 &mut t,

@@ -83,9 +83,7 @@ def bart_runs(scan, work, iterations, threads, reg):
 
     def evaluate(lam):
         out = os.path.join(work, f"bart-{reg}-{iterations}-{len(runs)}")
-        r = ["-R", f"T:7:0:{lam}"] if reg == "tv" else ["-l2", "-r", str(lam)]
-        cmd = ["bart", "pics", "-S", "-i", str(iterations), *r, "-t",
-               os.path.join(work, "traj"), os.path.join(work, "ksp"), os.path.join(work, "sens"), out]
+        cmd = pics(reg, iterations, lam, *(os.path.join(work, f) for f in ("traj", "ksp", "sens")), out)
         t = time.perf_counter()
         run = subprocess.run(cmd, capture_output=True, text=True, env=env)
         secs = time.perf_counter() - t
@@ -98,12 +96,13 @@ def bart_runs(scan, work, iterations, threads, reg):
               flush=True)
         return p
 
-    return evaluate, runs, " ".join(cmd_shape(reg, iterations))
+    return evaluate, runs, " ".join(pics(reg, iterations, "LAMBDA", "traj", "ksp", "sens", "out"))
 
 
-def cmd_shape(reg, iterations):
-    r = ["-R", "T:7:0:LAMBDA"] if reg == "tv" else ["-l2", "-r", "LAMBDA"]
-    return ["bart", "pics", "-S", "-i", str(iterations), *r, "-t", "traj", "ksp", "sens", "out"]
+def pics(reg, iterations, lam, traj, ksp, sens, out):
+    """BART's command: TV (`-R T`) or Tikhonov (`-l2 -r`) at `lam`."""
+    r = ["-R", f"T:7:0:{lam}"] if reg == "tv" else ["-l2", "-r", str(lam)]
+    return ["bart", "pics", "-S", "-i", str(iterations), *r, "-t", traj, ksp, sens, out]
 
 
 def recon_runs(binary, scan_path, scan, work, iterations, threads, kind):

@@ -117,10 +117,12 @@ pub fn admm<B: Backend, A: Normal<B>>(
         backend.axpy(&mut rhs, rho, &t)?;
         aug.rho = rho;
         if it == 1 || it % REFRESH == 0 {
-            // r = rhs - (A + rho K^H K) x
-            aug.apply(backend, &mut t, x)?;
+            // r = rhs - (A + rho K^H K) x (from x = 0, the usual start: rhs)
             backend.copy(&mut r, &rhs)?;
-            backend.axpy(&mut r, -1.0, &t)?;
+            if it > 1 || backend.dot_re(x, x)? != 0.0 {
+                aug.apply(backend, &mut t, x)?;
+                backend.axpy(&mut r, -1.0, &t)?;
+            }
         } else {
             // r = r + rhs - rhs_old - (rho - rho_old) K^H K x
             backend.axpy(&mut r, 1.0, &rhs)?;

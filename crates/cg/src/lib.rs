@@ -179,8 +179,6 @@ pub struct Problem<B: Backend> {
     sense: Sense<B>,
     fhd: B::Vector,
     q_peak: f64,
-    /// The largest `|b|`: the sparse priors' unit of lambda.
-    b_peak: f64,
     /// ADMM's preconditioner, where made ([`Problem::precondition`]).
     circulant: Option<Circulant<B>>,
 }
@@ -225,13 +223,9 @@ impl<B: Backend> Problem<B> {
             grid.len(),
             sense.len(),
         )?;
-        let mut host = vec![Complex::<B::Real>::default(); grid.len()];
-        backend.download(&mut host, &fhd)?;
-        let b_peak = host.iter().map(|v| v.norm().f64()).fold(0.0, f64::max);
         Ok(Problem {
             grid: *grid,
             q_peak,
-            b_peak,
             sense,
             fhd,
             circulant: None,
@@ -279,8 +273,12 @@ impl<B: Backend> Problem<B> {
     /// A sparse prior's absolute lambda: `lambda_rel` times the largest
     /// `|b|`, so that it scales with the data and with the trajectory as
     /// the image's gradient does.
-    pub fn sparse_lambda_abs(&self, lambda_rel: f64) -> f64 {
-        lambda_rel * self.b_peak
+    /// (b is read back from the device for it: a quadratic run never pays.)
+    pub fn sparse_lambda_abs(&self, backend: &B, lambda_rel: f64) -> Result<f64> {
+        let mut host = vec![Complex::<B::Real>::default(); self.grid.len()];
+        backend.download(&mut host, &self.fhd)?;
+        let peak = host.iter().map(|v| v.norm().f64()).fold(0.0, f64::max);
+        Ok(lambda_rel * peak)
     }
 
     /// ADMM or PDHG from 0 on `1/2 |F x - D|^2 + lambda ||K x||`, `K` the
@@ -298,7 +296,7 @@ impl<B: Backend> Problem<B> {
         let prior = Sparse {
             op,
             norm: recon_ops::GroupNorm { components: 3 },
-            lambda: self.sparse_lambda_abs(lambda_rel),
+            lambda: self.sparse_lambda_abs(backend, lambda_rel)?,
         };
         let mut x = backend.zeros(self.grid.len())?;
         let (a, b) = (&mut self.sense, &self.fhd);

@@ -38,6 +38,19 @@ struct Point<B: Backend> {
     khy: B::Vector,
 }
 
+impl<B: Backend> Point<B> {
+    /// Zeros, images of length `n` and fields of `m`.
+    fn zeros(backend: &B, n: usize, m: usize) -> Result<Self> {
+        Ok(Point {
+            x: backend.zeros(n)?,
+            ax: backend.zeros(n)?,
+            kx: backend.zeros(m)?,
+            y: backend.zeros(m)?,
+            khy: backend.zeros(n)?,
+        })
+    }
+}
+
 /// PDHG from the given `x` (the dual from 0). `on_iteration(i, r)` gets
 /// the larger relative residual at each check.
 pub fn pdhg<B: Backend, A: Normal<B>>(
@@ -69,23 +82,11 @@ pub fn pdhg<B: Backend, A: Normal<B>>(
     // 1/tau - sigma |K|^2 = L - L/2 = L/2 >= |A|/2 with the margins
     let (tau, sigma) = (1.0 / l, l / (2.0 * k2));
     let b_norm = norm(backend, b)?;
-    let mut now = Point {
-        x: backend.zeros(n)?,
-        ax: backend.zeros(n)?,
-        kx: backend.zeros(m)?,
-        y: backend.zeros(m)?,
-        khy: backend.zeros(n)?,
-    };
+    let mut now = Point::zeros(backend, n, m)?;
     backend.copy(&mut now.x, x)?;
     a.apply(backend, &mut now.ax, &now.x)?;
     op.forward(backend, &mut now.kx, &now.x)?;
-    let mut next = Point {
-        x: backend.zeros(n)?,
-        ax: backend.zeros(n)?,
-        kx: backend.zeros(m)?,
-        y: backend.zeros(m)?,
-        khy: backend.zeros(n)?,
-    };
+    let mut next = Point::zeros(backend, n, m)?;
     let (mut p, mut d) = (backend.zeros(n)?, backend.zeros(m)?);
     let every = backend.read_every().max(1);
     let mut info = Info {

@@ -422,7 +422,7 @@ where
     let lambda = l.cfg.lambda();
     let w = regulariser(l, inputs)?;
     let lambda_abs = match w {
-        Regulariser::Sparse { .. } => problem.sparse_lambda_abs(lambda),
+        Regulariser::Sparse { .. } => problem.sparse_lambda_abs(backend, lambda)?,
         _ => problem.lambda_abs(lambda),
     };
     let coil_devices = problem.devices();
