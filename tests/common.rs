@@ -539,8 +539,9 @@ impl SparseProblem {
         };
         let prior = recon_cg::Sparse {
             op: op.as_mut(),
-            norm: recon_ops::GroupNorm { components: 3 },
+            norm: &mut recon_ops::GroupNorm { components: 3 },
             lambda: self.lambda,
+            gram: recon_cg::Gram::Laplacian,
         };
         let b = be.upload(&cast(&self.b)).unwrap();
         let mut x = be.zeros(self.grid.len()).unwrap();

@@ -309,31 +309,34 @@ fn small_pipeline_psnr_on_gpu_matches_cpu_f64() {
 }
 
 #[test]
-fn small_tv_pipeline_on_gpu_matches_cpu_f64() {
+fn small_sparse_pipelines_on_gpu_match_cpu_f64() {
     if gpu(Options::default()).is_none() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    for algorithm in ["admm", "pdhg"] {
-        let tv = |t: String| {
-            t.replace("lambda = 0.01", "algorithm = \"ALG\"")
-                .replace("ALG", algorithm)
-                + "\n[prior]\nkind = \"tv\"\nlambda = 0.002\n"
+    for (kind, lambda, algorithm) in [
+        ("tv", 0.002, "admm"),
+        ("tv", 0.002, "pdhg"),
+        ("wavelet", 0.0002, "admm"),
+    ] {
+        let prior = |t: String| {
+            t.replace("lambda = 0.01", &format!("algorithm = \"{algorithm}\""))
+                + &format!("\n[prior]\nkind = \"{kind}\"\nlambda = {lambda}\n")
         };
-        let cpu = run_small(tmp.path(), &format!("cpu-{algorithm}"), |t| {
-            tv(t).replace("[engine]", "[engine]\ndevice = \"cpu\"")
+        let cpu = run_small(tmp.path(), &format!("cpu-{kind}-{algorithm}"), |t| {
+            prior(t).replace("[engine]", "[engine]\ndevice = \"cpu\"")
         });
-        let gpu = run_small(tmp.path(), &format!("gpu-{algorithm}"), |t| {
-            tv(t)
+        let gpu = run_small(tmp.path(), &format!("gpu-{kind}-{algorithm}"), |t| {
+            prior(t)
                 .replace("precision = \"f64\"", "precision = \"f32\"")
                 .replace("[engine]", "[engine]\ndevice = \"cuda\"")
         });
-        assert_eq!(gpu["prior_kind"], "tv");
+        assert_eq!(gpu["prior_kind"], kind);
         let (c, g) = (
             cpu["psnr_db"].as_f64().unwrap(),
             gpu["psnr_db"].as_f64().unwrap(),
         );
-        println!("TV by {algorithm}: PSNR CPU f64 {c:.4} dB, GPU f32 {g:.4} dB");
+        println!("{kind} by {algorithm}: PSNR CPU f64 {c:.4} dB, GPU f32 {g:.4} dB");
         // As for the quadratic prior.
         assert!((c - g).abs() <= 0.05, "PSNR CPU {c} vs GPU {g}");
     }

@@ -2,8 +2,8 @@
 //! float64: the primitives (finite differences, their adjoint, group
 //! shrinkage and projection, the directional projection, partial copies),
 //! the adjoint identity of the operators in float32, ADMM and PDHG on a
-//! small Toeplitz problem, and a TV run of the whole pipeline. Without a
-//! usable GPU each test prints that it was skipped.
+//! small Toeplitz problem, the wavelet prior's primitives and proximal map.
+//! Without a usable GPU each test prints that it was skipped.
 
 mod common;
 
@@ -12,7 +12,7 @@ use recon_cg::SparseParams;
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, GroupProx};
 use recon_cuda::{CudaBackend, Options};
 use recon_ops::testing::{adjoint_error, normal_error, random};
-use recon_ops::{Compose, Directional, Gradient, LinearOp, Stack};
+use recon_ops::{Compose, Directional, Gradient, LinearOp, Norm, Stack, Wavelet, WaveletNorm};
 
 fn get(b: &CudaBackend, v: &<CudaBackend as Backend>::Vector) -> Vec<Complex<f64>> {
     let mut h = vec![Complex::default(); b.len(v)];
@@ -170,4 +170,75 @@ fn admm_and_pdhg_on_the_gpu_match_cpu_f64() {
             assert!(e < 1e-3, "{case:?}: GPU vs CPU {e:e}");
         }
     }
+}
+
+#[test]
+fn wavelet_primitives_and_prox_match_cpu_f64() {
+    let Some(g) = gpu(Options::default()) else {
+        return;
+    };
+    let cpu = CpuBackend::<f64>::new();
+    // not a multiple of a block; a corner short of the grid on two axes
+    let n = [18, 10, 6];
+    let len = 1080;
+    let x = random::<f64>(len, 21);
+    let xr = up(&down(&x));
+    let gx = g.upload(&down(&x)).unwrap();
+    // float32 inputs, four-tap sums in double: the inputs' rounding.
+    let close = |what: &str, a: &[Complex<f64>], b: &[Complex<f64>]| {
+        let e = nrmse(a, b);
+        assert!(e < 1e-6, "{what}: GPU vs CPU {e:e}");
+    };
+    for axis in 0..3 {
+        for inverse in [false, true] {
+            let extent = [12, 10, 4];
+            let mut c = vec![Complex::default(); len];
+            cpu.dwt(&mut c, &xr, n, extent, axis, inverse).unwrap();
+            let mut o = g.zeros(len).unwrap();
+            g.dwt(&mut o, &gx, n, extent, axis, inverse).unwrap();
+            close(
+                &format!("dwt axis {axis} inverse {inverse}"),
+                &get(&g, &o),
+                &c,
+            );
+        }
+    }
+    let mut o = g.zeros(len).unwrap();
+    assert!(
+        g.dwt(&mut o, &gx, n, [12, 9, 4], 1, false).is_err(),
+        "odd extent"
+    );
+    let mut c = vec![Complex::default(); len];
+    cpu.roll(&mut c, &xr, n, [5, 13, 2]).unwrap();
+    g.roll(&mut o, &gx, n, [5, 13, 2]).unwrap();
+    close("roll", &get(&g, &o), &c);
+    let mut c = xr.clone();
+    cpu.shrink_outside(&mut c, n, [9, 5, 3], 0.6).unwrap();
+    let mut o = g.upload(&down(&x)).unwrap();
+    g.shrink_outside(&mut o, n, [9, 5, 3], 0.6).unwrap();
+    close("shrink_outside", &get(&g, &o), &c);
+
+    // the transform on the GPU: orthonormal; its prox with the same
+    // shifts as the CPU's, three calls in a row
+    let n = [32, 16, 8];
+    let len = 4096;
+    let mut w = Wavelet::new(&g, n).unwrap();
+    w.set_shift([3, 1, 0]);
+    let a = adjoint_error(&g, &mut w, 3).unwrap();
+    let m = normal_error(&g, &mut w, 4).unwrap();
+    // float32 vectors, double reductions, a dozen passes of four taps
+    assert!(
+        a < 1e-6 && m < 1e-6,
+        "wavelet: adjoint {a:e}, W^H W = I {m:e}"
+    );
+    let x = random::<f64>(len, 22);
+    let mut c = up(&down(&x));
+    let mut o = g.upload(&down(&x)).unwrap();
+    let mut nc = WaveletNorm::new(&cpu, n, true).unwrap();
+    let mut ng = WaveletNorm::new(&g, n, true).unwrap();
+    for _ in 0..3 {
+        nc.prox(&cpu, &mut c, 0.3).unwrap();
+        ng.prox(&g, &mut o, 0.3).unwrap();
+    }
+    close("wavelet prox", &get(&g, &o), &c);
 }

@@ -9,11 +9,14 @@ mod common;
 mod tv_reference;
 
 use common::*;
-use recon_cg::{admm, pdhg, Circulant, Normal, Preconditioner, Sparse, SparseParams, Toeplitz};
+use recon_cg::{
+    admm, pdhg, Circulant, Gram, Normal, Preconditioner, Sparse, SparseParams, Toeplitz,
+};
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, GroupProx, Result};
 use recon_ops::testing::{adjoint_error, normal_error, random};
 use recon_ops::{
-    Compose, Diagonal, Directional, Gradient, GroupNorm, Identity, LinearOp, Scaled, Stack, Sum,
+    Compose, Diagonal, Directional, Gradient, GroupNorm, Identity, LinearOp, Norm, Scaled, Stack,
+    Sum,
 };
 use tv_reference::{dense_k, tv_reference};
 
@@ -207,8 +210,9 @@ fn denoise(be: &Cpu, op: &mut dyn LinearOp<Cpu>, f: &V, lambda: f64, pd: bool) -
     };
     let prior = Sparse {
         op,
-        norm: GroupNorm { components: 3 },
+        norm: &mut GroupNorm { components: 3 },
         lambda,
+        gram: Gram::Laplacian,
     };
     let mut x = be.zeros(f.len()).unwrap();
     let mut eye = Eye(f.len());
@@ -315,8 +319,9 @@ fn sparse_solvers_refuse_bad_settings() {
         let mut g = Gradient::new(&be, n).unwrap();
         let prior = Sparse {
             op: &mut g,
-            norm: GroupNorm { components: 3 },
+            norm: &mut GroupNorm { components: 3 },
             lambda,
+            gram: Gram::Laplacian,
         };
         admm(&be, eye, prior, x, &f, 1.0, None, &params, &mut |_, _| {})
             .err()
@@ -344,8 +349,9 @@ fn sparse_solvers_refuse_bad_settings() {
     let mut g = Gradient::new(&be, [4, 3, 3]).unwrap();
     let prior = Sparse {
         op: &mut g,
-        norm: GroupNorm { components: 3 },
+        norm: &mut GroupNorm { components: 3 },
         lambda: 0.1,
+        gram: Gram::Laplacian,
     };
     assert!(pdhg(&be, &mut eye, prior, &mut x, &f, &ok, &mut |_, _| {}).is_err());
 }
@@ -362,7 +368,7 @@ fn circulant_preconditioner_is_exact_for_full_cartesian_sampling() {
     let q = common::q(&be, &grid, &traj);
     let eig = recon_cg::toeplitz_eigenvalues(&grid, &q).unwrap();
     let mut m = Circulant::new(&be, grid.n, &eig, 1.0).unwrap();
-    m.set_rho(&be, 0.0).unwrap();
+    m.set_rho(&be, 0.0, Gram::Laplacian).unwrap();
     let mut t = Toeplitz::new(&be, &grid, &q).unwrap();
     let x = random::<f64>(grid.len(), 8);
     let (mut ax, mut back) = (be.zeros(grid.len()).unwrap(), be.zeros(grid.len()).unwrap());

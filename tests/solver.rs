@@ -211,6 +211,23 @@ impl Backend for Queued {
     fn project_off(&self, v: &mut V, xi: &V) -> Result<()> {
         self.cpu.project_off(v, xi)
     }
+    fn dwt(
+        &self,
+        out: &mut V,
+        x: &V,
+        n: [usize; 3],
+        extent: [usize; 3],
+        axis: usize,
+        inverse: bool,
+    ) -> Result<()> {
+        self.cpu.dwt(out, x, n, extent, axis, inverse)
+    }
+    fn roll(&self, out: &mut V, x: &V, n: [usize; 3], shift: [usize; 3]) -> Result<()> {
+        self.cpu.roll(out, x, n, shift)
+    }
+    fn shrink_outside(&self, x: &mut V, n: [usize; 3], corner: [usize; 3], t: f64) -> Result<()> {
+        self.cpu.shrink_outside(x, n, corner, t)
+    }
 }
 
 /// CG on a 6^3 Toeplitz problem with `be`: x, what CG reported, and the

@@ -82,6 +82,7 @@ pub fn admm<B: Backend, A: Normal<B>>(
         op,
         norm: group,
         lambda,
+        gram,
     } = prior;
     let mut rho = params.rho * scale;
     // z = K x, u = 0
@@ -136,7 +137,7 @@ pub fn admm<B: Backend, A: Normal<B>>(
         let rhs_norm = norm(backend, &rhs)?.max(f64::MIN_POSITIVE);
         let m = match pre.as_deref_mut() {
             Some(c) => {
-                c.set_rho(backend, rho)?;
+                c.set_rho(backend, rho, gram)?;
                 Some(c as &mut dyn Preconditioner<B>)
             }
             None => None,

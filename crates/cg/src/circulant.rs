@@ -8,7 +8,8 @@
 //! here it serves ADMM, whose sub-problems are the ill-conditioned ones (a
 //! small rho regularises little). With coil maps, A is modelled as `s T`,
 //! `s` the largest `sum_c |S_c|^2`; for directional TV, K^H K by the plain
-//! Laplacian (the directional weighting only lowers it).
+//! Laplacian (the directional weighting only lowers it); for the wavelet
+//! prior, K^H K is the identity ([`Gram`]).
 
 use rayon::prelude::*;
 use recon_core::{Backend, Complex, CpuBackend, Direction, Error, Grid, Real, Result};
@@ -73,6 +74,15 @@ fn laplacian_eigenvalues(n: [usize; 3]) -> Vec<f64> {
         .collect()
 }
 
+/// What the prior operator's normal map `K^H K` is, to the preconditioner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gram {
+    /// The periodic Laplacian (the gradient of total variation).
+    Laplacian,
+    /// The identity (an orthonormal transform, as the wavelets').
+    Identity,
+}
+
 /// How far rho may move from the one M was made for before it is made
 /// again (residual balancing doubles or halves it).
 pub const REBUILD: f64 = 4.0;
@@ -84,6 +94,7 @@ pub struct Circulant<B: Backend> {
     data: Vec<f64>,
     laplacian: Vec<f64>,
     rho: f64,
+    gram: Gram,
     /// `1 / (s lambda_T + rho lambda_L)`, as complex values on the device.
     inverse: B::Vector,
 }
@@ -98,26 +109,32 @@ impl<B: Backend> Circulant<B> {
             data: toeplitz.iter().map(|v| s * v).collect(),
             laplacian: laplacian_eigenvalues(n),
             rho: f64::NAN,
+            gram: Gram::Laplacian,
             inverse: backend.zeros(toeplitz.len())?,
         })
     }
 
-    /// Makes M's inverse for `rho`, unless the one it holds was made for a
-    /// rho within a factor [`REBUILD`] of it: any M preconditions, and a
-    /// rebuild costs the host a pass over the grid and an upload.
-    pub fn set_rho(&mut self, backend: &B, rho: f64) -> Result<()> {
+    /// Makes M's inverse for `rho` and `K^H K` modelled by `gram`, unless
+    /// the one it holds was made for the same `gram` and a rho within a
+    /// factor [`REBUILD`] of it: any M preconditions, and a rebuild costs
+    /// the host a pass over the grid and an upload.
+    pub fn set_rho(&mut self, backend: &B, rho: f64, gram: Gram) -> Result<()> {
         let ratio = rho / self.rho;
-        if (1.0 / REBUILD..=REBUILD).contains(&ratio) {
+        if gram == self.gram && (1.0 / REBUILD..=REBUILD).contains(&ratio) {
             return Ok(());
         }
+        let identity = gram == Gram::Identity;
         let inv: Vec<Complex<B::Real>> = self
             .data
             .par_iter()
             .zip(&self.laplacian)
-            .map(|(t, l)| Complex::new(B::Real::of(1.0 / (t + rho * l)), B::Real::of(0.0)))
+            .map(|(t, &l)| {
+                let l = if identity { 1.0 } else { l };
+                Complex::new(B::Real::of(1.0 / (t + rho * l)), B::Real::of(0.0))
+            })
             .collect();
         self.inverse = backend.upload(&inv)?;
-        self.rho = rho;
+        (self.rho, self.gram) = (rho, gram);
         Ok(())
     }
 }

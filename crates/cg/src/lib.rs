@@ -22,7 +22,7 @@ mod sense;
 mod solve;
 mod sparse;
 pub use admm::admm;
-pub use circulant::{toeplitz_eigenvalues, Circulant, Preconditioner};
+pub use circulant::{toeplitz_eigenvalues, Circulant, Gram, Preconditioner};
 pub use pdhg::pdhg;
 pub use sense::{Sense, SHARE_FROM_VOXELS};
 pub use solve::{solve, Info, Params};
@@ -281,23 +281,18 @@ impl<B: Backend> Problem<B> {
         Ok(lambda_rel * peak)
     }
 
-    /// ADMM or PDHG from 0 on `1/2 |F x - D|^2 + lambda ||K x||`, `K` the
-    /// prior's operator on this grid, `lambda = lambda_rel * max|b|`.
-    /// Returns x on the host, and what the solver did.
+    /// ADMM or PDHG from 0 on `1/2 |F x - D|^2 + lambda ||K x||`, the prior
+    /// on this grid with its absolute lambda (see
+    /// [`Problem::sparse_lambda_abs`]). Returns x on the host, and what the
+    /// solver did.
     pub fn solve_sparse(
         &mut self,
         backend: &B,
-        op: &mut dyn recon_ops::LinearOp<B>,
-        lambda_rel: f64,
+        prior: Sparse<'_, B>,
         algorithm: SparseAlgorithm,
         params: &SparseParams,
         on_iteration: &mut dyn FnMut(usize, f64),
     ) -> Result<(Vec<Complex<B::Real>>, Info)> {
-        let prior = Sparse {
-            op,
-            norm: recon_ops::GroupNorm { components: 3 },
-            lambda: self.sparse_lambda_abs(backend, lambda_rel)?,
-        };
         let mut x = backend.zeros(self.grid.len())?;
         let (a, b) = (&mut self.sense, &self.fhd);
         let info = match algorithm {

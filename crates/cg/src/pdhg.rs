@@ -67,6 +67,7 @@ pub fn pdhg<B: Backend, A: Normal<B>>(
         op,
         norm: group,
         lambda,
+        ..
     } = prior;
     let steps = params.power_iterations;
     let l = MARGIN * power_norm(backend, n, steps, &mut |o, v| a.apply(backend, o, v))?;

@@ -4,20 +4,24 @@
 //! Both solve `min_x 1/2 x^H A x - Re <b, x> + lambda ||K x||`, i.e.
 //! `1/2 ||F x - D||^2 + lambda ||K x||` with `A = F^H F` (a [`Normal`],
 //! the Toeplitz product or SENSE's sum), `b = F^H D`, `K` a linear
-//! operator (the gradient; the directional one) and `||.||` a
-//! [`GroupNorm`]. Neither ever applies F itself.
+//! operator (the gradient; the directional one; the identity for the
+//! wavelet prior, whose transform sits in its norm) and `||.||` a
+//! [`Norm`]. Neither ever applies F itself.
 
+use crate::Gram;
 use crate::Normal;
 use recon_core::{Backend, Error, Result};
-use recon_ops::{GroupNorm, LinearOp};
+use recon_ops::{LinearOp, Norm};
 
 /// The prior `lambda ||K x||`.
 pub struct Sparse<'a, B: Backend> {
     /// `K`: images to fields.
     pub op: &'a mut dyn LinearOp<B>,
-    pub norm: GroupNorm,
+    pub norm: &'a mut dyn Norm<B>,
     /// Absolute lambda.
     pub lambda: f64,
+    /// `K^H K` as ADMM's circulant preconditioner models it.
+    pub gram: Gram,
 }
 
 impl<B: Backend> Sparse<'_, B> {

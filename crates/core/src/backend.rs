@@ -343,6 +343,42 @@ pub trait Backend: Send + Sync {
     /// Directional total variation's weighting.
     fn project_off(&self, v: &mut Self::Vector, xi: &Self::Vector) -> Result<()>;
 
+    /// One level of the orthonormal periodic Daubechies-2 wavelet transform
+    /// along `axis` of the corner `extent` of the image `x` (shape `n`; the
+    /// extent along `axis` even): forward, the corner's first half along
+    /// the axis receives the scaling (low-pass) coefficients and its second
+    /// half the wavelet (high-pass) ones; `inverse`, the synthesis from
+    /// them (the forward map's adjoint). Outside the corner `out = x`.
+    fn dwt(
+        &self,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        n: [usize; 3],
+        extent: [usize; 3],
+        axis: usize,
+        inverse: bool,
+    ) -> Result<()>;
+
+    /// `out[(c + shift) mod n] = x[c]` for the image `x` of shape `n`: the
+    /// circular shift.
+    fn roll(
+        &self,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        n: [usize; 3],
+        shift: [usize; 3],
+    ) -> Result<()>;
+
+    /// Soft thresholding by `t`, `v = max(0, 1 - t / |v|) v`, of every value
+    /// of `x` (shape `n`) outside the corner `corner`.
+    fn shrink_outside(
+        &self,
+        x: &mut Self::Vector,
+        n: [usize; 3],
+        corner: [usize; 3],
+        t: f64,
+    ) -> Result<()>;
+
     // --- regulariser ----------------------------------------------------
 
     /// Copies the stencil's squared weights to the device.

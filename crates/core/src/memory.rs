@@ -86,18 +86,31 @@ pub fn stage_bytes(
     ])
 }
 
+/// The operator `K` of a sparse prior, for [`sparse_vectors`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SparseOperator {
+    /// Total variation's gradient (fields of three components).
+    Gradient,
+    /// Directional total variation's weighted gradient.
+    Directional,
+    /// The identity, the wavelet prior's (its transform is in its norm).
+    Identity,
+}
+
 /// Image vectors the sparse priors' solvers hold beyond CG's five, on
 /// whichever device solves: ADMM's split and dual fields (five of three
 /// components), its right-hand sides and residual (four), preconditioned
 /// CG's work (three), the gradient's field (three) and the preconditioner
 /// (one), about as many as PDHG's two iterates with their products;
 /// directional TV adds its reference field and the composition's two
-/// fields (nine).
-pub fn sparse_vectors(directional: bool) -> u64 {
-    if directional {
-        33
-    } else {
-        24
+/// fields (nine). The wavelet prior's fields are images (five), and its
+/// transform holds three more (its work, the coefficients, and a copy for
+/// PDHG's dual map).
+pub fn sparse_vectors(op: SparseOperator) -> u64 {
+    match op {
+        SparseOperator::Gradient => 24,
+        SparseOperator::Directional => 33,
+        SparseOperator::Identity => 16,
     }
 }
 

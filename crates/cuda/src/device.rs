@@ -42,6 +42,8 @@ pub(crate) struct Device {
     pub(crate) vector: crate::vector::Kernels,
     /// sparse.cu's kernels, with typed launchers (sparse.rs).
     pub(crate) sparse: crate::sparse::Kernels,
+    /// wavelet.cu's kernels, with typed launchers (wavelet.rs).
+    pub(crate) wavelet: crate::wavelet::Kernels,
     pub(crate) ffts: Mutex<HashMap<[usize; 3], CudaFft>>,
     /// The pruned Toeplitz product's plans, per image shape (toeplitz.rs).
     pub(crate) toeplitz: Mutex<HashMap<[usize; 3], crate::toeplitz::Passes>>,
@@ -87,6 +89,7 @@ impl Device {
             .at("load lines.cu")?;
         let vector = crate::vector::Kernels::load(&ctx, &arch)?;
         let sparse = crate::sparse::Kernels::load(&ctx, &arch)?;
+        let wavelet = crate::wavelet::Kernels::load(&ctx, &arch)?;
         let mut funcs = HashMap::new();
         for f in sum_kernels() {
             let func = sum.load_function(&f).at(&format!("load kernel {f}"))?;
@@ -115,6 +118,7 @@ impl Device {
             funcs,
             vector,
             sparse,
+            wavelet,
             ffts: Mutex::new(HashMap::new()),
             toeplitz: Mutex::new(HashMap::new()),
             partial: Mutex::new(partial),

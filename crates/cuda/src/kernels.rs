@@ -14,6 +14,7 @@ pub(crate) const VECTOR_CU: &str = include_str!("../kernels/vector.cu");
 pub(crate) const NUFFT_CU: &str = include_str!("../kernels/nufft.cu");
 pub(crate) const LINES_CU: &str = include_str!("../kernels/lines.cu");
 pub(crate) const SPARSE_CU: &str = include_str!("../kernels/sparse.cu");
+pub(crate) const WAVELET_CU: &str = include_str!("../kernels/wavelet.cu");
 
 /// PTX per (source, architecture), compiled once per process.
 pub(crate) fn ptx(name: &'static str, src: &'static str, arch: String) -> Result<Ptx> {
@@ -98,6 +99,11 @@ mod tests {
                 "sparse.cu",
                 SPARSE_CU,
                 crate::sparse::NAMES.map(String::from).to_vec(),
+            ),
+            (
+                "wavelet.cu",
+                WAVELET_CU,
+                crate::wavelet::NAMES.map(String::from).to_vec(),
             ),
         ] {
             let p = ptx(name, src, "compute_90".into()).unwrap_or_else(|e| panic!("{e}"));

@@ -32,6 +32,7 @@ mod probe;
 mod sparse;
 mod toeplitz;
 mod vector;
+mod wavelet;
 
 use device::Device;
 use recon_core::{
@@ -488,6 +489,51 @@ impl Backend for CudaBackend {
         Error::check_len("directional field", xi.len(), v.len())?;
         recon_core::cpu::sparse::check_groups(v.len() / 2, 3)?;
         self.dev0().project_off(v, xi)
+    }
+
+    fn dwt(
+        &self,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        n: [usize; 3],
+        extent: [usize; 3],
+        axis: usize,
+        inverse: bool,
+    ) -> Result<()> {
+        let len: usize = n.iter().product();
+        Error::check_len("wavelet input", 2 * len, x.len())?;
+        Error::check_len("wavelet output", 2 * len, out.len())?;
+        recon_core::cpu::wavelet::check_extent(n, extent, Some(axis))?;
+        self.dev0().dwt(out, x, n, extent, axis, inverse)
+    }
+
+    fn roll(
+        &self,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        n: [usize; 3],
+        shift: [usize; 3],
+    ) -> Result<()> {
+        let len: usize = n.iter().product();
+        Error::check_len("shift input", 2 * len, x.len())?;
+        Error::check_len("shift output", 2 * len, out.len())?;
+        self.dev0().roll(out, x, n, shift)
+    }
+
+    fn shrink_outside(
+        &self,
+        x: &mut Self::Vector,
+        n: [usize; 3],
+        corner: [usize; 3],
+        t: f64,
+    ) -> Result<()> {
+        Error::check_len(
+            "wavelet coefficients",
+            2 * n.iter().product::<usize>(),
+            x.len(),
+        )?;
+        recon_core::cpu::wavelet::check_extent(n, corner, None)?;
+        self.dev0().shrink_outside(x, n, corner, t)
     }
 
     fn add_whw(

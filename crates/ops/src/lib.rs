@@ -13,7 +13,9 @@
 //! The sparse priors' operators live here too: the 3-D finite differences
 //! [`Gradient`] of total variation and the [`Directional`] weighting of
 //! structure-guided total variation (Ehrhardt and Betcke, SIAM J. Imaging
-//! Sci. 2016), with the proximal maps of their norms ([`GroupNorm`]).
+//! Sci. 2016), with the proximal maps of their norms ([`GroupNorm`]), and
+//! the orthonormal [`Wavelet`] transform of the l1-wavelet prior with its
+//! norm ([`WaveletNorm`]); a prior's norm is a [`Norm`].
 //! [`testing`] checks any operator's adjoint and normal map against its
 //! forward map.
 
@@ -21,10 +23,12 @@ mod combine;
 mod finite;
 mod norm;
 pub mod testing;
+mod wavelet;
 
 pub use combine::{Compose, Diagonal, Identity, Scaled, Stack, Sum};
 pub use finite::{Directional, Gradient};
-pub use norm::{power_norm, GroupNorm};
+pub use norm::{power_norm, GroupNorm, Norm};
+pub use wavelet::{check_wavelet_grid, Wavelet, WaveletNorm, MIN_COARSE};
 
 use recon_core::{Backend, Error, Result};
 

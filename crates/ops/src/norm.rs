@@ -4,6 +4,20 @@
 use crate::testing::random;
 use recon_core::{Backend, Complex, Error, GroupProx, Real, Result};
 
+/// A prior's norm `||.||` (of `K x`), by its proximal maps.
+pub trait Norm<B: Backend>: Send {
+    /// The proximal map of `t ||.||`: `x = argmin_v t ||v|| + |v - x|^2 / 2`.
+    fn prox(&mut self, backend: &B, x: &mut B::Vector, t: f64) -> Result<()>;
+
+    /// The proximal map of the convex conjugate of `t ||.||` (whatever its
+    /// step: the conjugate of a norm is an indicator): the projection onto
+    /// the dual ball of radius `t`.
+    fn prox_conjugate(&mut self, backend: &B, y: &mut B::Vector, t: f64) -> Result<()>;
+
+    /// `||x||`, computed on the host (for reports and tests).
+    fn value(&mut self, backend: &B, x: &B::Vector) -> Result<f64>;
+}
+
 /// The mixed norm `sum_i |v_i|`, with `v_i` the group of `components`
 /// values of index `i` (component `a` at `a len / components + i`) and
 /// `|.|` the Euclidean norm: isotropic total variation's norm for 3
@@ -13,21 +27,18 @@ pub struct GroupNorm {
     pub components: usize,
 }
 
-impl GroupNorm {
-    /// The proximal map of `t ||.||`: `x = argmin_v t ||v|| + |v - x|^2 / 2`,
-    /// soft thresholding of each group's norm.
-    pub fn prox<B: Backend>(&self, backend: &B, x: &mut B::Vector, t: f64) -> Result<()> {
+impl<B: Backend> Norm<B> for GroupNorm {
+    /// Soft thresholding of each group's norm.
+    fn prox(&mut self, backend: &B, x: &mut B::Vector, t: f64) -> Result<()> {
         backend.group_prox(x, t, self.components, GroupProx::Shrink)
     }
 
-    /// The proximal map of the convex conjugate of `t ||.||`, whatever its
-    /// step: the projection of each group onto the ball of radius `t`.
-    pub fn prox_conjugate<B: Backend>(&self, backend: &B, y: &mut B::Vector, t: f64) -> Result<()> {
+    /// The projection of each group onto the ball of radius `t`.
+    fn prox_conjugate(&mut self, backend: &B, y: &mut B::Vector, t: f64) -> Result<()> {
         backend.group_prox(y, t, self.components, GroupProx::Project)
     }
 
-    /// `||x||`, computed on the host (for reports and tests).
-    pub fn value<B: Backend>(&self, backend: &B, x: &B::Vector) -> Result<f64> {
+    fn value(&mut self, backend: &B, x: &B::Vector) -> Result<f64> {
         let mut host = vec![Complex::default(); backend.len(x)];
         backend.download(&mut host, x)?;
         recon_core::cpu::sparse::check_groups(host.len(), self.components)?;

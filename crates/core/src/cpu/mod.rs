@@ -5,6 +5,7 @@ mod engine;
 mod fft;
 pub mod sparse;
 mod toeplitz;
+pub mod wavelet;
 
 use crate::backend::{Backend, CoilOp, Direction, GroupProx, Ratio, Sign, Targets};
 use crate::{Complex, Error, Progress, Real, Result, Stencil};
@@ -328,6 +329,38 @@ impl<T: Real> Backend for CpuBackend<T> {
 
     fn project_off(&self, v: &mut Self::Vector, xi: &Self::Vector) -> Result<()> {
         sparse::project_off(v, xi)
+    }
+
+    fn dwt(
+        &self,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        n: [usize; 3],
+        extent: [usize; 3],
+        axis: usize,
+        inverse: bool,
+    ) -> Result<()> {
+        wavelet::dwt(out, x, n, extent, axis, inverse)
+    }
+
+    fn roll(
+        &self,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        n: [usize; 3],
+        shift: [usize; 3],
+    ) -> Result<()> {
+        wavelet::roll(out, x, n, shift)
+    }
+
+    fn shrink_outside(
+        &self,
+        x: &mut Self::Vector,
+        n: [usize; 3],
+        corner: [usize; 3],
+        t: f64,
+    ) -> Result<()> {
+        wavelet::shrink_outside(x, n, corner, t)
     }
 
     fn upload_weights(&self, w: &Stencil) -> Result<Self::Weights> {

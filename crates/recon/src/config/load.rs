@@ -106,6 +106,14 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
             path.display()
         );
     }
+    if cfg.prior.kind == super::PriorKind::Wavelet {
+        if let Err(why) = recon_ops::check_wavelet_grid(grid.n) {
+            anyhow::bail!(
+                "config key `prior.kind` in {}: \"wavelet\": {why}",
+                path.display()
+            );
+        }
+    }
     // The voxel basis is the model's, not the data's.
     let grid = grid.with_basis(cfg.engine.basis());
     Ok(Loaded {

@@ -15,6 +15,8 @@ pub enum PriorKind {
     Tv,
     /// Directional total variation guided by the reference image.
     Dtv,
+    /// l1 of the orthonormal 3-D Daubechies wavelet coefficients.
+    Wavelet,
 }
 
 impl PriorKind {
@@ -28,6 +30,7 @@ impl PriorKind {
             PriorKind::Quadratic => "quadratic",
             PriorKind::Tv => "tv",
             PriorKind::Dtv => "dtv",
+            PriorKind::Wavelet => "wavelet",
         }
     }
 }
@@ -207,7 +210,7 @@ impl Config {
             (a @ (Algorithm::Admm | Algorithm::Pdhg), false) => Err((
                 "solver.algorithm",
                 format!(
-                    "\"{}\" is for the sparse priors (prior.kind = \"tv\" or \"dtv\"); the \
+                    "\"{}\" is for the sparse priors (prior.kind = \"tv\", \"dtv\" or \"wavelet\"); the \
                      quadratic prior is solved by \"cg\"",
                     a.name()
                 ),

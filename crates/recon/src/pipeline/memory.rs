@@ -24,15 +24,20 @@ pub fn samples(l: &Loaded) -> Result<usize> {
     })
 }
 
-/// The number of receive coils of a run (before any compression).
 /// Image vectors the run's solver holds beyond CG's five: the sparse
 /// priors' (recon_core::memory::sparse_vectors), none for the quadratic.
 pub fn extra_vectors(l: &Loaded) -> u64 {
+    use config::PriorKind as P;
+    use recon_core::memory::{sparse_vectors, SparseOperator as K};
     match l.cfg.prior.kind {
-        config::PriorKind::Quadratic => 0,
-        k => recon_core::memory::sparse_vectors(k == config::PriorKind::Dtv),
+        P::Quadratic => 0,
+        P::Tv => sparse_vectors(K::Gradient),
+        P::Dtv => sparse_vectors(K::Directional),
+        P::Wavelet => sparse_vectors(K::Identity),
     }
 }
+
+/// The number of receive coils of a run (before any compression).
 
 pub fn coils(l: &Loaded) -> usize {
     match &l.source {

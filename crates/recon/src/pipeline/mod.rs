@@ -18,7 +18,7 @@ pub use coils::{
     gridder, maps_from_data, part_plans, prepare, sense_rhs, stage_maps, stage_problem, Prepared,
 };
 pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};
-pub use solve::{regulariser, solve, sparse, Regulariser, Solved};
+pub use solve::{regulariser, solve, sparse, Regulariser, Solved, SparsePrior};
 
 /// How the pipeline reports progress; the binary implements it with indicatif.
 pub trait Ui {

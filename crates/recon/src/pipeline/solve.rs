@@ -5,10 +5,10 @@
 use super::Inputs;
 use crate::config::{Algorithm, Loaded, PriorKind, RegulariserKind};
 use anyhow::{Context, Result};
-use recon_cg::{Params, Problem, SparseAlgorithm, SparseParams};
+use recon_cg::{Gram, Params, Problem, SparseAlgorithm, SparseParams};
 use recon_core::{Backend, Complex, Real, Stencil};
 use recon_encoding::NufftBackend;
-use recon_ops::{Compose, Directional, Gradient, LinearOp};
+use recon_ops::{Compose, Directional, Gradient, GroupNorm, Identity, LinearOp, WaveletNorm};
 
 /// The prior as the solver starts from.
 #[derive(Clone)]
@@ -17,13 +17,60 @@ pub enum Regulariser {
     Uniform,
     /// Quadratic, weights from the reference (two passes with data edges).
     Anatomical(Box<recon_prior::Prior>),
-    /// Total variation, or its directional form with the reference on the
-    /// grid and eta, solved by ADMM or PDHG.
+    /// A sparse prior, solved by ADMM or PDHG.
     Sparse {
-        reference: Option<(Vec<f64>, f64)>,
+        prior: SparsePrior,
         algorithm: SparseAlgorithm,
         params: SparseParams,
     },
+}
+
+/// The sparse priors.
+#[derive(Clone)]
+pub enum SparsePrior {
+    /// Isotropic total variation.
+    Tv,
+    /// Directional total variation, the reference on the grid and eta.
+    Dtv { reference: Vec<f64>, eta: f64 },
+    /// l1 of the wavelet coefficients, randomly shifted between iterations.
+    Wavelet,
+}
+
+/// A sparse prior's operator K, norm and K^H K's model.
+type Parts<'b, B> = (
+    Box<dyn LinearOp<B> + 'b>,
+    Box<dyn recon_ops::Norm<B> + 'b>,
+    Gram,
+);
+
+impl SparsePrior {
+    /// The config's name of it.
+    pub fn kind(&self) -> PriorKind {
+        match self {
+            SparsePrior::Tv => PriorKind::Tv,
+            SparsePrior::Dtv { .. } => PriorKind::Dtv,
+            SparsePrior::Wavelet => PriorKind::Wavelet,
+        }
+    }
+
+    /// The prior's operator, norm and Gram model on the grid `n`.
+    fn parts<'b, B: Backend + 'b>(&self, backend: &B, n: [usize; 3]) -> Result<Parts<'b, B>> {
+        let tv = Box::new(GroupNorm { components: 3 });
+        Ok(match self {
+            SparsePrior::Tv => (Box::new(Gradient::new(backend, n)?), tv, Gram::Laplacian),
+            SparsePrior::Dtv { reference, eta } => {
+                let p = Directional::from_reference(backend, n, reference, *eta)
+                    .context("directional TV from the reference")?;
+                let k = Compose::new(backend, p, Gradient::new(backend, n)?)?;
+                (Box::new(k), tv, Gram::Laplacian)
+            }
+            SparsePrior::Wavelet => (
+                Box::new(Identity::new(n.iter().product())),
+                Box::new(WaveletNorm::new(backend, n, true).context("the wavelet prior")?),
+                Gram::Identity,
+            ),
+        })
+    }
 }
 
 impl Regulariser {
@@ -33,26 +80,6 @@ impl Regulariser {
             Regulariser::Anatomical(p) => p.passes(),
             _ => 1,
         }
-    }
-
-    /// The prior's operator K on the grid `n` (sparse priors only).
-    fn operator<'b, B: Backend + 'b>(
-        &self,
-        backend: &B,
-        n: [usize; 3],
-    ) -> Result<Box<dyn LinearOp<B> + 'b>> {
-        let gradient = Gradient::new(backend, n)?;
-        Ok(match self {
-            Regulariser::Sparse {
-                reference: Some((r, eta)),
-                ..
-            } => {
-                let p = Directional::from_reference(backend, n, r, *eta)
-                    .context("directional TV from the reference")?;
-                Box::new(Compose::new(backend, p, gradient)?)
-            }
-            _ => Box::new(gradient),
-        })
     }
 }
 
@@ -67,12 +94,17 @@ pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
             .clone()
             .context("no anatomical reference")
     };
-    if cfg.prior.kind.sparse() {
-        let reference = match cfg.prior.kind {
-            PriorKind::Dtv => Some(reference()?),
-            _ => None,
-        };
-        return Ok(sparse(l, reference));
+    let sparse_prior = match cfg.prior.kind {
+        PriorKind::Quadratic => None,
+        PriorKind::Tv => Some(SparsePrior::Tv),
+        PriorKind::Dtv => Some(SparsePrior::Dtv {
+            reference: reference()?,
+            eta: cfg.prior.eta,
+        }),
+        PriorKind::Wavelet => Some(SparsePrior::Wavelet),
+    };
+    if let Some(p) = sparse_prior {
+        return Ok(sparse(l, p));
     }
     match cfg.regulariser.kind {
         RegulariserKind::Uniform => Ok(Regulariser::Uniform),
@@ -88,9 +120,8 @@ pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
     }
 }
 
-/// A sparse prior with the config's solver settings: TV, or directional
-/// TV guided by `reference` (on the grid) with the config's eta.
-pub fn sparse(l: &Loaded, reference: Option<Vec<f64>>) -> Regulariser {
+/// A sparse prior with the config's solver settings.
+pub fn sparse(l: &Loaded, prior: SparsePrior) -> Regulariser {
     let s = &l.cfg.solver;
     // The config's algorithm when it is a sparse one; else (a quadratic
     // config whose validation sweeps TV) ADMM with its own default
@@ -101,7 +132,7 @@ pub fn sparse(l: &Loaded, reference: Option<Vec<f64>>) -> Regulariser {
         Algorithm::Cg => (SparseAlgorithm::Admm, s.iterations.unwrap_or(20)),
     };
     Regulariser::Sparse {
-        reference: reference.map(|r| (r, l.cfg.prior.eta)),
+        prior,
         algorithm,
         params: SparseParams {
             iterations,
@@ -139,17 +170,19 @@ pub fn solve<B: NufftBackend>(
 ) -> Result<Solved<B::Real>> {
     match w {
         Regulariser::Sparse {
-            algorithm, params, ..
+            prior,
+            algorithm,
+            params,
         } => {
-            let mut op = w.operator(backend, problem.grid().n)?;
-            let (x, info) = problem.solve_sparse(
-                backend,
-                op.as_mut(),
-                lambda,
-                *algorithm,
-                params,
-                on_iteration,
-            )?;
+            let (mut op, mut norm, gram) = prior.parts(backend, problem.grid().n)?;
+            let prior = recon_cg::Sparse {
+                op: op.as_mut(),
+                norm: norm.as_mut(),
+                lambda: problem.sparse_lambda_abs(backend, lambda)?,
+                gram,
+            };
+            let (x, info) =
+                problem.solve_sparse(backend, prior, *algorithm, params, on_iteration)?;
             Ok(Solved {
                 x,
                 info,

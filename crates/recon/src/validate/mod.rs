@@ -5,7 +5,7 @@
 //! uniform W with the anatomical one (each at its own best lambda).
 
 use crate::config::{DeviceChoice, Loaded, NoiseCfg, Precision, Source};
-use crate::pipeline::{self, Outputs, Regulariser, Ui};
+use crate::pipeline::{self, Outputs, Regulariser, SparsePrior, Ui};
 use anyhow::{Context, Result};
 use recon_core::{metrics, Complex};
 use serde::Serialize;
@@ -21,6 +21,7 @@ use sweep::{sweep, SweepMethod, Swept, EXTEND};
 /// The priors table's rows of the sparse priors.
 pub const TV: &str = "TV";
 pub const DTV: &str = "directional TV";
+pub const WAVELET: &str = "l1 wavelets";
 
 /// The priors table's row of coils reconstructed one by one.
 const COIL_BY_COIL: &str = "each coil alone, uniform W, root sum of squares";
@@ -381,14 +382,20 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             SweepMethod::Joint(Regulariser::Anatomical(Box::new(p))),
         ));
         if args.sparse {
-            stencils.push((
-                TV.to_string(),
-                SweepMethod::Joint(pipeline::sparse(l, None)),
-            ));
-            stencils.push((
-                DTV.to_string(),
-                SweepMethod::Joint(pipeline::sparse(l, Some(anatomy.clone()))),
-            ));
+            let dtv = SparsePrior::Dtv {
+                reference: anatomy.clone(),
+                eta: l.cfg.prior.eta,
+            };
+            for (name, prior) in [
+                (TV, SparsePrior::Tv),
+                (DTV, dtv),
+                (WAVELET, SparsePrior::Wavelet),
+            ] {
+                stencils.push((
+                    name.to_string(),
+                    SweepMethod::Joint(pipeline::sparse(l, prior)),
+                ));
+            }
         }
     }
     // The sweeps run with the config's engine, in float32 on the GPU when
@@ -514,6 +521,7 @@ fn compare_priors(
         (TV, "uniform W", args.tv_margin),
         (DTV, "anatomical W", args.dtv_margin),
         (DTV, TV, None),
+        (WAVELET, "uniform W", None),
     ] {
         if let (Some(m), Some(v)) = (psnr(method), psnr(over)) {
             let gain = m - v;

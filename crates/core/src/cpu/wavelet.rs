@@ -1,0 +1,129 @@
+//! The CPU's primitives of the wavelet prior: one level of the periodic
+//! Daubechies-2 transform along one axis, the circular shift and the
+//! soft thresholding outside the coarse corner (see the
+//! [`Backend`](crate::Backend) methods of the same names).
+
+use crate::{index3, Complex, Error, Real, Result};
+use rayon::prelude::*;
+
+/// Daubechies' orthonormal 4-tap scaling filter (Daubechies 1988):
+/// `h = (1 + s3, 3 + s3, 3 - s3, 1 - s3) / (4 sqrt 2)`, `s3 = sqrt 3`. The
+/// wavelet filter is its quadrature mirror, `g_j = (-1)^j h_{3 - j}`.
+pub fn daubechies2() -> ([f64; 4], [f64; 4]) {
+    let s3 = 3f64.sqrt();
+    let d = 4.0 * 2f64.sqrt();
+    let h = [
+        (1.0 + s3) / d,
+        (3.0 + s3) / d,
+        (3.0 - s3) / d,
+        (1.0 - s3) / d,
+    ];
+    (h, [h[3], -h[2], h[1], -h[0]])
+}
+
+/// Checks a corner `extent` of the grid `n`: within it, positive, and even
+/// along `axis` where one is given.
+pub fn check_extent(n: [usize; 3], extent: [usize; 3], axis: Option<usize>) -> Result<()> {
+    let bad = (0..3).any(|a| extent[a] == 0 || extent[a] > n[a])
+        || axis.is_some_and(|a| a > 2 || extent[a] % 2 != 0);
+    if bad {
+        return Err(Error::Invalid {
+            what: "wavelet level",
+            reason: format!(
+                "corner {extent:?} of the grid {n:?} (axis {axis:?}): each extent must lie in 1..=n \
+                 and be even along the transformed axis"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// One level along `axis` of the corner `extent` of `x` (shape `n`):
+/// forward, `out[k] = sum_j h_j x[2k + j]` in the corner's first half along
+/// the axis and `sum_j g_j x[2k + j]` in its second (indices periodic in
+/// the corner); inverse, the synthesis `x[p] = sum_k h_{p - 2k} lo[k] +
+/// g_{p - 2k} hi[k]`, the transpose. Outside the corner `out = x`.
+pub fn dwt<T: Real>(
+    out: &mut [Complex<T>],
+    x: &[Complex<T>],
+    n: [usize; 3],
+    extent: [usize; 3],
+    axis: usize,
+    inverse: bool,
+) -> Result<()> {
+    let len = n.iter().product::<usize>();
+    Error::check_len("wavelet input", len, x.len())?;
+    Error::check_len("wavelet output", len, out.len())?;
+    check_extent(n, extent, Some(axis))?;
+    let (h, g) = daubechies2();
+    let stride = [1, n[0], n[0] * n[1]][axis];
+    let (e, half) = (extent[axis], extent[axis] / 2);
+    out.par_iter_mut().enumerate().for_each(|(i, o)| {
+        let c = index3(n, i);
+        if (0..3).any(|a| c[a] >= extent[a]) {
+            *o = x[i];
+            return;
+        }
+        let p = c[axis];
+        let base = i - p * stride;
+        let at = |q: usize| x[base + q * stride];
+        let mut acc = Complex::<f64>::default();
+        let mut add = |w: f64, v: Complex<T>| acc += Complex::new(v.re.f64(), v.im.f64()) * w;
+        if !inverse {
+            // lo (p < half) or hi (p >= half) coefficient k
+            let (f, k) = if p < half { (&h, p) } else { (&g, p - half) };
+            for (j, w) in f.iter().enumerate() {
+                add(*w, at((2 * k + j) % e));
+            }
+        } else {
+            // taps j of p's parity: p = 2k + j (mod e)
+            for j in (p % 2..4).step_by(2) {
+                let k = ((p + e - j % e) % e) / 2;
+                add(h[j], at(k));
+                add(g[j], at(half + k));
+            }
+        }
+        *o = Complex::new(T::of(acc.re), T::of(acc.im));
+    });
+    Ok(())
+}
+
+/// `out[(c + shift) mod n] = x[c]`: the circular shift.
+pub fn roll<T: Real>(
+    out: &mut [Complex<T>],
+    x: &[Complex<T>],
+    n: [usize; 3],
+    shift: [usize; 3],
+) -> Result<()> {
+    let len = n.iter().product::<usize>();
+    Error::check_len("shift input", len, x.len())?;
+    Error::check_len("shift output", len, out.len())?;
+    out.par_iter_mut().enumerate().for_each(|(i, o)| {
+        // o sits at c; it takes x at c - shift
+        let c = index3(n, i);
+        let s: [usize; 3] = std::array::from_fn(|a| (c[a] + n[a] - shift[a] % n[a]) % n[a]);
+        *o = x[(s[2] * n[1] + s[1]) * n[0] + s[0]];
+    });
+    Ok(())
+}
+
+/// Soft thresholding by `t` of every value outside the corner `corner`:
+/// `v = max(0, 1 - t / |v|) v`; the corner (the coarsest scaling
+/// coefficients) is left as it is.
+pub fn shrink_outside<T: Real>(
+    x: &mut [Complex<T>],
+    n: [usize; 3],
+    corner: [usize; 3],
+    t: f64,
+) -> Result<()> {
+    Error::check_len("wavelet coefficients", n.iter().product(), x.len())?;
+    check_extent(n, corner, None)?;
+    x.par_iter_mut().enumerate().for_each(|(i, v)| {
+        let c = index3(n, i);
+        if (0..3).any(|a| c[a] >= corner[a]) {
+            let f = crate::cpu::sparse::group_factor(v.norm().f64(), t, crate::GroupProx::Shrink);
+            *v = *v * T::of(f);
+        }
+    });
+    Ok(())
+}

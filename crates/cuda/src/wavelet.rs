@@ -1,0 +1,95 @@
+//! The wavelet prior's kernels (kernels/wavelet.cu) and their typed
+//! launchers: one level of the Daubechies-2 transform along an axis, the
+//! circular shift, and soft thresholding outside the coarse corner.
+
+use crate::device::Device;
+use crate::error::Ctx;
+use crate::kernels::{ptx, WAVELET_CU};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, PushKernelArg};
+use recon_core::Result;
+use std::sync::Arc;
+
+/// Every kernel of wavelet.cu.
+pub(crate) const NAMES: [&str; 3] = ["dwt", "roll", "shrink_outside"];
+
+pub(crate) struct Kernels {
+    dwt: CudaFunction,
+    roll: CudaFunction,
+    shrink_outside: CudaFunction,
+}
+
+impl Kernels {
+    pub(crate) fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
+        let m = ctx
+            .load_module(ptx("wavelet.cu", WAVELET_CU, arch.to_string())?)
+            .at("load wavelet.cu")?;
+        let f = |name: &str| m.load_function(name).at(&format!("load kernel {name}"));
+        Ok(Kernels {
+            dwt: f(NAMES[0])?,
+            roll: f(NAMES[1])?,
+            shrink_outside: f(NAMES[2])?,
+        })
+    }
+}
+
+fn int3(v: [usize; 3]) -> [i32; 3] {
+    v.map(|v| v as i32)
+}
+
+impl Device {
+    /// One level along `axis` of the corner `extent` (checked by the
+    /// caller), forward or inverse.
+    pub fn dwt(
+        &self,
+        out: &mut CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+        n: [usize; 3],
+        extent: [usize; 3],
+        axis: usize,
+        inverse: bool,
+    ) -> Result<()> {
+        let ([nx, ny, nz], [ex, ey, ez]) = (int3(n), int3(extent));
+        let (axis, inverse) = (axis as i32, inverse as i32);
+        let mut b = self.stream.launch_builder(&self.wavelet.dwt);
+        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
+        b.arg(&ex).arg(&ey).arg(&ez).arg(&axis).arg(&inverse);
+        unsafe { b.launch(self.cfg(n.iter().product())) }
+            .at("launch dwt")
+            .map(|_| ())
+    }
+
+    /// `out[(c + shift) mod n] = x[c]`.
+    pub fn roll(
+        &self,
+        out: &mut CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+        n: [usize; 3],
+        shift: [usize; 3],
+    ) -> Result<()> {
+        let [nx, ny, nz] = int3(n);
+        let [sx, sy, sz] = int3(std::array::from_fn(|a| shift[a] % n[a]));
+        let mut b = self.stream.launch_builder(&self.wavelet.roll);
+        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
+        b.arg(&sx).arg(&sy).arg(&sz);
+        unsafe { b.launch(self.cfg(n.iter().product())) }
+            .at("launch roll")
+            .map(|_| ())
+    }
+
+    /// Soft thresholding by `t` outside the corner `corner`.
+    pub fn shrink_outside(
+        &self,
+        x: &mut CudaSlice<f32>,
+        n: [usize; 3],
+        corner: [usize; 3],
+        t: f64,
+    ) -> Result<()> {
+        let ([nx, ny, nz], [kx, ky, kz]) = (int3(n), int3(corner));
+        let mut b = self.stream.launch_builder(&self.wavelet.shrink_outside);
+        b.arg(x).arg(&nx).arg(&ny).arg(&nz);
+        b.arg(&kx).arg(&ky).arg(&kz).arg(&t);
+        unsafe { b.launch(self.cfg(n.iter().product())) }
+            .at("launch shrink_outside")
+            .map(|_| ())
+    }
+}
