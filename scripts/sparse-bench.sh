@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sparse priors' cost against the quadratic prior's, per scan, on the
 # book's 128^3 radial problem (scripts/peers/radial-128.toml, with the
-# proton-density twin for directional TV): each prior run twice (the first
+# proton-density twin for directional TV; wavelets too): each prior run twice (the first
 # fills the Q cache), the second's stage times reported. Usage:
 #   scripts/sparse-bench.sh RECON_BINARY OUT_DIR [cuda|cpu]
 # Prints a table: prior, algorithm and iterations, F^H D, solve, PSNR.
@@ -30,3 +30,4 @@ echo "| --- | --- | --- | --- | --- | --- |"
 run quadratic $'[solver]\niterations = 60\nlambda = 10\n[regulariser]\nkind = "uniform"'
 run tv $'[solver]\niterations = 20\n[prior]\nkind = "tv"\nlambda = 0.0005'
 run dtv $'[solver]\niterations = 20\n[prior]\nkind = "dtv"\nlambda = 0.001'
+run wavelet $'[solver]\niterations = 20\n[prior]\nkind = "wavelet"\nlambda = 0.0005'

@@ -130,6 +130,13 @@ fn prior_settings_are_checked() {
         |t| t + "\n[prior]\nkind = \"wavelets\"\n",
         &["prior.kind", "quadratic", "tv", "dtv", "wavelet"],
     );
+    rejects(
+        |t| {
+            t.replace("lambda = 0.01", "")
+                + "\n[prior]\nkind = \"wavelet\"\nlambda = 0.001\nshifts = 0\n"
+        },
+        &["prior.shifts", "1..=64"],
+    );
     // wavelets need an axis that halves into bands of 8
     rejects(
         |t| {

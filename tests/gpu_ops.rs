@@ -12,7 +12,7 @@ use recon_cg::SparseParams;
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, GroupProx};
 use recon_cuda::{CudaBackend, Options};
 use recon_ops::testing::{adjoint_error, normal_error, random};
-use recon_ops::{Compose, Directional, Gradient, LinearOp, Norm, Stack, Wavelet, WaveletNorm};
+use recon_ops::{shifted_wavelets, Compose, Directional, Gradient, LinearOp, Norm, Stack};
 
 fn get(b: &CudaBackend, v: &<CudaBackend as Backend>::Vector) -> Vec<Complex<f64>> {
     let mut h = vec![Complex::default(); b.len(v)];
@@ -212,33 +212,34 @@ fn wavelet_primitives_and_prox_match_cpu_f64() {
     cpu.roll(&mut c, &xr, n, [5, 13, 2]).unwrap();
     g.roll(&mut o, &gx, n, [5, 13, 2]).unwrap();
     close("roll", &get(&g, &o), &c);
-    let mut c = xr.clone();
+    // two images' worth: the corner of each
+    let xx = random::<f64>(2 * len, 23);
+    let mut c = up(&down(&xx));
     cpu.shrink_outside(&mut c, n, [9, 5, 3], 0.6).unwrap();
-    let mut o = g.upload(&down(&x)).unwrap();
+    let mut o = g.upload(&down(&xx)).unwrap();
     g.shrink_outside(&mut o, n, [9, 5, 3], 0.6).unwrap();
     close("shrink_outside", &get(&g, &o), &c);
 
-    // the transform on the GPU: orthonormal; its prox with the same
-    // shifts as the CPU's, three calls in a row
+    // the stack of shifted transforms on the GPU: orthonormal, and its
+    // coefficients and their prox as the CPU's
     let n = [32, 16, 8];
     let len = 4096;
-    let mut w = Wavelet::new(&g, n).unwrap();
-    w.set_shift([3, 1, 0]);
-    let a = adjoint_error(&g, &mut w, 3).unwrap();
-    let m = normal_error(&g, &mut w, 4).unwrap();
+    let (mut kg, mut ng) = shifted_wavelets(&g, n, 4).unwrap();
+    let (mut kc, mut nc) = shifted_wavelets(&cpu, n, 4).unwrap();
+    let a = adjoint_error(&g, &mut kg, 3).unwrap();
+    let m = normal_error(&g, &mut kg, 4).unwrap();
     // float32 vectors, double reductions, a dozen passes of four taps
     assert!(
         a < 1e-6 && m < 1e-6,
-        "wavelet: adjoint {a:e}, W^H W = I {m:e}"
+        "wavelets: adjoint {a:e}, K^H K = I {m:e}"
     );
     let x = random::<f64>(len, 22);
-    let mut c = up(&down(&x));
-    let mut o = g.upload(&down(&x)).unwrap();
-    let mut nc = WaveletNorm::new(&cpu, n, true).unwrap();
-    let mut ng = WaveletNorm::new(&g, n, true).unwrap();
-    for _ in 0..3 {
-        nc.prox(&cpu, &mut c, 0.3).unwrap();
-        ng.prox(&g, &mut o, 0.3).unwrap();
-    }
-    close("wavelet prox", &get(&g, &o), &c);
+    let mut c = vec![Complex::default(); 4 * len];
+    kc.forward(&cpu, &mut c, &up(&down(&x))).unwrap();
+    nc.prox(&cpu, &mut c, 0.01).unwrap();
+    let mut o = g.zeros(4 * len).unwrap();
+    kg.forward(&g, &mut o, &g.upload(&down(&x)).unwrap())
+        .unwrap();
+    ng.prox(&g, &mut o, 0.01).unwrap();
+    close("shifted wavelets, shrunk", &get(&g, &o), &c);
 }

@@ -1,10 +1,10 @@
 //! The wavelet prior on the CPU in float64: Daubechies' filters against
 //! their defining identities, one level of the transform against the
 //! explicit analysis matrix, the 3-D transform's orthonormality and
-//! adjoint, its shifts, the proximal maps against their definitions, and
-//! denoising by ADMM and PDHG against the closed-form minimiser
-//! `W^H shrink(W f, lambda)` (exact for an orthonormal W and the identity
-//! data term).
+//! adjoint, its shifts and the stack of shifted transforms, the norm's
+//! proximal maps against their definitions, and denoising by ADMM and PDHG
+//! against the closed-form minimiser `W^H shrink(W f, lambda)` (exact for
+//! one orthonormal W and the identity data term).
 
 mod common;
 
@@ -13,7 +13,7 @@ use recon_cg::{admm, pdhg, Gram, Normal, Sparse, SparseParams};
 use recon_core::cpu::wavelet::daubechies2;
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Result};
 use recon_ops::testing::{adjoint_error, normal_error, random};
-use recon_ops::{Identity, LinearOp, Norm, Wavelet, WaveletNorm};
+use recon_ops::{shifted_wavelets, LinearOp, Norm, Wavelet, WaveletL1};
 
 type Cpu = CpuBackend<f64>;
 type V = Vec<Complex<f64>>;
@@ -180,20 +180,23 @@ fn a_shift_rolls_the_image_before_the_transform() {
     assert!(nrmse(&shifted, &plain) < 1e-15, "W_s x = W roll(x, s)");
 }
 
-/// `t ||W x||_1 + |x - v|^2 / 2` over the detail coefficients, unshifted.
-fn prox_objective(be: &Cpu, norm: &mut WaveletNorm<Cpu>, x: &V, v: &V, t: f64) -> f64 {
-    let d: f64 = x.iter().zip(v).map(|(a, b)| (a - b).norm_sqr()).sum();
-    t * norm.value(be, x).unwrap() + d / 2.0
+/// `t ||c||_1 + |c - v|^2 / 2` over the detail coefficients.
+fn prox_objective(be: &Cpu, norm: &mut WaveletL1, c: &V, v: &V, t: f64) -> f64 {
+    let d: f64 = c.iter().zip(v).map(|(a, b)| (a - b).norm_sqr()).sum();
+    t * norm.value(be, c).unwrap() + d / 2.0
 }
 
 #[test]
-fn the_proximal_maps_meet_their_definitions() {
+fn the_norms_proximal_maps_meet_their_definitions() {
     let be = Cpu::new();
     let n = [16, 16, 1];
-    let len = 256;
-    let v: V = random(len, 13);
-    let t = 0.2;
-    let mut norm = WaveletNorm::new(&be, n, false).unwrap();
+    let (len, t) = (256, 0.2);
+    // two stacked coefficient images
+    let v: V = random(2 * len, 13);
+    let mut norm = WaveletL1 {
+        n,
+        corner: [8, 8, 1],
+    };
     let mut p = v.clone();
     norm.prox(&be, &mut p, t).unwrap();
     // p minimises the prox objective: no random step lowers it
@@ -201,7 +204,7 @@ fn the_proximal_maps_meet_their_definitions() {
     let mut rng = Rng::new(3);
     for _ in 0..50 {
         let step = 1e-3 * rng.next_f64();
-        let d: V = random(len, rng.below(1 << 30) as u64);
+        let d: V = random(2 * len, rng.below(1 << 30) as u64);
         let q: V = p.iter().zip(&d).map(|(a, b)| a + b * step).collect();
         let o = prox_objective(&be, &mut norm, &q, &v, t);
         assert!(
@@ -209,34 +212,64 @@ fn the_proximal_maps_meet_their_definitions() {
             "a step lowered the objective: {o} < {best}"
         );
     }
-    // the conjugate's map projects: v - prox(v), coefficients within t, the
-    // coarse corner (not penalised) 0
+    // the conjugate's map projects: within t outside the corners, 0 inside
     let mut y = v.clone();
     norm.prox_conjugate(&be, &mut y, t).unwrap();
     let moreau: V = v.iter().zip(&p).map(|(a, b)| a - b).collect();
     assert!(nrmse(&y, &moreau) < 1e-14, "Moreau's identity");
-    let mut w = Wavelet::new(&be, n).unwrap();
-    let mut c = be.zeros(len).unwrap();
-    w.forward(&be, &mut c, &y).unwrap();
-    let corner = w.corner();
-    for (i, v) in c.iter().enumerate() {
-        let k = recon_core::index3(n, i);
-        if (0..3).all(|a| k[a] < corner[a]) {
-            assert!(v.norm() < 1e-14, "coarse coefficient {k:?} = {v}");
+    for (i, c) in y.iter().enumerate() {
+        let k = recon_core::index3(n, i % len);
+        if k[0] < 8 && k[1] < 8 {
+            assert!(c.norm() == 0.0, "corner coefficient {i} = {c}");
         } else {
-            assert!(v.norm() <= t + 1e-14, "coefficient {k:?}: |{v}| > {t}");
+            assert!(c.norm() <= t + 1e-14, "coefficient {i}: |{c}| > {t}");
         }
     }
-    // with shifts, each call is the prox of a shifted transform: still a
-    // shrinkage, so the norm of the result never exceeds the input's
-    let mut shifted = WaveletNorm::new(&be, n, true).unwrap();
-    let mut s = v.clone();
-    shifted.prox(&be, &mut s, t).unwrap();
-    assert!(dot(&s, &s).re < dot(&v, &v).re);
+    // the value: |(3, 4i)| outside the corner of the second image
+    let mut x = vec![Complex::default(); 2 * len];
+    x[len + 9] = Complex::new(3.0, 4.0);
+    x[len] = Complex::new(100.0, 0.0); // in the corner, free
+    assert!((norm.value(&be, &x).unwrap() - 5.0).abs() < 1e-15);
     assert!(
-        nrmse(&s, &p) > 1e-3,
-        "a shifted prox differs from the unshifted one"
+        be.shrink_outside(&mut x[..300].to_vec(), n, [8, 8, 1], t)
+            .is_err(),
+        "not whole images"
     );
+}
+
+#[test]
+fn the_stack_of_shifted_transforms_is_orthonormal() {
+    let be = Cpu::new();
+    let n = [32, 16, 16];
+    let len = 8192;
+    for shifts in [1, 4] {
+        let (mut k, norm) = shifted_wavelets(&be, n, shifts).unwrap();
+        assert_eq!(k.shape(), [shifts * len, len]);
+        assert_eq!(norm.corner, [8, 8, 8]);
+        // K^H K = I, by the scale 1 / sqrt(S): float64 sums, 1e-13
+        let a = adjoint_error(&be, &mut k, 5).unwrap();
+        let e = normal_error(&be, &mut k, 6).unwrap();
+        assert!(
+            a < 1e-13 && e < 1e-13,
+            "S = {shifts}: adjoint {a:e}, K^H K = I {e:e}"
+        );
+        // block 0 is the unshifted transform, and the others differ from it
+        let x: V = random(len, 8);
+        let mut c = be.zeros(shifts * len).unwrap();
+        k.forward(&be, &mut c, &x).unwrap();
+        let mut w0 = be.zeros(len).unwrap();
+        Wavelet::new(&be, n)
+            .unwrap()
+            .forward(&be, &mut w0, &x)
+            .unwrap();
+        let s = (shifts as f64).sqrt();
+        let block = |b: usize| -> V { c[b * len..][..len].iter().map(|v| v * s).collect() };
+        assert!(nrmse(&block(0), &w0) < 1e-14);
+        for b in 1..shifts {
+            assert!(nrmse(&block(b), &w0) > 0.1, "block {b} is shifted");
+        }
+    }
+    assert!(shifted_wavelets(&be, n, 0).is_err());
 }
 
 struct Eye(usize);
@@ -266,20 +299,20 @@ fn wavelet_denoising_by_admm_and_pdhg_matches_the_closed_form() {
         })
         .collect();
     let lambda = 0.08;
-    // x* = W^H shrink(W f, lambda)
-    let mut exact = f.clone();
-    WaveletNorm::new(&be, n, false)
-        .unwrap()
-        .prox(&be, &mut exact, lambda)
-        .unwrap();
+    // x* = W^H shrink(W f, lambda), the coarse corner unshrunk
+    let mut w = Wavelet::new(&be, n).unwrap();
+    let mut c = be.zeros(len).unwrap();
+    w.forward(&be, &mut c, &f).unwrap();
+    be.shrink_outside(&mut c, n, w.corner(), lambda).unwrap();
+    let mut exact = be.zeros(len).unwrap();
+    w.adjoint(&be, &mut exact, &c).unwrap();
     let params = SparseParams {
         iterations: 3000,
         tolerance: 1e-10,
         ..Default::default()
     };
     for pd in [false, true] {
-        let mut op = Identity::new(len);
-        let mut norm = WaveletNorm::new(&be, n, false).unwrap();
+        let (mut op, mut norm) = shifted_wavelets(&be, n, 1).unwrap();
         let prior = Sparse {
             op: &mut op,
             norm: &mut norm,

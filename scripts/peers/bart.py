@@ -9,7 +9,10 @@ The pairs (recon's prior, BART's regulariser):
   joint flags 0 its norm is the anisotropic one);
 - "quadratic": recon's uniform W (CG), BART `pics -l2` (Tikhonov, `-r`);
 - "dtv": recon's directional TV (the scan file's /reference/anatomy),
-  against BART's TV, which has no reference-guided form.
+  against BART's TV, which has no reference-guided form;
+- "wavelet": recon `prior.kind = "wavelet"` (l1 of the Daubechies-2
+  detail coefficients, randomly shifted, by ADMM), BART `pics -l1 -r
+  lambda` (l1 of its Daubechies-2 wavelets, randomly shifted, by FISTA).
 
 Every run gets the same threads (OMP_NUM_THREADS and RAYON_NUM_THREADS).
 Each tool sweeps lambda at its own iteration budget (recon: 20 ADMM
@@ -69,7 +72,7 @@ def ensure_bart():
 
 
 def bart_runs(scan, work, iterations, threads, reg):
-    """evaluate(lambda) for BART pics with regulariser `reg` ("tv", "l2")
+    """evaluate(lambda) for BART pics with regulariser `reg` ("tv", "l2", "l1")
     and `iterations` (its budget of CG iterations in all)."""
     nz, ny, nx = scan["truth"].shape
     # BART's trajectory is (3, samples) in cycles/FOV, x first; its image
@@ -100,8 +103,9 @@ def bart_runs(scan, work, iterations, threads, reg):
 
 
 def pics(reg, iterations, lam, traj, ksp, sens, out):
-    """BART's command: TV (`-R T`) or Tikhonov (`-l2 -r`) at `lam`."""
-    r = ["-R", f"T:7:0:{lam}"] if reg == "tv" else ["-l2", "-r", str(lam)]
+    """BART's command: TV (`-R T`), Tikhonov (`-l2 -r`) or l1 wavelets
+    (`-l1 -r`) at `lam`."""
+    r = ["-R", f"T:7:0:{lam}"] if reg == "tv" else [f"-{reg}", "-r", str(lam)]
     return ["bart", "pics", "-S", "-i", str(iterations), *r, "-t", traj, ksp, sens, out]
 
 
@@ -169,7 +173,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=20, help="recon's iterations for the sweeps")
     ap.add_argument("--bart-iterations", type=int, default=100, help="BART's iterations for the sweeps")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--priors", default="tv,quadratic,dtv")
+    ap.add_argument("--priors", default="tv,quadratic,dtv,wavelet")
     ap.add_argument("--json", help="write the tables as JSON here")
     args = ap.parse_args()
     ensure_bart()
@@ -185,13 +189,16 @@ def main():
         ("recon", "tv"): log_range(1e-4, 1e-2, 9),
         ("recon", "dtv"): log_range(1e-4, 1e-2, 9),
         ("recon", "quadratic"): log_range(0.1, 100, 7),
+        ("recon", "wavelet"): log_range(1e-4, 1e-2, 9),
+        ("bart", "l1"): log_range(1e-4, 1e-1, 13),
         ("bart", "tv"): log_range(1e-4, 1e-1, 13),
         ("bart", "l2"): log_range(1e-3, 10, 9),
     }
     # Iteration budgets at each tool's best lambda: recon's outer
     # iterations (ADMM, 4 preconditioned CG each; CG for the quadratic
     # prior), BART's CG iterations in all.
-    recon_counts = {"tv": [5, 10, 15, 20, 30], "dtv": [5, 10, 15, 20, 30], "quadratic": [5, 10, 20, 40]}
+    recon_counts = {"tv": [5, 10, 15, 20, 30], "dtv": [5, 10, 15, 20, 30], "quadratic": [5, 10, 20, 40],
+                    "wavelet": [5, 10, 15, 20, 30]}
     bart_counts = [30, 60, 100, 200]
     rows, curves = [], []
     with tempfile.TemporaryDirectory() as work:
@@ -208,7 +215,7 @@ def main():
                            "runs": budgets(at, lam, recon_counts[kind])})
             if kind == "dtv":
                 continue  # BART has no reference-guided prior; its TV is the "tv" row
-            reg = "tv" if kind == "tv" else "l2"
+            reg = {"tv": "tv", "quadratic": "l2", "wavelet": "l1"}[kind]
             bat = lambda it, reg=reg: bart_runs(scan, work, it, args.threads, reg)
             evaluate, runs, cmd = bat(args.bart_iterations)
             best, lam = sweep(evaluate, ranges[("bart", reg)])
@@ -230,7 +237,7 @@ def main():
     # Equal PSNR: BART's best over its budgets against recon's least time
     # to reach it, prior by prior.
     print()
-    for mine, theirs in [("tv", "tv"), ("quadratic", "l2")]:
+    for mine, theirs in [("tv", "tv"), ("quadratic", "l2"), ("wavelet", "l1")]:
         r = next((c for c in curves if c["tool"] == "recon" and c["prior"] == mine), None)
         b = next((c for c in curves if c["tool"] == "BART" and c["prior"] == theirs), None)
         if r and b:

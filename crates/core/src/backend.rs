@@ -112,7 +112,7 @@ impl Ratio {
 /// Vectors are complex, of `Self::Real`, and live on the device. 3-D shapes
 /// are `[Nx, Ny, Nz]`, stored x fastest. Implementations check lengths at
 /// these boundaries and return [`crate::Error::Length`] on a mismatch.
-pub trait Backend: Send + Sync {
+pub trait Backend: Send + Sync + 'static {
     type Real: Real;
     /// A complex vector in device memory.
     type Vector: Send + Sync;
@@ -370,7 +370,8 @@ pub trait Backend: Send + Sync {
     ) -> Result<()>;
 
     /// Soft thresholding by `t`, `v = max(0, 1 - t / |v|) v`, of every value
-    /// of `x` (shape `n`) outside the corner `corner`.
+    /// outside the corner `corner` of each image (shape `n`) of `x`, whose
+    /// length is a whole number of images.
     fn shrink_outside(
         &self,
         x: &mut Self::Vector,

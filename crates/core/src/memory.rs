@@ -93,8 +93,8 @@ pub enum SparseOperator {
     Gradient,
     /// Directional total variation's weighted gradient.
     Directional,
-    /// The identity, the wavelet prior's (its transform is in its norm).
-    Identity,
+    /// The wavelet prior's stack of this many shifted transforms.
+    Wavelets(usize),
 }
 
 /// Image vectors the sparse priors' solvers hold beyond CG's five, on
@@ -103,14 +103,14 @@ pub enum SparseOperator {
 /// CG's work (three), the gradient's field (three) and the preconditioner
 /// (one), about as many as PDHG's two iterates with their products;
 /// directional TV adds its reference field and the composition's two
-/// fields (nine). The wavelet prior's fields are images (five), and its
-/// transform holds three more (its work, the coefficients, and a copy for
-/// PDHG's dual map).
+/// fields (nine). The wavelet prior's fields hold one image per shift
+/// (five fields), and its stack a block output and a work image per shift,
+/// with the solvers' own nine.
 pub fn sparse_vectors(op: SparseOperator) -> u64 {
     match op {
         SparseOperator::Gradient => 24,
         SparseOperator::Directional => 33,
-        SparseOperator::Identity => 16,
+        SparseOperator::Wavelets(shifts) => 7 * shifts as u64 + 9,
     }
 }
 

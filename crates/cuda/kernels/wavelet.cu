@@ -62,16 +62,19 @@ extern "C" __global__ void roll(float2* out, const float2* __restrict__ x, int n
     }
 }
 
-// v = max(0, 1 - t/|v|) v outside the corner (cx, cy, cz).
-extern "C" __global__ void shrink_outside(float2* x, int nx, int ny, int nz, int kx, int ky, int kz, double t)
+// v = max(0, 1 - t/|v|) v outside the corner (kx, ky, kz) of each image of
+// the `total` values.
+extern "C" __global__ void shrink_outside(float2* x, long long total, int nx, int ny, int nz, int kx, int ky, int kz,
+                                          double t)
 {
     const long long plane = (long long)nx * ny, len = plane * nz;
-    FOR_EACH(i, len) {
+    FOR_EACH(g, total) {
+        const long long i = g % len;
         const int cx = (int)(i % nx), cy = (int)((i / nx) % ny), cz = (int)(i / plane);
         if (cx < kx && cy < ky && cz < kz) continue;
-        const float2 v = x[i];
+        const float2 v = x[g];
         const double norm = sqrt((double)v.x * v.x + (double)v.y * v.y);
         const float f = norm > t ? (float)(1.0 - t / norm) : 0.f;
-        x[i] = make_float2(f * v.x, f * v.y);
+        x[g] = make_float2(f * v.x, f * v.y);
     }
 }

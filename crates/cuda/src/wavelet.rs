@@ -76,7 +76,7 @@ impl Device {
             .map(|_| ())
     }
 
-    /// Soft thresholding by `t` outside the corner `corner`.
+    /// Soft thresholding by `t` outside the corner `corner` of each image.
     pub fn shrink_outside(
         &self,
         x: &mut CudaSlice<f32>,
@@ -85,10 +85,11 @@ impl Device {
         t: f64,
     ) -> Result<()> {
         let ([nx, ny, nz], [kx, ky, kz]) = (int3(n), int3(corner));
+        let total = (x.len() / 2) as i64;
         let mut b = self.stream.launch_builder(&self.wavelet.shrink_outside);
-        b.arg(x).arg(&nx).arg(&ny).arg(&nz);
+        b.arg(x).arg(&total).arg(&nx).arg(&ny).arg(&nz);
         b.arg(&kx).arg(&ky).arg(&kz).arg(&t);
-        unsafe { b.launch(self.cfg(n.iter().product())) }
+        unsafe { b.launch(self.cfg(total as usize)) }
             .at("launch shrink_outside")
             .map(|_| ())
     }

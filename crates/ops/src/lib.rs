@@ -15,7 +15,7 @@
 //! structure-guided total variation (Ehrhardt and Betcke, SIAM J. Imaging
 //! Sci. 2016), with the proximal maps of their norms ([`GroupNorm`]), and
 //! the orthonormal [`Wavelet`] transform of the l1-wavelet prior with its
-//! norm ([`WaveletNorm`]); a prior's norm is a [`Norm`].
+//! norm ([`WaveletL1`]); a prior's norm is a [`Norm`].
 //! [`testing`] checks any operator's adjoint and normal map against its
 //! forward map.
 
@@ -28,7 +28,7 @@ mod wavelet;
 pub use combine::{Compose, Diagonal, Identity, Scaled, Stack, Sum};
 pub use finite::{Directional, Gradient};
 pub use norm::{power_norm, GroupNorm, Norm};
-pub use wavelet::{check_wavelet_grid, Wavelet, WaveletNorm, MIN_COARSE};
+pub use wavelet::{check_wavelet_grid, shifted_wavelets, Wavelet, WaveletL1, MIN_COARSE};
 
 use recon_core::{Backend, Error, Result};
 

@@ -107,23 +107,37 @@ pub fn roll<T: Real>(
     Ok(())
 }
 
-/// Soft thresholding by `t` of every value outside the corner `corner`:
-/// `v = max(0, 1 - t / |v|) v`; the corner (the coarsest scaling
-/// coefficients) is left as it is.
+/// Soft thresholding by `t` of every value outside the corner `corner` of
+/// each image (of shape `n`) of `x`, whose length is a multiple of the
+/// image's: `v = max(0, 1 - t / |v|) v`; the corners (the coarsest scaling
+/// coefficients) are left as they are.
 pub fn shrink_outside<T: Real>(
     x: &mut [Complex<T>],
     n: [usize; 3],
     corner: [usize; 3],
     t: f64,
 ) -> Result<()> {
-    Error::check_len("wavelet coefficients", n.iter().product(), x.len())?;
+    let len = check_images(x.len(), n)?;
     check_extent(n, corner, None)?;
     x.par_iter_mut().enumerate().for_each(|(i, v)| {
-        let c = index3(n, i);
+        let c = index3(n, i % len);
         if (0..3).any(|a| c[a] >= corner[a]) {
             let f = crate::cpu::sparse::group_factor(v.norm().f64(), t, crate::GroupProx::Shrink);
             *v = *v * T::of(f);
         }
     });
     Ok(())
+}
+
+/// The image length of the grid `n`, unless `len` values are not a whole
+/// number (one or more) of its images.
+pub fn check_images(len: usize, n: [usize; 3]) -> Result<usize> {
+    let image: usize = n.iter().product();
+    if image == 0 || len == 0 || len % image != 0 {
+        return Err(Error::Invalid {
+            what: "wavelet coefficients",
+            reason: format!("{len} values are not a whole number of {n:?} images"),
+        });
+    }
+    Ok(image)
 }

@@ -49,6 +49,14 @@ pub struct PriorCfg {
     /// reference edges weaker than this barely steer the prior.
     #[serde(default = "default_eta")]
     pub eta: f64,
+    /// wavelet: how many shifted transforms the penalty averages over
+    /// (translation invariance; each costs a transform per iteration).
+    #[serde(default = "default_shifts")]
+    pub shifts: usize,
+}
+
+fn default_shifts() -> usize {
+    4
 }
 
 fn default_eta() -> f64 {
@@ -61,6 +69,7 @@ impl Default for PriorCfg {
             kind: PriorKind::default(),
             lambda: None,
             eta: default_eta(),
+            shifts: default_shifts(),
         }
     }
 }
@@ -186,6 +195,12 @@ impl Config {
             return Err((
                 "prior.eta",
                 format!("must be finite and positive, got {}", p.eta),
+            ));
+        }
+        if !(1..=64).contains(&p.shifts) {
+            return Err((
+                "prior.shifts",
+                format!("must lie in 1..=64, got {}", p.shifts),
             ));
         }
         if p.kind.sparse() && self.regulariser.kind == RegulariserKind::Anatomical {

@@ -33,7 +33,7 @@ pub fn extra_vectors(l: &Loaded) -> u64 {
         P::Quadratic => 0,
         P::Tv => sparse_vectors(K::Gradient),
         P::Dtv => sparse_vectors(K::Directional),
-        P::Wavelet => sparse_vectors(K::Identity),
+        P::Wavelet => sparse_vectors(K::Wavelets(l.cfg.prior.shifts)),
     }
 }
 

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use recon_cg::{Gram, Params, Problem, SparseAlgorithm, SparseParams};
 use recon_core::{Backend, Complex, Real, Stencil};
 use recon_encoding::NufftBackend;
-use recon_ops::{Compose, Directional, Gradient, GroupNorm, Identity, LinearOp, WaveletNorm};
+use recon_ops::{shifted_wavelets, Compose, Directional, Gradient, GroupNorm, LinearOp};
 
 /// The prior as the solver starts from.
 #[derive(Clone)]
@@ -32,8 +32,9 @@ pub enum SparsePrior {
     Tv,
     /// Directional total variation, the reference on the grid and eta.
     Dtv { reference: Vec<f64>, eta: f64 },
-    /// l1 of the wavelet coefficients, randomly shifted between iterations.
-    Wavelet,
+    /// l1 of the wavelet coefficients, averaged over this many shifted
+    /// transforms.
+    Wavelet { shifts: usize },
 }
 
 /// A sparse prior's operator K, norm and K^H K's model.
@@ -49,7 +50,7 @@ impl SparsePrior {
         match self {
             SparsePrior::Tv => PriorKind::Tv,
             SparsePrior::Dtv { .. } => PriorKind::Dtv,
-            SparsePrior::Wavelet => PriorKind::Wavelet,
+            SparsePrior::Wavelet { .. } => PriorKind::Wavelet,
         }
     }
 
@@ -64,11 +65,11 @@ impl SparsePrior {
                 let k = Compose::new(backend, p, Gradient::new(backend, n)?)?;
                 (Box::new(k), tv, Gram::Laplacian)
             }
-            SparsePrior::Wavelet => (
-                Box::new(Identity::new(n.iter().product())),
-                Box::new(WaveletNorm::new(backend, n, true).context("the wavelet prior")?),
-                Gram::Identity,
-            ),
+            SparsePrior::Wavelet { shifts } => {
+                let (k, norm) =
+                    shifted_wavelets(backend, n, *shifts).context("the wavelet prior")?;
+                (Box::new(k), Box::new(norm), Gram::Identity)
+            }
         })
     }
 }
@@ -101,7 +102,9 @@ pub fn regulariser(l: &Loaded, inputs: &Inputs) -> Result<Regulariser> {
             reference: reference()?,
             eta: cfg.prior.eta,
         }),
-        PriorKind::Wavelet => Some(SparsePrior::Wavelet),
+        PriorKind::Wavelet => Some(SparsePrior::Wavelet {
+            shifts: cfg.prior.shifts,
+        }),
     };
     if let Some(p) = sparse_prior {
         return Ok(sparse(l, p));

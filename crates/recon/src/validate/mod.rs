@@ -389,7 +389,12 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             for (name, prior) in [
                 (TV, SparsePrior::Tv),
                 (DTV, dtv),
-                (WAVELET, SparsePrior::Wavelet),
+                (
+                    WAVELET,
+                    SparsePrior::Wavelet {
+                        shifts: l.cfg.prior.shifts,
+                    },
+                ),
             ] {
                 stencils.push((
                     name.to_string(),
