@@ -571,3 +571,21 @@ impl SparseProblem {
         (out, info)
     }
 }
+
+/// `A = I` on the CPU in float64: the data term of denoising.
+pub struct Eye(pub usize);
+
+impl recon_cg::Normal<recon_core::CpuBackend<f64>> for Eye {
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn apply(
+        &mut self,
+        be: &recon_core::CpuBackend<f64>,
+        out: &mut Vec<Complex<f64>>,
+        x: &Vec<Complex<f64>>,
+    ) -> recon_core::Result<()> {
+        use recon_core::Backend;
+        be.copy(out, x)
+    }
+}

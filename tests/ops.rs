@@ -180,18 +180,6 @@ fn proximal_maps_match_their_closed_forms() {
         .is_err());
 }
 
-/// `A = I`: the data term of denoising.
-struct Eye(usize);
-
-impl Normal<Cpu> for Eye {
-    fn len(&self) -> usize {
-        self.0
-    }
-    fn apply(&mut self, be: &Cpu, out: &mut V, x: &V) -> Result<()> {
-        be.copy(out, x)
-    }
-}
-
 /// A noisy piecewise-constant image: the reference's box, complex.
 fn noisy(n: [usize; 3], seed: u64) -> V {
     let r = reference(n);

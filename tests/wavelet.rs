@@ -9,9 +9,9 @@
 mod common;
 
 use common::*;
-use recon_cg::{admm, pdhg, Gram, Normal, Sparse, SparseParams};
+use recon_cg::{admm, pdhg, Gram, Sparse, SparseParams};
 use recon_core::cpu::wavelet::daubechies2;
-use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Result};
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend};
 use recon_ops::testing::{adjoint_error, normal_error, random};
 use recon_ops::{shifted_wavelets, LinearOp, Norm, Wavelet, WaveletL1};
 
@@ -270,17 +270,6 @@ fn the_stack_of_shifted_transforms_is_orthonormal() {
         }
     }
     assert!(shifted_wavelets(&be, n, 0).is_err());
-}
-
-struct Eye(usize);
-
-impl Normal<Cpu> for Eye {
-    fn len(&self) -> usize {
-        self.0
-    }
-    fn apply(&mut self, be: &Cpu, out: &mut V, x: &V) -> Result<()> {
-        be.copy(out, x)
-    }
 }
 
 #[test]

@@ -105,7 +105,7 @@ def bart_runs(scan, work, iterations, threads, reg):
 def pics(reg, iterations, lam, traj, ksp, sens, out):
     """BART's command: TV (`-R T`), Tikhonov (`-l2 -r`) or l1 wavelets
     (`-l1 -r`) at `lam`."""
-    r = ["-R", f"T:7:0:{lam}"] if reg == "tv" else [f"-{reg}", "-r", str(lam)]
+    r = {"tv": ["-R", f"T:7:0:{lam}"], "l2": ["-l2", "-r", str(lam)], "l1": ["-l1", "-m", "-r", str(lam)]}[reg]
     return ["bart", "pics", "-S", "-i", str(iterations), *r, "-t", traj, ksp, sens, out]
 
 

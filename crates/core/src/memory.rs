@@ -420,13 +420,20 @@ mod tests {
         let n = [128; 3];
         let vox = 128u64 * 128 * 128;
         let [.., (_, plain)] = stage_bytes(n, 284_592, true, 1, 0).unwrap();
-        let [.., (stage, tv)] = stage_bytes(n, 284_592, true, 1, sparse_vectors(false)).unwrap();
+        let [.., (stage, tv)] = stage_bytes(
+            n,
+            284_592,
+            true,
+            1,
+            sparse_vectors(SparseOperator::Gradient),
+        )
+        .unwrap();
         assert_eq!(stage, "CG");
         assert_eq!(tv - plain, 24 * 8 * vox, "24 complex float32 image vectors");
         let cpu = cpu_run();
         let (_, a) = host_bytes(n, 1000, &cpu).unwrap();
         let with = HostRun {
-            extra_vectors: sparse_vectors(true),
+            extra_vectors: sparse_vectors(SparseOperator::Directional),
             ..cpu
         };
         let (stage, b) = host_bytes(n, 1000, &with).unwrap();

@@ -527,11 +527,7 @@ impl Backend for CudaBackend {
         corner: [usize; 3],
         t: f64,
     ) -> Result<()> {
-        Error::check_len(
-            "wavelet coefficients",
-            2 * n.iter().product::<usize>(),
-            x.len(),
-        )?;
+        recon_core::cpu::wavelet::check_images(x.len() / 2, n)?;
         recon_core::cpu::wavelet::check_extent(n, corner, None)?;
         self.dev0().shrink_outside(x, n, corner, t)
     }
