@@ -430,7 +430,8 @@ fn validate_compares_the_sparse_priors_too() {
             "uniform W",
             "anatomical W",
             "TV",
-            "directional TV"
+            "directional TV",
+            "l1 wavelets"
         ]
     );
     // The sparse priors sweep their own range (1e-4 to 1e-2 by default).
@@ -448,6 +449,8 @@ fn validate_compares_the_sparse_priors_too() {
     assert_eq!(check("TV over uniform W")["passed"], true);
     assert_eq!(check("directional TV over anatomical W")["passed"], false);
     assert!(check("directional TV over TV")["passed"].is_null());
+    // the wavelets are compared with the uniform W, with no bound
+    assert!(check("l1 wavelets over uniform W")["passed"].is_null());
     let md = std::fs::read_to_string(out.join("validation.md")).unwrap();
     assert!(md.contains("directional TV over anatomical W") && md.contains("FAIL"));
     // options that do not fit are refused before anything runs
