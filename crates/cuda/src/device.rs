@@ -1,14 +1,14 @@
-//! One GPU: its context, streams, compiled modules, memory, FFT plans and
-//! FFTs. The vector and stencil primitives are in vector.rs, the sparse
-//! priors' in sparse.rs, the summation engine in engine.rs, the kernel
-//! sources and names in kernels.rs.
+//! One GPU: its context, streams, memory, FFT plans and FFTs, and the
+//! kernels of each `.cu` file, loaded once and held by name in that file's
+//! `Kernels` beside its typed launchers: vector.rs (vector and stencil
+//! primitives), sparse.rs and wavelet.rs (the sparse priors), engine.rs
+//! (the summation engine, sum.cu), nufft.rs and lines.rs. kernels.rs has
+//! the sources and compiles them.
 
 use crate::error::Ctx;
-use crate::kernels::{ptx, sum_kernels, LINES_CU, NUFFT_CU, SUM_CU};
 use cudarc::cufft::{result as fft_result, sys as fft_sys, CudaFft};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr,
-    LaunchConfig, ValidAsZeroBits,
+    CudaContext, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig, ValidAsZeroBits,
 };
 use recon_core::{Complex, Direction, Error, Result};
 use std::collections::HashMap;
@@ -36,8 +36,12 @@ pub(crate) struct Device {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) copy_stream: Arc<CudaStream>,
-    pub(crate) sum: Arc<CudaModule>,
-    pub(crate) funcs: HashMap<String, CudaFunction>,
+    /// sum.cu's module and kernels (engine.rs launches them).
+    pub(crate) sum: crate::kernels::SumKernels,
+    /// nufft.cu's kernels (nufft.rs).
+    pub(crate) nufft: crate::nufft::Kernels,
+    /// lines.cu's kernels (lines.rs).
+    pub(crate) line_kernels: crate::lines::Kernels,
     /// vector.cu's kernels, with typed launchers (vector.rs).
     pub(crate) vector: crate::vector::Kernels,
     /// sparse.cu's kernels, with typed launchers (sparse.rs).
@@ -78,31 +82,12 @@ impl Device {
         let stream = ctx.new_stream().at("create stream")?;
         let copy_stream = ctx.new_stream().at("create copy stream")?;
         let arch = format!("compute_{major}{minor}");
-        let sum = ctx
-            .load_module(ptx("sum.cu", SUM_CU, arch.clone())?)
-            .at("load sum.cu")?;
-        let nufft = ctx
-            .load_module(ptx("nufft.cu", NUFFT_CU, arch.clone())?)
-            .at("load nufft.cu")?;
-        let lines = ctx
-            .load_module(ptx("lines.cu", LINES_CU, arch.clone())?)
-            .at("load lines.cu")?;
+        let sum = crate::kernels::SumKernels::load(&ctx, &arch)?;
+        let nufft = crate::nufft::Kernels::load(&ctx, &arch)?;
+        let line_kernels = crate::lines::Kernels::load(&ctx, &arch)?;
         let vector = crate::vector::Kernels::load(&ctx, &arch)?;
         let sparse = crate::sparse::Kernels::load(&ctx, &arch)?;
         let wavelet = crate::wavelet::Kernels::load(&ctx, &arch)?;
-        let mut funcs = HashMap::new();
-        for f in sum_kernels() {
-            let func = sum.load_function(&f).at(&format!("load kernel {f}"))?;
-            funcs.insert(f, func);
-        }
-        for f in crate::nufft::kernel_names() {
-            let func = nufft.load_function(&f).at(&format!("load kernel {f}"))?;
-            funcs.insert(f, func);
-        }
-        for f in crate::lines::kernel_names() {
-            let func = lines.load_function(&f).at(&format!("load kernel {f}"))?;
-            funcs.insert(f, func);
-        }
         let partial = stream
             .alloc_zeros::<f64>(REDUCE_BLOCKS)
             .at("allocate reduction buffer")?;
@@ -115,7 +100,8 @@ impl Device {
             stream,
             copy_stream,
             sum,
-            funcs,
+            nufft,
+            line_kernels,
             vector,
             sparse,
             wavelet,
@@ -157,10 +143,6 @@ impl Device {
             });
         }
         Ok(())
-    }
-
-    pub(crate) fn f(&self, name: &str) -> &CudaFunction {
-        &self.funcs[name]
     }
 
     /// A grid-stride launch for `n` elements.

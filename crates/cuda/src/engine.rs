@@ -4,7 +4,7 @@
 
 use crate::device::{as_floats_mut, Device};
 use crate::error::{err, Ctx};
-use crate::kernels::{sum_kernel, PER_THREAD};
+use crate::kernels::PER_THREAD;
 use crate::{Tuning, Variant};
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 use recon_core::{Complex, Error, Result};
@@ -179,7 +179,7 @@ impl Device {
                 && (first + r0) % row == 0
                 && len % row == 0
         };
-        let kernel_for = |r0: usize, len: usize| sum_kernel(job.variant, rows_ok(r0, len), vpt);
+        let kernel_for = |r0: usize, len: usize| self.sum.get(job.variant, rows_ok(r0, len), vpt);
         let (block, per_block) = match job.variant {
             Variant::Tuned | Variant::Streamed => {
                 (job.tuning.block, job.tuning.block as usize * vpt as usize)
@@ -196,6 +196,7 @@ impl Device {
         let m_all = m as i32;
         let mut sym = self
             .sum
+            .module
             .get_global("c_samples", &self.stream)
             .at("find c_samples")?;
         // SAFETY: c_samples is `Sample[CHUNK]` in sum.cu.
@@ -210,11 +211,7 @@ impl Device {
         for r0 in (0..count).step_by(range) {
             let r1 = (r0 + range).min(count);
             let len = r1 - r0;
-            let kernel = kernel_for(r0, len);
-            let func = self
-                .funcs
-                .get(&kernel)
-                .ok_or_else(|| err(format!("find kernel {kernel}"), "not loaded"))?;
+            let (kernel, func) = kernel_for(r0, len)?;
             let cfg = LaunchConfig {
                 grid_dim: (len.div_ceil(per_block) as u32, 1, 1),
                 block_dim: (block, 1, 1),

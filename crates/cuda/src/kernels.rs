@@ -1,6 +1,7 @@
-//! The kernel registry: the `.cu` sources (nufft.cu's names are in nufft.rs), compiled by NVRTC once per
-//! process and architecture, and the names of every kernel the backend
-//! launches (so that a missing one fails at start-up, not mid-run).
+//! The kernel sources: the `.cu` files, compiled by NVRTC once per process
+//! and architecture, loaded by [`load_all`] (every kernel a file's
+//! launchers use is loaded with the device, so that a missing one fails at
+//! start-up, not mid-run); and sum.cu's kernels by variant.
 
 use crate::error::err;
 use crate::Variant;
@@ -40,12 +41,35 @@ pub(crate) fn ptx(name: &'static str, src: &'static str, arch: String) -> Result
     Ok(p)
 }
 
+/// Loads the module of `src` (named `name`) for `arch`, and a function of it
+/// by name for each of `names`, failing on the first missing one.
+pub(crate) fn load_all(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    arch: &str,
+    name: &'static str,
+    src: &'static str,
+    names: &[String],
+) -> Result<(
+    std::sync::Arc<cudarc::driver::CudaModule>,
+    Vec<cudarc::driver::CudaFunction>,
+)> {
+    use crate::error::Ctx;
+    let m = ctx
+        .load_module(ptx(name, src, arch.to_string())?)
+        .at(&format!("load {name}"))?;
+    let funcs = names
+        .iter()
+        .map(|f| m.load_function(f).at(&format!("load kernel {f}")))
+        .collect::<Result<_>>()?;
+    Ok((m, funcs))
+}
+
 /// Outputs-per-thread counts the tuned kernels are compiled for.
 pub const PER_THREAD: [u32; 4] = [1, 2, 4, 8];
 
 /// The kernel of sum.cu that runs `variant`; `rows`: the lattice row
 /// kernel of variants 5 and 6 (else their generic one).
-pub(crate) fn sum_kernel(variant: Variant, rows: bool, per_thread: u32) -> String {
+fn sum_kernel(variant: Variant, rows: bool, per_thread: u32) -> String {
     let g = if rows { "" } else { "g" };
     match variant {
         Variant::Naive => "sum_v1".into(),
@@ -70,6 +94,46 @@ pub(crate) fn sum_kernels() -> Vec<String> {
     names.sort();
     names.dedup();
     names
+}
+
+/// sum.cu's module (its constant-memory samples are a symbol of it) and
+/// its kernels, looked up by variant, row kernel and outputs per thread.
+pub(crate) struct SumKernels {
+    pub module: std::sync::Arc<cudarc::driver::CudaModule>,
+    by_name: HashMap<String, cudarc::driver::CudaFunction>,
+}
+
+impl SumKernels {
+    pub(crate) fn load(
+        ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+        arch: &str,
+    ) -> Result<Self> {
+        let names = sum_kernels();
+        let (module, funcs) = load_all(ctx, arch, "sum.cu", SUM_CU, &names)?;
+        Ok(SumKernels {
+            module,
+            by_name: names.into_iter().zip(funcs).collect(),
+        })
+    }
+
+    /// The kernel that runs `variant` (see [`sum_kernel`]), and its name.
+    pub(crate) fn get(
+        &self,
+        variant: Variant,
+        rows: bool,
+        per_thread: u32,
+    ) -> Result<(&str, &cudarc::driver::CudaFunction)> {
+        let name = sum_kernel(variant, rows, per_thread);
+        self.by_name
+            .get_key_value(&name)
+            .map(|(k, f)| (k.as_str(), f))
+            .ok_or_else(|| {
+                err(
+                    format!("find kernel {name}"),
+                    "not compiled for this variant",
+                )
+            })
+    }
 }
 
 #[cfg(test)]

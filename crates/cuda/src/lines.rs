@@ -17,18 +17,72 @@ pub(crate) const LENGTHS: [usize; 14] = [
     16, 32, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024,
 ];
 
-/// Every kernel of lines.cu.
+/// The kernel families of lines.cu, each compiled for every length of
+/// [`LENGTHS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LineKernel {
+    /// `fft_lines_L`: an FFT along each line.
+    Fft = 0,
+    /// `fft_lines_coil_L`: the same, through a coil map.
+    FftCoil = 1,
+    /// `toeplitz_columns_L`: the Toeplitz product's last axis.
+    ToeplitzColumns = 2,
+}
+
+impl LineKernel {
+    const ALL: [LineKernel; 3] = [
+        LineKernel::Fft,
+        LineKernel::FftCoil,
+        LineKernel::ToeplitzColumns,
+    ];
+
+    fn name(self, l: usize) -> String {
+        match self {
+            LineKernel::Fft => format!("fft_lines_{l}"),
+            LineKernel::FftCoil => format!("fft_lines_coil_{l}"),
+            LineKernel::ToeplitzColumns => format!("toeplitz_columns_{l}"),
+        }
+    }
+}
+
+/// Every kernel of lines.cu, by length then family.
 pub(crate) fn kernel_names() -> Vec<String> {
     LENGTHS
         .iter()
-        .flat_map(|l| {
-            [
-                format!("toeplitz_columns_{l}"),
-                format!("fft_lines_{l}"),
-                format!("fft_lines_coil_{l}"),
-            ]
-        })
+        .flat_map(|&l| LineKernel::ALL.map(|k| k.name(l)))
         .collect()
+}
+
+/// lines.cu's kernels: per length of [`LENGTHS`], one of each family.
+pub(crate) struct Kernels {
+    funcs: Vec<CudaFunction>,
+}
+
+impl Kernels {
+    pub(crate) fn load(
+        ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+        arch: &str,
+    ) -> Result<Self> {
+        let (_, funcs) = crate::kernels::load_all(
+            ctx,
+            arch,
+            "lines.cu",
+            crate::kernels::LINES_CU,
+            &kernel_names(),
+        )?;
+        Ok(Kernels { funcs })
+    }
+
+    /// `kernel` for lines of length `l`.
+    fn get(&self, kernel: LineKernel, l: usize) -> Result<&CudaFunction> {
+        let at = LENGTHS.iter().position(|&v| v == l).ok_or_else(|| {
+            crate::error::err(
+                format!("find kernel {}", kernel.name(l)),
+                format!("no line kernels for length {l} (lengths: {LENGTHS:?})"),
+            )
+        })?;
+        Ok(&self.funcs[at * LineKernel::ALL.len() + kernel as usize])
+    }
 }
 
 /// Whether every length of `n` has kernels.
@@ -140,9 +194,9 @@ pub(crate) struct Pass {
 }
 
 impl Device {
-    /// The pass of `kernel` (`fft_lines` or `toeplitz_columns`) for `count`
-    /// lines of length `l`, which must be one of [`LENGTHS`].
-    pub(crate) fn pass(&self, kernel: &str, l: usize, count: usize) -> Result<Pass> {
+    /// The pass of `kernel` for `count` lines of length `l`, which must be
+    /// one of [`LENGTHS`].
+    pub(crate) fn pass(&self, kernel: LineKernel, l: usize, count: usize) -> Result<Pass> {
         let tw: Vec<f32> = (0..l)
             .flat_map(|k| {
                 let a = std::f64::consts::TAU * k as f64 / l as f64;
@@ -151,7 +205,7 @@ impl Device {
             .collect();
         let c = columns_per_block(l);
         Ok(Pass {
-            kernel: self.f(&format!("{kernel}_{l}")).clone(),
+            kernel: self.line_kernels.get(kernel, l)?.clone(),
             twiddles: self.upload(&tw)?,
             cfg: LaunchConfig {
                 grid_dim: (count.div_ceil(c) as u32, 1, 1),

@@ -12,13 +12,18 @@
 
 use crate::device::Device;
 use crate::error::{err, Ctx};
-use crate::lines::{self, Map, Pass};
+use crate::lines::{self, LineKernel, Map, Pass};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use recon_core::{Error, Result};
 use recon_nufft::Layout;
 use std::sync::Mutex;
 
 mod coils;
+mod kernels;
+
+#[cfg(test)]
+pub(crate) use kernels::kernel_names;
+pub(crate) use kernels::{Correction, Kernels};
 
 /// Widths the kernels are compiled for: float32 tolerances 1e-1 to 1e-6
 /// need 3 to 8 cells.
@@ -78,26 +83,6 @@ const _: () = assert!(
         && std::mem::offset_of!(Geometry, bs) == 12
         && std::mem::offset_of!(Geometry, nb) == 24
 );
-
-/// Every kernel of nufft.cu the backend may launch.
-pub(crate) fn kernel_names() -> Vec<String> {
-    let mut v: Vec<String> = [
-        "nufft_count",
-        "nufft_scan",
-        "nufft_place",
-        "nufft_subproblems",
-        "nufft_deconvolve",
-        "nufft_amplify",
-    ]
-    .map(String::from)
-    .to_vec();
-    for w in WIDTHS {
-        for step in ["spread_shared", "spread_global", "interpolate"] {
-            v.push(format!("nufft_{step}_{w}"));
-        }
-    }
-    v
-}
 
 /// How a plan spreads, settled when it is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,7 +252,7 @@ impl Device {
         let mut count = self.zeros::<i32>(bins)?;
         let ml = m as i64;
         if m > 0 {
-            let mut b = self.stream.launch_builder(self.f("nufft_count"));
+            let mut b = self.stream.launch_builder(&self.nufft.count);
             b.arg(&mut bin)
                 .arg(&mut rank)
                 .arg(&mut count)
@@ -285,7 +270,7 @@ impl Device {
         };
         let (nbins, maxsub) = (bins as i32, options.maxsub.min(i32::MAX as usize) as i32);
         for (out, div) in [(&mut bin_start, 0i32), (&mut sub_start, maxsub)] {
-            let mut b = self.stream.launch_builder(self.f("nufft_scan"));
+            let mut b = self.stream.launch_builder(&self.nufft.scan);
             b.arg(out).arg(&count).arg(&nbins).arg(&div);
             unsafe { b.launch(one) }.at("launch nufft_scan")?;
         }
@@ -294,7 +279,7 @@ impl Device {
         let mut perm = self.zeros::<u32>(big(m))?;
         let wi = w as i32;
         if m > 0 {
-            let mut b = self.stream.launch_builder(self.f("nufft_place"));
+            let mut b = self.stream.launch_builder(&self.nufft.place);
             b.arg(&mut first)
                 .arg(&mut frac)
                 .arg(&mut perm)
@@ -325,7 +310,7 @@ impl Device {
         let mut sub_bin = self.zeros::<i32>(big(subproblems))?;
         let mut sub_first = self.zeros::<i32>(big(subproblems))?;
         if subproblems > 0 {
-            let mut b = self.stream.launch_builder(self.f("nufft_subproblems"));
+            let mut b = self.stream.launch_builder(&self.nufft.subproblems);
             b.arg(&mut sub_bin)
                 .arg(&mut sub_first)
                 .arg(&count)
@@ -344,10 +329,10 @@ impl Device {
         let [m0, m1, _] = layout.modes;
         let fft = if lines::covered(n) {
             Fft::Lines(Box::new(LinePasses {
-                x: self.pass("fft_lines", n[0], n[1] * n[2])?,
-                y: self.pass("fft_lines", n[1], m0 * n[2])?,
-                z: self.pass("fft_lines", n[2], m0 * m1)?,
-                z_coil: self.pass("fft_lines_coil", n[2], m0 * m1)?,
+                x: self.pass(LineKernel::Fft, n[0], n[1] * n[2])?,
+                y: self.pass(LineKernel::Fft, n[1], m0 * n[2])?,
+                z: self.pass(LineKernel::Fft, n[2], m0 * m1)?,
+                z_coil: self.pass(LineKernel::FftCoil, n[2], m0 * m1)?,
             }))
         } else {
             Fft::Cufft(self.fft_plan(n)?)
@@ -396,7 +381,8 @@ impl Device {
             }),
             (_, true) => {
                 use cudarc::driver::sys::CUfunction_attribute_enum as F;
-                self.f(&format!("nufft_spread_shared_{w}"))
+                self.nufft
+                    .spread_shared(w)
                     .set_attribute(F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
                     .at("allow the spreading kernel its shared memory")?;
                 Ok(Method::Shared(bytes))
@@ -420,7 +406,7 @@ impl Device {
         match p.method {
             Method::Shared(bytes) => {
                 let maxsub = p.maxsub as i32;
-                let f = self.f(&format!("nufft_spread_shared_{w}"));
+                let f = self.nufft.spread_shared(w);
                 let mut b = self.stream.launch_builder(f);
                 b.arg(fine).arg(c);
                 p.point_args(&mut b);
@@ -439,7 +425,7 @@ impl Device {
             }
             Method::Global => {
                 let m = p.points as i64;
-                let f = self.f(&format!("nufft_spread_global_{w}"));
+                let f = self.nufft.spread_global(w);
                 let mut b = self.stream.launch_builder(f);
                 b.arg(fine).arg(c);
                 p.point_args(&mut b);
@@ -462,9 +448,7 @@ impl Device {
         }
         let w = p.layout.kernel.width;
         let (beta, m) = (p.layout.kernel.beta as f32, p.points as i64);
-        let mut b = self
-            .stream
-            .launch_builder(self.f(&format!("nufft_interpolate_{w}")));
+        let mut b = self.stream.launch_builder(self.nufft.interpolate(w));
         b.arg(out).arg(fine);
         p.point_args(&mut b);
         b.arg(&m).arg(&beta).arg(&p.geometry);
@@ -524,7 +508,7 @@ impl Device {
                     });
                 }
                 self.fft_exec(plan, fine, p.layout.sign)?;
-                self.corrections(p, "nufft_deconvolve", out, fine, p.modes_len())
+                self.corrections(p, Correction::Deconvolve, out, fine, p.modes_len())
             }
         }
     }
@@ -556,27 +540,28 @@ impl Device {
                 self.lines(&fft.x, &mut fine, None, x.grid, x.modes.times(self, cx), s)?;
             }
             Fft::Cufft(plan) => {
-                self.corrections(p, "nufft_amplify", &mut fine, f, p.fine_len())?;
+                self.corrections(p, Correction::Amplify, &mut fine, f, p.fine_len())?;
                 self.fft_exec(plan, &mut fine, -p.layout.sign)?;
             }
         }
         self.nufft_interpolate(p, out, &fine)
     }
 
-    /// `kernel` (`nufft_deconvolve`: modes from the fine grid, or
-    /// `nufft_amplify`: the fine grid from modes) with the corrections per
-    /// axis, over `threads` outputs.
+    /// `kernel` (deconvolve: modes from the fine grid, or amplify: the fine
+    /// grid from modes) with the corrections per axis, over `threads`
+    /// outputs.
     fn corrections(
         &self,
         p: &CudaNufft,
-        kernel: &str,
+        kernel: Correction,
         out: &mut CudaSlice<f32>,
         x: &CudaSlice<f32>,
         threads: usize,
     ) -> Result<()> {
         let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
         let [cx, cy, cz] = &p.correction;
-        let mut b = self.stream.launch_builder(self.f(kernel));
+        let (f, name) = self.nufft.correction(kernel);
+        let mut b = self.stream.launch_builder(f);
         b.arg(out)
             .arg(x)
             .arg(cx)
@@ -587,7 +572,7 @@ impl Device {
             .arg(&mz)
             .arg(&p.geometry);
         unsafe { b.launch(self.cfg(threads)) }
-            .at(&format!("launch {kernel}"))
+            .at(&format!("launch {name}"))
             .map(|_| ())
     }
 

@@ -18,7 +18,7 @@
 
 use crate::device::Device;
 use crate::error::Ctx;
-use crate::lines::{covered, Map, Pass};
+use crate::lines::{covered, LineKernel, Map, Pass};
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use recon_core::{Complex, Result};
 
@@ -39,10 +39,10 @@ impl Device {
             return Ok(None);
         }
         Ok(Some(Passes {
-            x: self.pass("fft_lines", 2 * nx, ny * nz)?,
-            x_coil: self.pass("fft_lines_coil", 2 * nx, ny * nz)?,
-            y: self.pass("fft_lines", 2 * ny, 2 * nx * nz)?,
-            z: self.pass("toeplitz_columns", 2 * nz, 4 * nx * ny)?,
+            x: self.pass(LineKernel::Fft, 2 * nx, ny * nz)?,
+            x_coil: self.pass(LineKernel::FftCoil, 2 * nx, ny * nz)?,
+            y: self.pass(LineKernel::Fft, 2 * ny, 2 * nx * nz)?,
+            z: self.pass(LineKernel::ToeplitzColumns, 2 * nz, 4 * nx * ny)?,
         }))
     }
 
@@ -128,7 +128,7 @@ impl Device {
             (d2, d0 * d1, Map::new(0, 0, 1, d0 * d1, d2)),
         ];
         for (l, count, m) in axes {
-            let pass = self.pass("fft_lines", l, count)?;
+            let pass = self.pass(LineKernel::Fft, l, count)?;
             let alternate: Vec<f32> = (0..l)
                 .map(|k| if k % 2 == 0 { 1.0 } else { -1.0 })
                 .collect();
