@@ -293,8 +293,8 @@ fn what_recon_check_accepts_under_ulimit_v_runs_to_the_end() {
 
 #[test]
 fn recon_check_counts_the_sparse_priors_memory() {
-    // At 128^3 in float32 on the CPU, TV's solver holds 24 image vectors
-    // more than CG's (recon_core::memory::sparse_vectors), 384 MiB: the
+    // At 128^3 in float32 on the CPU, TV's solver holds 27 image vectors
+    // more than CG's (recon_core::memory::sparse_vectors), 432 MiB: the
     // least address space `recon check` accepts grows. (With the exact
     // engine; with the NUFFT its fine grid for Q is the peak.)
     let tmp = tempfile::tempdir().unwrap();

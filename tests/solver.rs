@@ -222,6 +222,9 @@ impl Backend for Queued {
     ) -> Result<()> {
         self.cpu.dwt(out, x, n, extent, axis, inverse)
     }
+    fn inverse_sum(&self, out: &mut V, a: &V, rho: f64, b: &V) -> Result<()> {
+        self.cpu.inverse_sum(out, a, rho, b)
+    }
     fn roll(&self, out: &mut V, x: &V, n: [usize; 3], shift: [usize; 3]) -> Result<()> {
         self.cpu.roll(out, x, n, shift)
     }

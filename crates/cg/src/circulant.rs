@@ -87,53 +87,61 @@ pub enum Gram {
 /// again (residual balancing doubles or halves it).
 pub const REBUILD: f64 = 4.0;
 
-/// `M = s T_circ + rho L_circ` on the device, rebuilt when rho changes.
+/// `M = s T_circ + rho L_circ` on the device: its eigenvalues are kept
+/// there, and its inverse made anew there when rho moves.
 pub struct Circulant<B: Backend> {
     n: [usize; 3],
-    /// `s lambda_T`
-    data: Vec<f64>,
-    laplacian: Vec<f64>,
+    /// `s lambda_T`, real, as complex values.
+    data: B::Vector,
+    /// The periodic Laplacian's eigenvalues, and ones (for `Gram::Identity`).
+    laplacian: B::Vector,
+    ones: B::Vector,
     rho: f64,
     gram: Gram,
-    /// `1 / (s lambda_T + rho lambda_L)`, as complex values on the device.
+    /// `1 / (s lambda_T + rho lambda_L)`, as complex values.
     inverse: B::Vector,
 }
 
 impl<B: Backend> Circulant<B> {
     /// From the Toeplitz eigenvalues ([`toeplitz_eigenvalues`]) and the
     /// data term's coil factor `s`; call [`Circulant::set_rho`] before use.
+    /// Makes the N^3 FFT's plan now, by a transform of zeros, so that the
+    /// solve does not pay for it.
     pub fn new(backend: &B, n: [usize; 3], toeplitz: &[f64], s: f64) -> Result<Self> {
         Error::check_len("circulant eigenvalues", n.iter().product(), toeplitz.len())?;
+        let real = |v: &[f64]| -> Vec<Complex<B::Real>> {
+            v.iter()
+                .map(|&x| Complex::new(B::Real::of(x), B::Real::of(0.0)))
+                .collect()
+        };
+        let scaled: Vec<f64> = toeplitz.iter().map(|v| s * v).collect();
+        let mut inverse = backend.zeros(toeplitz.len())?;
+        backend.fft3(&mut inverse, n, Direction::Forward)?;
         Ok(Circulant {
             n,
-            data: toeplitz.iter().map(|v| s * v).collect(),
-            laplacian: laplacian_eigenvalues(n),
+            data: backend.upload(&real(&scaled))?,
+            laplacian: backend.upload(&real(&laplacian_eigenvalues(n)))?,
+            ones: backend.upload(&real(&vec![1.0; toeplitz.len()]))?,
             rho: f64::NAN,
             gram: Gram::Laplacian,
-            inverse: backend.zeros(toeplitz.len())?,
+            inverse,
         })
     }
 
     /// Makes M's inverse for `rho` and `K^H K` modelled by `gram`, unless
     /// the one it holds was made for the same `gram` and a rho within a
-    /// factor [`REBUILD`] of it: any M preconditions, and a rebuild costs
-    /// the host a pass over the grid and an upload.
+    /// factor [`REBUILD`] of it (any M preconditions; a rebuild is one pass
+    /// over the grid on the device).
     pub fn set_rho(&mut self, backend: &B, rho: f64, gram: Gram) -> Result<()> {
         let ratio = rho / self.rho;
         if gram == self.gram && (1.0 / REBUILD..=REBUILD).contains(&ratio) {
             return Ok(());
         }
-        let identity = gram == Gram::Identity;
-        let inv: Vec<Complex<B::Real>> = self
-            .data
-            .par_iter()
-            .zip(&self.laplacian)
-            .map(|(t, &l)| {
-                let l = if identity { 1.0 } else { l };
-                Complex::new(B::Real::of(1.0 / (t + rho * l)), B::Real::of(0.0))
-            })
-            .collect();
-        self.inverse = backend.upload(&inv)?;
+        let prior = match gram {
+            Gram::Laplacian => &self.laplacian,
+            Gram::Identity => &self.ones,
+        };
+        backend.inverse_sum(&mut self.inverse, &self.data, rho, prior)?;
         (self.rho, self.gram) = (rho, gram);
         Ok(())
     }

@@ -181,6 +181,8 @@ pub struct Problem<B: Backend> {
     q_peak: f64,
     /// ADMM's preconditioner, where made ([`Problem::precondition`]).
     circulant: Option<Circulant<B>>,
+    /// `max |F^H D|`, once known ([`Problem::sparse_lambda_abs`]).
+    b_peak: std::sync::OnceLock<f64>,
 }
 
 impl<B: Backend> Problem<B> {
@@ -205,7 +207,10 @@ impl<B: Backend> Problem<B> {
     ) -> Result<Self> {
         Error::check_len("F^H D (one value per voxel)", grid.len(), fhd.len())?;
         let sense = Sense::new(backend, Toeplitz::new(backend, grid, q)?, maps)?;
-        Self::on_device(backend, grid, q_peak(grid, q)?, sense, backend.upload(fhd)?)
+        let p = Self::on_device(backend, grid, q_peak(grid, q)?, sense, backend.upload(fhd)?)?;
+        // F^H D is at hand on the host: its peak costs no download later
+        let _ = p.b_peak.set(peak_abs(fhd));
+        Ok(p)
     }
 
     /// From parts already on the device: the data term, and the right-hand
@@ -229,6 +234,7 @@ impl<B: Backend> Problem<B> {
             sense,
             fhd,
             circulant: None,
+            b_peak: std::sync::OnceLock::new(),
         })
     }
 
@@ -272,12 +278,17 @@ impl<B: Backend> Problem<B> {
 
     /// A sparse prior's absolute lambda: `lambda_rel` times the largest
     /// `|b|`, so that it scales with the data and with the trajectory as
-    /// the image's gradient does.
-    /// (b is read back from the device for it: a quadratic run never pays.)
+    /// the image's gradient does. (Where b was made on the device, it is
+    /// read back for it once: a quadratic run never pays.)
     pub fn sparse_lambda_abs(&self, backend: &B, lambda_rel: f64) -> Result<f64> {
-        let mut host = vec![Complex::<B::Real>::default(); self.grid.len()];
-        backend.download(&mut host, &self.fhd)?;
-        let peak = host.iter().map(|v| v.norm().f64()).fold(0.0, f64::max);
+        let peak = match self.b_peak.get() {
+            Some(&p) => p,
+            None => {
+                let mut host = vec![Complex::<B::Real>::default(); self.grid.len()];
+                backend.download(&mut host, &self.fhd)?;
+                *self.b_peak.get_or_init(|| peak_abs(&host))
+            }
+        };
         Ok(lambda_rel * peak)
     }
 
@@ -336,4 +347,9 @@ impl<B: Backend> Problem<B> {
         backend.download(&mut out, &x)?;
         Ok((out, info))
     }
+}
+
+/// `max |v|`.
+fn peak_abs<T: Real>(v: &[Complex<T>]) -> f64 {
+    v.iter().map(|c| c.norm().f64()).fold(0.0, f64::max)
 }

@@ -236,6 +236,15 @@ pub trait Backend: Send + Sync + 'static {
     fn fft3(&self, x: &mut Self::Vector, shape: [usize; 3], dir: Direction) -> Result<()>;
     /// `x = x .* y`, elementwise.
     fn mul(&self, x: &mut Self::Vector, y: &Self::Vector) -> Result<()>;
+    /// `out = 1 / (re a + rho re b)`, real, elementwise (a diagonal's
+    /// inverse: the circulant preconditioner's from its eigenvalues).
+    fn inverse_sum(
+        &self,
+        out: &mut Self::Vector,
+        a: &Self::Vector,
+        rho: f64,
+        b: &Self::Vector,
+    ) -> Result<()>;
     /// Zero-pads the `n` image `x` into the corner (indices `0..n`) of the
     /// `2n` grid `out`.
     fn pad(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()>;

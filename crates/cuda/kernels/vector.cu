@@ -43,6 +43,15 @@ extern "C" __global__ void mul_scaled(float2* x, const float2* __restrict__ y, f
     }
 }
 
+// out = 1 / (re a + rho re b), real (a diagonal's inverse, e.g. a circulant
+// preconditioner's from its eigenvalues).
+extern "C" __global__ void inverse_sum(float2* out, const float2* __restrict__ a, const float2* __restrict__ b,
+                                       double rho, long long n)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = make_float2((float)(1.0 / ((double)a[i].x + rho * (double)b[i].x)), 0.f);
+}
+
 // A coil's map s applied to x: op 0 out = s x, 1 out = conj(s) x,
 // 2 out = out + conj(s) x (recon_core::CoilOp).
 extern "C" __global__ void coil(float2* out, int op, const float2* __restrict__ s, const float2* __restrict__ x,

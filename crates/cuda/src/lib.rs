@@ -344,6 +344,18 @@ impl Backend for CudaBackend {
         self.dev0().mul_scaled(x, y, 1.0)
     }
 
+    fn inverse_sum(
+        &self,
+        out: &mut Self::Vector,
+        a: &Self::Vector,
+        rho: f64,
+        b: &Self::Vector,
+    ) -> Result<()> {
+        Error::check_len("inverse_sum a", out.len(), a.len())?;
+        Error::check_len("inverse_sum b", out.len(), b.len())?;
+        self.dev0().inverse_sum(out, a, rho, b)
+    }
+
     fn coil(
         &self,
         out: &mut Self::Vector,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// Every kernel of vector.cu (the NVRTC test checks each is exported).
 #[cfg(test)]
-pub(crate) const NAMES: [&str; 10] = [
+pub(crate) const NAMES: [&str; 11] = [
     "axpy",
     "xpby",
     "mul_scaled",
@@ -22,6 +22,7 @@ pub(crate) const NAMES: [&str; 10] = [
     "sum_partials",
     "scale",
     "add_whw",
+    "inverse_sum",
 ];
 
 pub(crate) struct Kernels {
@@ -35,6 +36,7 @@ pub(crate) struct Kernels {
     sum_partials: CudaFunction,
     scale: CudaFunction,
     add_whw: CudaFunction,
+    inverse_sum: CudaFunction,
 }
 
 impl Kernels {
@@ -54,6 +56,7 @@ impl Kernels {
             sum_partials: f("sum_partials")?,
             scale: f("scale")?,
             add_whw: f("add_whw")?,
+            inverse_sum: f("inverse_sum")?,
         })
     }
 }
@@ -116,6 +119,22 @@ impl Device {
         b.arg(x).arg(y).arg(&scale).arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch mul")
+            .map(|_| ())
+    }
+
+    /// `out = 1 / (re a + rho re b)`, real.
+    pub fn inverse_sum(
+        &self,
+        out: &mut CudaSlice<f32>,
+        a: &CudaSlice<f32>,
+        rho: f64,
+        b: &CudaSlice<f32>,
+    ) -> Result<()> {
+        let n = (out.len() / 2) as i64;
+        let mut l = self.stream.launch_builder(&self.vector.inverse_sum);
+        l.arg(out).arg(a).arg(b).arg(&rho).arg(&n);
+        unsafe { l.launch(self.cfg(n as usize)) }
+            .at("launch inverse_sum")
             .map(|_| ())
     }
 

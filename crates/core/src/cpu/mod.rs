@@ -220,6 +220,23 @@ impl<T: Real> Backend for CpuBackend<T> {
         Ok(())
     }
 
+    fn inverse_sum(
+        &self,
+        out: &mut Self::Vector,
+        a: &Self::Vector,
+        rho: f64,
+        b: &Self::Vector,
+    ) -> Result<()> {
+        Error::check_len("inverse_sum a", out.len(), a.len())?;
+        Error::check_len("inverse_sum b", out.len(), b.len())?;
+        out.par_iter_mut()
+            .zip(a.par_iter().zip(b.par_iter()))
+            .for_each(|(o, (a, b))| {
+                *o = Complex::new(T::of(1.0 / (a.re.f64() + rho * b.re.f64())), T::of(0.0));
+            });
+        Ok(())
+    }
+
     fn coil(
         &self,
         out: &mut Self::Vector,
