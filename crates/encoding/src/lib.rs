@@ -8,7 +8,9 @@
 //!   displacement grid (`y_j = (j - N) FOV / N`, x fastest, displacement 0
 //!   at index N per axis), which makes F^H F a Toeplitz product;
 //! - the adjoint on the data, `F^H D[n] = sum_m phi(k_m) D_m exp(+i 2pi k_m . x_n)`;
-//! - the forward model `D = F rho`.
+//! - the forward model `D = F rho`;
+//! - and, for the NUFFT engine, F itself as a linear operator on the
+//!   device ([`Encoding`]), its normal map the Toeplitz product.
 //!
 //! Two engines sit behind it ([`Engine`]). The NUFFT engine (the default)
 //! computes the sums by type 1 and type 2 non-uniform FFTs to a requested
@@ -22,6 +24,9 @@ use recon_core::{Complex, Error, Grid, Progress, Real, Result};
 pub use recon_nufft::{type1_coils_by_pieces, weighted, NufftBackend};
 
 mod exact;
+mod op;
+
+pub use op::Encoding;
 
 /// How the sums are computed.
 #[derive(Debug, Clone, Copy, PartialEq)]

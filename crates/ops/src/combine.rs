@@ -212,16 +212,17 @@ impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> LinearOp<B> for Sum<B, A, C> {
 /// outputs are the blocks' outputs one after another, its adjoint the sum
 /// of the blocks' adjoints, and its normal map the sum of their normal maps
 /// (SENSE's sum over coils).
-pub struct Stack<B: Backend> {
-    blocks: Vec<Box<dyn LinearOp<B>>>,
+pub struct Stack<'a, B: Backend> {
+    blocks: Vec<Box<dyn LinearOp<B> + 'a>>,
     cols: usize,
     /// Per block a vector of its output length; one of the input length.
     outs: Vec<B::Vector>,
     work: B::Vector,
 }
 
-impl<B: Backend> Stack<B> {
-    pub fn new(backend: &B, blocks: Vec<Box<dyn LinearOp<B>>>) -> Result<Self> {
+impl<'a, B: Backend> Stack<'a, B> {
+    /// The blocks may borrow (a plan, say) for `'a`.
+    pub fn new(backend: &B, blocks: Vec<Box<dyn LinearOp<B> + 'a>>) -> Result<Self> {
         let Some(first) = blocks.first() else {
             return Err(Error::Invalid {
                 what: "stacked operators",
@@ -262,7 +263,7 @@ impl<B: Backend> Stack<B> {
     }
 }
 
-impl<B: Backend> LinearOp<B> for Stack<B> {
+impl<B: Backend> LinearOp<B> for Stack<'_, B> {
     fn shape(&self) -> [usize; 2] {
         let rows = self.blocks.iter().map(|b| b.shape()[0]).sum();
         [rows, self.cols]

@@ -219,7 +219,7 @@ pub fn shifted_wavelets<B: Backend>(
     backend: &B,
     n: [usize; 3],
     shifts: usize,
-) -> Result<(crate::Scaled<crate::Stack<B>>, WaveletL1)> {
+) -> Result<(crate::Scaled<crate::Stack<'static, B>>, WaveletL1)> {
     if shifts == 0 {
         return Err(Error::Invalid {
             what: "wavelet shifts",

@@ -1,0 +1,92 @@
+//! The encoding operator F as a `LinearOp` (recon-encoding's `Encoding`)
+//! on the CPU in float64: adjoint, forward map against the exact engine,
+//! normal map by the Toeplitz product against adjoint-after-forward; and
+//! SENSE written with the operator layer, the stack over coils of F after
+//! each coil's map, against recon-cg's `Sense`.
+
+mod common;
+
+use common::*;
+use recon_cg::{Normal, Sense, Toeplitz};
+use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid};
+use recon_encoding::{Encoding, Engine, Plan};
+use recon_ops::testing::{adjoint_error, normal_error, random};
+use recon_ops::{Compose, Diagonal, LinearOp, Stack};
+
+type Cpu = CpuBackend<f64>;
+
+fn problem(seed: u64) -> (Grid, Vec<[f64; 3]>) {
+    let grid = Grid::new([8, 6, 10], [200.0, 150.0, 240.0]).unwrap();
+    let mut rng = Rng::new(seed);
+    let traj = random_traj(&grid, 300, &mut rng);
+    (grid, traj)
+}
+
+#[test]
+fn the_encoding_operator_is_f_and_its_normal_the_toeplitz_product() {
+    let be = Cpu::new();
+    let (grid, traj) = problem(3);
+    let plan = Plan::new(&be, Engine::Nufft { tolerance: 1e-10 }, &grid, &traj).unwrap();
+    let q = common::q(&be, &grid, &traj);
+    let mut f = Encoding::new(&be, &plan, Some(&q)).unwrap();
+    assert_eq!(f.shape(), [300, grid.len()]);
+    // type 1 and its adjoint share one spreading kernel: exact adjoints up
+    // to float64 rounding
+    let a = adjoint_error(&be, &mut f, 1).unwrap();
+    assert!(a < 1e-12, "adjoint {a:e}");
+    // the Toeplitz normal against F^H F through the NUFFT: the NUFFT's
+    // tolerance (1e-10) bounds both
+    let e = normal_error(&be, &mut f, 2).unwrap();
+    assert!(e < 1e-8, "Toeplitz normal vs F^H F {e:e}");
+    // F against the exact engine's forward map
+    let x = random::<f64>(grid.len(), 4);
+    let mut fx = be.zeros(traj.len()).unwrap();
+    f.forward(&be, &mut fx, &x).unwrap();
+    let exact = common::forward(&be, &grid, &traj, &x);
+    let err = nrmse(&fx, &exact);
+    assert!(err < 1e-8, "F vs the exact engine {err:e}");
+    // without Q, the normal map is the adjoint after the forward map
+    let mut plain = Encoding::new(&be, &plan, None).unwrap();
+    assert!(normal_error(&be, &mut plain, 2).unwrap() < 1e-14);
+    // the exact engine has no F on the device
+    let exact_plan = Plan::new(&be, Engine::Exact, &grid, &traj).unwrap();
+    let e = Encoding::new(&be, &exact_plan, None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("NUFFT engine"), "{e}");
+}
+
+#[test]
+fn sense_is_the_stack_over_coils_of_f_after_each_map() {
+    let be = Cpu::new();
+    let (grid, traj) = problem(5);
+    let mut rng = Rng::new(6);
+    let maps: Vec<Vec<Complex<f64>>> = (0..3).map(|_| rng.complex(grid.len())).collect();
+    let plan = Plan::new(&be, Engine::Nufft { tolerance: 1e-10 }, &grid, &traj).unwrap();
+    let q = common::q(&be, &grid, &traj);
+    // E = [F S_1; F S_2; F S_3]
+    let blocks: Vec<Box<dyn LinearOp<Cpu> + '_>> = maps
+        .iter()
+        .map(|s| -> Box<dyn LinearOp<Cpu> + '_> {
+            let f = Encoding::new(&be, &plan, Some(&q)).unwrap();
+            let d = Diagonal::new(&be, be.upload(s).unwrap()).unwrap();
+            Box::new(Compose::new(&be, f, d).unwrap())
+        })
+        .collect();
+    let mut e = Stack::new(&be, blocks).unwrap();
+    assert_eq!(e.shape(), [3 * traj.len(), grid.len()]);
+    let a = adjoint_error(&be, &mut e, 7).unwrap();
+    assert!(a < 1e-12, "adjoint {a:e}");
+    let n = normal_error(&be, &mut e, 8).unwrap();
+    assert!(n < 1e-8, "sum_c S_c^H T S_c vs E^H E {n:e}");
+    // its normal map, sum_c S_c^H T S_c, is recon-cg's Sense
+    let mut sense = Sense::new(&be, Toeplitz::new(&be, &grid, &q).unwrap(), &maps).unwrap();
+    let x = random::<f64>(grid.len(), 9);
+    let (mut got, mut want) = (be.zeros(grid.len()).unwrap(), be.zeros(grid.len()).unwrap());
+    e.normal(&be, &mut got, &x).unwrap();
+    sense.apply(&be, &mut want, &x).unwrap();
+    // the same products in another order: float64 rounding
+    let err = nrmse(&got, &want);
+    assert!(err < 1e-12, "stack normal vs Sense {err:e}");
+}
