@@ -2,7 +2,8 @@
 //! float64: the primitives (finite differences, their adjoint, group
 //! shrinkage and projection, the directional projection, partial copies),
 //! the adjoint identity of the operators in float32, ADMM and PDHG on a
-//! small Toeplitz problem, the wavelet prior's primitives and proximal map.
+//! small Toeplitz problem, the wavelet prior's primitives and proximal map,
+//! and the encoding operator (F on the GPU's NUFFT, its Toeplitz normal).
 //! Without a usable GPU each test prints that it was skipped.
 
 mod common;
@@ -242,4 +243,43 @@ fn wavelet_primitives_and_prox_match_cpu_f64() {
         .unwrap();
     ng.prox(&g, &mut o, 0.01).unwrap();
     close("shifted wavelets, shrunk", &get(&g, &o), &c);
+}
+
+#[test]
+fn the_encoding_operator_on_the_gpu_matches_cpu_f64() {
+    let Some(g) = gpu(Options::default()) else {
+        return;
+    };
+    let cpu = CpuBackend::<f64>::new();
+    let grid = Grid::new([16, 12, 10], [200.0; 3]).unwrap();
+    let mut rng = Rng::new(31);
+    let traj = random_traj(&grid, 2000, &mut rng);
+    let engine = |tolerance| recon_encoding::Engine::Nufft { tolerance };
+    let pc = recon_encoding::Plan::new(&cpu, engine(1e-10), &grid, &traj).unwrap();
+    let pg = recon_encoding::Plan::new(&g, engine(1e-6), &grid, &traj).unwrap();
+    let qc = common::q(&cpu, &grid, &traj);
+    let qg = down(&qc);
+    let mut fc = recon_encoding::Encoding::new(&cpu, &pc, Some(&qc)).unwrap();
+    let mut fg = recon_encoding::Encoding::new(&g, &pg, Some(&qg)).unwrap();
+    // float32 vectors and a NUFFT at 1e-6
+    let a = adjoint_error(&g, &mut fg, 3).unwrap();
+    assert!(a < 1e-5, "adjoint on the GPU {a:e}");
+    let x = random::<f64>(grid.len(), 4);
+    let y = random::<f64>(traj.len(), 5);
+    let gx = g.upload(&down(&x)).unwrap();
+    let gy = g.upload(&down(&y)).unwrap();
+    let (mut c, mut o) = (cpu.zeros(traj.len()).unwrap(), g.zeros(traj.len()).unwrap());
+    fc.forward(&cpu, &mut c, &up(&down(&x))).unwrap();
+    fg.forward(&g, &mut o, &gx).unwrap();
+    let e = nrmse(&get(&g, &o), &c);
+    assert!(e < 1e-5, "F: GPU vs CPU {e:e}");
+    let (mut c, mut o) = (cpu.zeros(grid.len()).unwrap(), g.zeros(grid.len()).unwrap());
+    fc.adjoint(&cpu, &mut c, &up(&down(&y))).unwrap();
+    fg.adjoint(&g, &mut o, &gy).unwrap();
+    let e = nrmse(&get(&g, &o), &c);
+    assert!(e < 1e-5, "F^H: GPU vs CPU {e:e}");
+    fc.normal(&cpu, &mut c, &up(&down(&x))).unwrap();
+    fg.normal(&g, &mut o, &gx).unwrap();
+    let e = nrmse(&get(&g, &o), &c);
+    assert!(e < 1e-5, "Toeplitz normal: GPU vs CPU {e:e}");
 }
