@@ -5,7 +5,7 @@
 
 use crate::device::Device;
 use crate::error::Ctx;
-use crate::kernels::{ptx, SPARSE_CU};
+use crate::kernels::SPARSE_CU;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, PushKernelArg};
 use recon_core::{GroupProx, Result};
 use std::sync::Arc;
@@ -22,15 +22,15 @@ pub(crate) struct Kernels {
 
 impl Kernels {
     pub(crate) fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
-        let m = ctx
-            .load_module(ptx("sparse.cu", SPARSE_CU, arch.to_string())?)
-            .at("load sparse.cu")?;
-        let f = |name: &str| m.load_function(name).at(&format!("load kernel {name}"));
+        let names = NAMES.map(String::from);
+        let (_, funcs) = crate::kernels::load_all(ctx, arch, "sparse.cu", SPARSE_CU, &names)?;
+        let [grad3, grad3_adjoint, group_prox, project_off]: [CudaFunction; NAMES.len()] =
+            funcs.try_into().expect("one function per name");
         Ok(Kernels {
-            grad3: f(NAMES[0])?,
-            grad3_adjoint: f(NAMES[1])?,
-            group_prox: f(NAMES[2])?,
-            project_off: f(NAMES[3])?,
+            grad3,
+            grad3_adjoint,
+            group_prox,
+            project_off,
         })
     }
 }

@@ -4,13 +4,12 @@
 
 use crate::device::{Device, REDUCE_BLOCKS, REDUCE_THREADS};
 use crate::error::Ctx;
-use crate::kernels::{ptx, VECTOR_CU};
+use crate::kernels::VECTOR_CU;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use recon_core::{Ratio, Result};
 use std::sync::Arc;
 
-/// Every kernel of vector.cu (the NVRTC test checks each is exported).
-#[cfg(test)]
+/// Every kernel of vector.cu, in the order of `Kernels::load`.
 pub(crate) const NAMES: [&str; 11] = [
     "axpy",
     "xpby",
@@ -41,22 +40,22 @@ pub(crate) struct Kernels {
 
 impl Kernels {
     pub(crate) fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
-        let m = ctx
-            .load_module(ptx("vector.cu", VECTOR_CU, arch.to_string())?)
-            .at("load vector.cu")?;
-        let f = |name: &str| m.load_function(name).at(&format!("load kernel {name}"));
+        let names = NAMES.map(String::from);
+        let (_, funcs) = crate::kernels::load_all(ctx, arch, "vector.cu", VECTOR_CU, &names)?;
+        let [axpy, xpby, mul_scaled, coil, pad, crop, dot_partial, sum_partials, scale, add_whw, inverse_sum]: [CudaFunction; NAMES.len()] =
+            funcs.try_into().expect("one function per name");
         Ok(Kernels {
-            axpy: f("axpy")?,
-            xpby: f("xpby")?,
-            mul_scaled: f("mul_scaled")?,
-            coil: f("coil")?,
-            pad: f("pad")?,
-            crop: f("crop")?,
-            dot_partial: f("dot_partial")?,
-            sum_partials: f("sum_partials")?,
-            scale: f("scale")?,
-            add_whw: f("add_whw")?,
-            inverse_sum: f("inverse_sum")?,
+            axpy,
+            xpby,
+            mul_scaled,
+            coil,
+            pad,
+            crop,
+            dot_partial,
+            sum_partials,
+            scale,
+            add_whw,
+            inverse_sum,
         })
     }
 }

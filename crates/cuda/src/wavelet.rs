@@ -4,7 +4,7 @@
 
 use crate::device::Device;
 use crate::error::Ctx;
-use crate::kernels::{ptx, WAVELET_CU};
+use crate::kernels::WAVELET_CU;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, PushKernelArg};
 use recon_core::Result;
 use std::sync::Arc;
@@ -20,14 +20,14 @@ pub(crate) struct Kernels {
 
 impl Kernels {
     pub(crate) fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
-        let m = ctx
-            .load_module(ptx("wavelet.cu", WAVELET_CU, arch.to_string())?)
-            .at("load wavelet.cu")?;
-        let f = |name: &str| m.load_function(name).at(&format!("load kernel {name}"));
+        let names = NAMES.map(String::from);
+        let (_, funcs) = crate::kernels::load_all(ctx, arch, "wavelet.cu", WAVELET_CU, &names)?;
+        let [dwt, roll, shrink_outside]: [CudaFunction; NAMES.len()] =
+            funcs.try_into().expect("one function per name");
         Ok(Kernels {
-            dwt: f(NAMES[0])?,
-            roll: f(NAMES[1])?,
-            shrink_outside: f(NAMES[2])?,
+            dwt,
+            roll,
+            shrink_outside,
         })
     }
 }
