@@ -56,35 +56,53 @@ pub fn dwt<T: Real>(
     Error::check_len("wavelet output", len, out.len())?;
     check_extent(n, extent, Some(axis))?;
     let (h, g) = daubechies2();
-    let stride = [1, n[0], n[0] * n[1]][axis];
+    let stride = [1, n[0], n[0] * n[1]];
     let (e, half) = (extent[axis], extent[axis] / 2);
-    out.par_iter_mut().enumerate().for_each(|(i, o)| {
-        let c = index3(n, i);
-        if (0..3).any(|a| c[a] >= extent[a]) {
-            *o = x[i];
-            return;
-        }
-        let p = c[axis];
-        let base = i - p * stride;
-        let at = |q: usize| x[base + q * stride];
-        let mut acc = Complex::<f64>::default();
-        let mut add = |w: f64, v: Complex<T>| acc += Complex::new(v.re.f64(), v.im.f64()) * w;
-        if !inverse {
-            // lo (p < half) or hi (p >= half) coefficient k
-            let (f, k) = if p < half { (&h, p) } else { (&g, p - half) };
-            for (j, w) in f.iter().enumerate() {
-                add(*w, at((2 * k + j) % e));
+    // The corner's lines along `axis`, by their first point.
+    let [a1, a2] = match axis {
+        0 => [1, 2],
+        1 => [0, 2],
+        _ => [0, 1],
+    };
+    let starts: Vec<usize> = (0..extent[a2])
+        .flat_map(|j| (0..extent[a1]).map(move |i| i * stride[a1] + j * stride[a2]))
+        .collect();
+    // Each line transformed into its own stretch of `lines`, in parallel.
+    let mut lines = vec![Complex::<T>::default(); starts.len() * e];
+    let s = stride[axis];
+    lines
+        .par_chunks_mut(e)
+        .zip(starts.par_iter())
+        .for_each(|(line, &base)| {
+            let at = |q: usize| {
+                let v = x[base + q * s];
+                Complex::new(v.re.f64(), v.im.f64())
+            };
+            for (p, o) in line.iter_mut().enumerate() {
+                let mut acc = Complex::<f64>::default();
+                if !inverse {
+                    // lo (p < half) or hi (p >= half) coefficient k
+                    let (f, k) = if p < half { (&h, p) } else { (&g, p - half) };
+                    for (j, w) in f.iter().enumerate() {
+                        acc += at((2 * k + j) % e) * *w;
+                    }
+                } else {
+                    // taps j of p's parity: p = 2k + j (mod e)
+                    for j in (p % 2..4).step_by(2) {
+                        let k = ((p + e - j % e) % e) / 2;
+                        acc += at(k) * h[j] + at(half + k) * g[j];
+                    }
+                }
+                *o = Complex::new(T::of(acc.re), T::of(acc.im));
             }
-        } else {
-            // taps j of p's parity: p = 2k + j (mod e)
-            for j in (p % 2..4).step_by(2) {
-                let k = ((p + e - j % e) % e) / 2;
-                add(h[j], at(k));
-                add(g[j], at(half + k));
-            }
+        });
+    // out = x outside the corner, the transformed lines inside it
+    out.copy_from_slice(x);
+    for (line, &base) in lines.chunks(e).zip(&starts) {
+        for (p, v) in line.iter().enumerate() {
+            out[base + p * s] = *v;
         }
-        *o = Complex::new(T::of(acc.re), T::of(acc.im));
-    });
+    }
     Ok(())
 }
 
