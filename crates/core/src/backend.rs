@@ -112,7 +112,7 @@ impl Ratio {
 /// Vectors are complex, of `Self::Real`, and live on the device. 3-D shapes
 /// are `[Nx, Ny, Nz]`, stored x fastest. Implementations check lengths at
 /// these boundaries and return [`crate::Error::Length`] on a mismatch.
-pub trait Backend: Send + Sync + 'static {
+pub trait Backend: Send + Sync {
     type Real: Real;
     /// A complex vector in device memory.
     type Vector: Send + Sync;

@@ -215,11 +215,11 @@ impl<B: Backend> Norm<B> for WaveletL1 {
 /// dual variable, the subgradient of one shift's norm, wrong for the next
 /// (on configs/sodium-undersampled.toml 19.0 dB and a residual stuck at
 /// 0.9, against 23.1 dB unshifted).
-pub fn shifted_wavelets<B: Backend>(
+pub fn shifted_wavelets<'a, B: Backend + 'a>(
     backend: &B,
     n: [usize; 3],
     shifts: usize,
-) -> Result<(crate::Scaled<crate::Stack<'static, B>>, WaveletL1)> {
+) -> Result<(crate::Scaled<crate::Stack<'a, B>>, WaveletL1)> {
     if shifts == 0 {
         return Err(Error::Invalid {
             what: "wavelet shifts",
@@ -229,7 +229,7 @@ pub fn shifted_wavelets<B: Backend>(
     let first = Wavelet::new(backend, n)?;
     let (corner, period) = (first.corner(), first.shift_period());
     let mut state: u64 = 0x3a7e_1e75;
-    let mut blocks: Vec<Box<dyn LinearOp<B>>> = vec![Box::new(first)];
+    let mut blocks: Vec<Box<dyn LinearOp<B> + 'a>> = vec![Box::new(first)];
     for _ in 1..shifts {
         let mut w = Wavelet::new(backend, n)?;
         w.set_shift(std::array::from_fn(|a| {
