@@ -47,6 +47,7 @@ fn the_encoding_operator_is_f_and_its_normal_the_toeplitz_product() {
     assert!(err < 1e-8, "F vs the exact engine {err:e}");
     // without Q, the normal map is the adjoint after the forward map
     let mut plain = Encoding::new(&be, &plan, None).unwrap();
+    // the same products as normal_error's own: float64 rounding
     assert!(normal_error(&be, &mut plain, 2).unwrap() < 1e-14);
     // the exact engine has no F on the device
     let exact_plan = Plan::new(&be, Engine::Exact, &grid, &traj).unwrap();
@@ -76,6 +77,7 @@ fn sense_is_the_stack_over_coils_of_f_after_each_map() {
         .collect();
     let mut e = Stack::new(&be, blocks).unwrap();
     assert_eq!(e.shape(), [3 * traj.len(), grid.len()]);
+    // each block as F's adjoint test above
     let a = adjoint_error(&be, &mut e, 7).unwrap();
     assert!(a < 1e-12, "adjoint {a:e}");
     let n = normal_error(&be, &mut e, 8).unwrap();

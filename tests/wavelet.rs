@@ -65,6 +65,7 @@ fn one_level_matches_the_explicit_analysis_matrix() {
             for b in 0..e {
                 let v: f64 = (0..e).map(|c| m[a][c] * m[b][c]).sum();
                 let want = if a == b { 1.0 } else { 0.0 };
+                // sums of e products of double constants: 1e-14
                 assert!((v - want).abs() < 1e-14, "M M^T at ({a}, {b}) on {e}: {v}");
             }
         }
@@ -148,6 +149,7 @@ fn the_transform_is_orthonormal_and_its_levels_follow_the_grid() {
             let mut c = be.zeros(x.len()).unwrap();
             w.forward(&be, &mut c, &x).unwrap();
             let (nx, nc) = (dot(&x, &x).re, dot(&c, &c).re);
+            // Parseval in float64 over thousands of values: 1e-12 relative
             assert!((nx - nc).abs() < 1e-12 * nx, "|W x| = |x| {n:?}");
         }
     }
@@ -177,6 +179,7 @@ fn a_shift_rolls_the_image_before_the_transform() {
     assert_eq!(rolled[at([0, 2, 0])], x[at([13, 13, 15])]);
     w.set_shift([0; 3]);
     w.forward(&be, &mut plain, &rolled).unwrap();
+    // the same arithmetic on the same values: equal but for rounding
     assert!(nrmse(&shifted, &plain) < 1e-15, "W_s x = W roll(x, s)");
 }
 
@@ -208,6 +211,7 @@ fn the_norms_proximal_maps_meet_their_definitions() {
         let q: V = p.iter().zip(&d).map(|(a, b)| a + b * step).collect();
         let o = prox_objective(&be, &mut norm, &q, &v, t);
         assert!(
+            // the objective's float64 rounding: 1e-12
             o >= best - 1e-12,
             "a step lowered the objective: {o} < {best}"
         );
@@ -216,6 +220,7 @@ fn the_norms_proximal_maps_meet_their_definitions() {
     let mut y = v.clone();
     norm.prox_conjugate(&be, &mut y, t).unwrap();
     let moreau: V = v.iter().zip(&p).map(|(a, b)| a - b).collect();
+    // the same shrinkage subtracted: float64 rounding
     assert!(nrmse(&y, &moreau) < 1e-14, "Moreau's identity");
     for (i, c) in y.iter().enumerate() {
         let k = recon_core::index3(n, i % len);
@@ -229,6 +234,7 @@ fn the_norms_proximal_maps_meet_their_definitions() {
     let mut x = vec![Complex::default(); 2 * len];
     x[len + 9] = Complex::new(3.0, 4.0);
     x[len] = Complex::new(100.0, 0.0); // in the corner, free
+                                       // one exact term: float64 rounding
     assert!((norm.value(&be, &x).unwrap() - 5.0).abs() < 1e-15);
     assert!(
         be.shrink_outside(&mut x[..300].to_vec(), n, [8, 8, 1], t)
@@ -264,6 +270,7 @@ fn the_stack_of_shifted_transforms_is_orthonormal() {
             .unwrap();
         let s = (shifts as f64).sqrt();
         let block = |b: usize| -> V { c[b * len..][..len].iter().map(|v| v * s).collect() };
+        // block 0 is W times 1/sqrt(S), scaled back: float64 rounding
         assert!(nrmse(&block(0), &w0) < 1e-14);
         for b in 1..shifts {
             assert!(nrmse(&block(b), &w0) > 0.1, "block {b} is shifted");
