@@ -87,8 +87,10 @@ fn pruned_cpu_toeplitz_matches_the_product_by_pieces() {
         let fq = rng.complex(8 * len);
         let mut work = vec![Complex::default(); 8 * len];
         let (mut fast, mut slow) = (vec![Complex::default(); len], vec![Complex::default(); len]);
-        be.toeplitz(&mut fast, &x, &fq, &mut work, n).unwrap();
-        recon_core::toeplitz_by_pieces(&be, &mut slow, &x, &fq, &mut work, n).unwrap();
+        let plan = be.toeplitz_plan(n).unwrap();
+        be.toeplitz(&plan, &mut fast, &x, &fq, &mut work).unwrap();
+        let fft = be.fft_plan(n.map(|v| 2 * v)).unwrap();
+        recon_core::toeplitz_by_pieces(&be, &fft, &mut slow, &x, &fq, &mut work, n).unwrap();
         let err = nrmse(&fast, &slow);
         // float64 FFTs of a few thousand points either way: rounding.
         assert!(err < 1e-13, "{n:?}: pruned against by pieces {err:e}");

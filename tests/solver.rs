@@ -7,8 +7,8 @@ use ndarray::{Array1, Array2};
 use ndarray_linalg::Solve;
 use recon_cg::{Params, Regularised, Toeplitz};
 use recon_core::{
-    metrics::nrmse, Backend, CoilOp, Complex, CpuBackend, Direction, Grid, GroupProx, Progress,
-    Ratio, Result, Sign, Stencil, Targets,
+    metrics::nrmse, Backend, CoilOp, Complex, CpuBackend, Direction, Grid, GroupProx, Plan3,
+    Progress, Ratio, Result, Sign, Stencil, Targets,
 };
 
 /// Solves `(F^H F + lambda W^H W) x = F^H y` both ways and compares.
@@ -108,6 +108,9 @@ impl Backend for Queued {
     type Vector = V;
     type Weights = <CpuBackend<f64> as Backend>::Weights;
     type Scalars = S;
+    type Fft = Plan3<f64>;
+    /// The FFT plan of the `2n` grid: the product by pieces.
+    type ToeplitzPlan = Plan3<f64>;
 
     fn describe(&self) -> String {
         format!("queued {}", self.cpu.describe())
@@ -172,8 +175,18 @@ impl Backend for Queued {
     fn xpby_ratio(&self, y: &mut V, x: &V, ratio: Ratio, s: &S) -> Result<()> {
         self.cpu.xpby_ratio(y, x, ratio, s)
     }
-    fn fft3(&self, x: &mut V, shape: [usize; 3], dir: Direction) -> Result<()> {
-        self.cpu.fft3(x, shape, dir)
+    fn fft_plan(&self, shape: [usize; 3]) -> Result<Plan3<f64>> {
+        self.cpu.fft_plan(shape)
+    }
+    fn fft3(&self, plan: &Plan3<f64>, x: &mut V, dir: Direction) -> Result<()> {
+        self.cpu.fft3(plan, x, dir)
+    }
+    fn toeplitz_plan(&self, n: [usize; 3]) -> Result<Plan3<f64>> {
+        self.cpu.fft_plan(n.map(|v| 2 * v))
+    }
+    fn toeplitz(&self, plan: &Plan3<f64>, out: &mut V, x: &V, fq: &V, work: &mut V) -> Result<()> {
+        let n = plan.shape().map(|v| v / 2);
+        recon_core::toeplitz_by_pieces(self, plan, out, x, fq, work, n)
     }
     fn mul(&self, x: &mut V, y: &V) -> Result<()> {
         self.cpu.mul(x, y)

@@ -50,7 +50,7 @@ pub fn toeplitz_eigenvalues<T: Real>(grid: &Grid, q: &[Complex<T>]) -> Result<Ve
         }
     });
     let cpu = CpuBackend::<f64>::new();
-    cpu.fft3(&mut c, n, Direction::Forward)?;
+    cpu.fft3(&cpu.fft_plan(n)?, &mut c, Direction::Forward)?;
     let peak = c.iter().map(|v| v.re).fold(0.0, f64::max);
     if !(peak.is_finite() && peak > 0.0) {
         return Err(Error::Invalid {
@@ -90,7 +90,8 @@ pub const REBUILD: f64 = 4.0;
 /// `M = s T_circ + rho L_circ` on the device: its eigenvalues are kept
 /// there, and its inverse made anew there when rho moves.
 pub struct Circulant<B: Backend> {
-    n: [usize; 3],
+    /// The N^3 FFTs' plan, made once here.
+    fft: B::Fft,
     /// `s lambda_T`, real, as complex values.
     data: B::Vector,
     /// The periodic Laplacian's eigenvalues, and ones (for `Gram::Identity`).
@@ -105,8 +106,7 @@ pub struct Circulant<B: Backend> {
 impl<B: Backend> Circulant<B> {
     /// From the Toeplitz eigenvalues ([`toeplitz_eigenvalues`]) and the
     /// data term's coil factor `s`; call [`Circulant::set_rho`] before use.
-    /// Makes the N^3 FFT's plan now, by a transform of zeros, so that the
-    /// solve does not pay for it.
+    /// Makes the N^3 FFTs' plan now, so that the solve does not pay for it.
     pub fn new(backend: &B, n: [usize; 3], toeplitz: &[f64], s: f64) -> Result<Self> {
         Error::check_len("circulant eigenvalues", n.iter().product(), toeplitz.len())?;
         let real = |v: &[f64]| -> Vec<Complex<B::Real>> {
@@ -115,16 +115,14 @@ impl<B: Backend> Circulant<B> {
                 .collect()
         };
         let scaled: Vec<f64> = toeplitz.iter().map(|v| s * v).collect();
-        let mut inverse = backend.zeros(toeplitz.len())?;
-        backend.fft3(&mut inverse, n, Direction::Forward)?;
         Ok(Circulant {
-            n,
+            fft: backend.fft_plan(n)?,
             data: backend.upload(&real(&scaled))?,
             laplacian: backend.upload(&real(&laplacian_eigenvalues(n)))?,
             ones: backend.upload(&real(&vec![1.0; toeplitz.len()]))?,
             rho: f64::NAN,
             gram: Gram::Laplacian,
-            inverse,
+            inverse: backend.zeros(toeplitz.len())?,
         })
     }
 
@@ -151,8 +149,8 @@ impl<B: Backend> Preconditioner<B> for Circulant<B> {
     fn apply(&mut self, backend: &B, out: &mut B::Vector, r: &B::Vector) -> Result<()> {
         // out = IFFT(FFT(r) / eigenvalues)
         backend.copy(out, r)?;
-        backend.fft3(out, self.n, Direction::Forward)?;
+        backend.fft3(&self.fft, out, Direction::Forward)?;
         backend.mul(out, &self.inverse)?;
-        backend.fft3(out, self.n, Direction::Inverse)
+        backend.fft3(&self.fft, out, Direction::Inverse)
     }
 }

@@ -47,6 +47,8 @@ pub struct Toeplitz<B: Backend> {
     fq: B::Vector,
     /// A `(2N)^3` work vector.
     work: B::Vector,
+    /// The product's FFT plans (or line passes), made once here.
+    plan: B::ToeplitzPlan,
 }
 
 impl<B: Backend> Toeplitz<B> {
@@ -60,6 +62,7 @@ impl<B: Backend> Toeplitz<B> {
             n: grid.n,
             fq,
             work: backend.zeros(q.len())?,
+            plan: backend.toeplitz_plan(grid.n)?,
         })
     }
 
@@ -75,6 +78,7 @@ impl<B: Backend> Toeplitz<B> {
         scratch: (&mut B::Vector, &mut B::Vector),
     ) -> Result<()> {
         backend.toeplitz_coil(
+            &self.plan,
             out,
             accumulate,
             s,
@@ -82,7 +86,6 @@ impl<B: Backend> Toeplitz<B> {
             &self.fq,
             &mut self.work,
             scratch,
-            self.n,
         )
     }
 
@@ -95,6 +98,7 @@ impl<B: Backend> Toeplitz<B> {
             n: self.n,
             fq,
             work: to.zeros(from.len(&self.work))?,
+            plan: to.toeplitz_plan(self.n)?,
         })
     }
 }
@@ -106,7 +110,7 @@ impl<B: Backend> Normal<B> for Toeplitz<B> {
 
     fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
         // out = crop(IFFT(FFT(Q) . FFT(pad(x))))
-        backend.toeplitz(out, x, &self.fq, &mut self.work, self.n)
+        backend.toeplitz(&self.plan, out, x, &self.fq, &mut self.work)
     }
 }
 

@@ -120,6 +120,14 @@ pub trait Backend: Send + Sync {
     type Weights: Send;
     /// A few f64 scalars of an iterative solver in device memory.
     type Scalars: Send;
+    /// A plan for in-place 3-D FFTs of one shape ([`Backend::fft_plan`]).
+    /// The operator that runs the FFTs makes it once and keeps it: the
+    /// backend holds no plans of its own.
+    type Fft: Send;
+    /// What the Toeplitz product of one image shape needs (its FFT plans or
+    /// line passes), made once by [`Backend::toeplitz_plan`] and kept by
+    /// the operator, as [`Backend::Fft`].
+    type ToeplitzPlan: Send;
 
     /// A one-line description: device name and precision.
     fn describe(&self) -> String;
@@ -232,8 +240,10 @@ pub trait Backend: Send + Sync {
 
     // --- Toeplitz pieces ------------------------------------------------
 
-    /// In-place 3-D FFT of `x`, of shape `shape`.
-    fn fft3(&self, x: &mut Self::Vector, shape: [usize; 3], dir: Direction) -> Result<()>;
+    /// The plan of in-place 3-D FFTs of shape `shape`.
+    fn fft_plan(&self, shape: [usize; 3]) -> Result<Self::Fft>;
+    /// In-place 3-D FFT of `x` by `plan` (the inverse normalised).
+    fn fft3(&self, plan: &Self::Fft, x: &mut Self::Vector, dir: Direction) -> Result<()>;
     /// `x = x .* y`, elementwise.
     fn mul(&self, x: &mut Self::Vector, y: &Self::Vector) -> Result<()>;
     /// `out = 1 / (re a + rho re b)`, real, elementwise (a diagonal's
@@ -259,21 +269,22 @@ pub trait Backend: Send + Sync {
         fft_q_by_pieces(self, q, d)
     }
 
+    /// The plan of the Toeplitz product for images of shape `n`.
+    fn toeplitz_plan(&self, n: [usize; 3]) -> Result<Self::ToeplitzPlan>;
+
     /// The Toeplitz product `out = crop(IFFT(fq .* FFT(pad(x))))` on the
-    /// `2n` grid, with `work` a `(2n)^3` scratch vector. The default composes
-    /// the pieces above; a device may instead skip the FFT work on the zero
-    /// part of the padded input and on the cropped-away part of the output,
-    /// and fuse the pieces.
+    /// `2n` grid of `plan`, with `work` a `(2n)^3` scratch vector.
+    /// [`toeplitz_by_pieces`] composes the pieces above; a device may
+    /// instead skip the FFT work on the zero part of the padded input and
+    /// on the cropped-away part of the output, and fuse the pieces.
     fn toeplitz(
         &self,
+        plan: &Self::ToeplitzPlan,
         out: &mut Self::Vector,
         x: &Self::Vector,
         fq: &Self::Vector,
         work: &mut Self::Vector,
-        n: [usize; 3],
-    ) -> Result<()> {
-        toeplitz_by_pieces(self, out, x, fq, work, n)
-    }
+    ) -> Result<()>;
 
     // --- coils ----------------------------------------------------------
 
@@ -288,14 +299,15 @@ pub trait Backend: Send + Sync {
     ) -> Result<()>;
 
     /// One coil's term of SENSE's normal operator, `out = conj(s) . T(s . x)`
-    /// (`accumulate`: `out += ...`), T the Toeplitz product of `fq` (`work`
-    /// its scratch, as in [`Backend::toeplitz`]), `scratch` two image-sized
-    /// vectors. The default composes [`Backend::coil`] and
-    /// [`Backend::toeplitz`]; a device may instead fold the map into the
-    /// product's first read and last write.
+    /// (`accumulate`: `out += ...`), T the Toeplitz product of `fq` by
+    /// `plan` (`work` its scratch, as in [`Backend::toeplitz`]), `scratch`
+    /// two image-sized vectors. [`toeplitz_coil_by_pieces`] composes
+    /// [`Backend::coil`] and [`Backend::toeplitz`]; a device may instead
+    /// fold the map into the product's first read and last write.
     #[allow(clippy::too_many_arguments)]
     fn toeplitz_coil(
         &self,
+        plan: &Self::ToeplitzPlan,
         out: &mut Self::Vector,
         accumulate: bool,
         s: &Self::Vector,
@@ -303,9 +315,8 @@ pub trait Backend: Send + Sync {
         fq: &Self::Vector,
         work: &mut Self::Vector,
         scratch: (&mut Self::Vector, &mut Self::Vector),
-        n: [usize; 3],
     ) -> Result<()> {
-        toeplitz_coil_by_pieces(self, out, accumulate, s, x, fq, work, scratch, n)
+        toeplitz_coil_by_pieces(self, plan, out, accumulate, s, x, fq, work, scratch)
     }
 
     // --- sparse priors (recon-ops) ---------------------------------------
@@ -422,25 +433,28 @@ pub fn fft_q_by_pieces<B: Backend + ?Sized>(
         out[row - half..].copy_from_slice(&src[..half]);
     }
     let mut fq = backend.upload(&qc)?;
-    backend.fft3(&mut fq, d, Direction::Forward)?;
+    // Once per trajectory: the plan is not kept.
+    let plan = backend.fft_plan(d)?;
+    backend.fft3(&plan, &mut fq, Direction::Forward)?;
     Ok(fq)
 }
 
-/// [`Backend::toeplitz`] from its pieces: pad, FFT, product, inverse FFT, crop.
+/// [`Backend::toeplitz`] from its pieces: pad, FFT by `fft` (the plan of
+/// the `2n` grid), product, inverse FFT, crop.
 pub fn toeplitz_by_pieces<B: Backend + ?Sized>(
     backend: &B,
+    fft: &B::Fft,
     out: &mut B::Vector,
     x: &B::Vector,
     fq: &B::Vector,
     work: &mut B::Vector,
     n: [usize; 3],
 ) -> Result<()> {
-    let d = n.map(|n| 2 * n);
     // out = crop(IFFT(FFT(Q) . FFT(pad(x))))
     backend.pad(work, x, n)?;
-    backend.fft3(work, d, Direction::Forward)?;
+    backend.fft3(fft, work, Direction::Forward)?;
     backend.mul(work, fq)?;
-    backend.fft3(work, d, Direction::Inverse)?;
+    backend.fft3(fft, work, Direction::Inverse)?;
     backend.crop(out, work, n)
 }
 
@@ -449,6 +463,7 @@ pub fn toeplitz_by_pieces<B: Backend + ?Sized>(
 #[allow(clippy::too_many_arguments)]
 pub fn toeplitz_coil_by_pieces<B: Backend + ?Sized>(
     backend: &B,
+    plan: &B::ToeplitzPlan,
     out: &mut B::Vector,
     accumulate: bool,
     s: &B::Vector,
@@ -456,10 +471,9 @@ pub fn toeplitz_coil_by_pieces<B: Backend + ?Sized>(
     fq: &B::Vector,
     work: &mut B::Vector,
     (y, ty): (&mut B::Vector, &mut B::Vector),
-    n: [usize; 3],
 ) -> Result<()> {
     backend.coil(y, CoilOp::Forward, s, x)?;
-    backend.toeplitz(ty, y, fq, work, n)?;
+    backend.toeplitz(plan, ty, y, fq, work)?;
     let op = if accumulate {
         CoilOp::AddAdjoint
     } else {

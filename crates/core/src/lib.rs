@@ -25,7 +25,7 @@ pub use backend::{
     fft_q_by_pieces, toeplitz_by_pieces, toeplitz_coil_by_pieces, Backend, CoilOp, Direction,
     GroupProx, Ratio, Sign, Targets,
 };
-pub use cpu::CpuBackend;
+pub use cpu::{CpuBackend, Plan3};
 pub use error::Error;
 pub use grid::{index3, sinc, Basis, Grid, Lattice, Volume};
 pub use num_complex::Complex;

@@ -1,9 +1,14 @@
-//! One GPU: its context, streams, memory, FFT plans and FFTs, and the
-//! kernels of each `.cu` file, loaded once and held by name in that file's
-//! `Kernels` beside its typed launchers: vector.rs (vector and stencil
-//! primitives), sparse.rs and wavelet.rs (the sparse priors), engine.rs
-//! (the summation engine, sum.cu), nufft.rs and lines.rs. kernels.rs has
-//! the sources and compiles them.
+//! One GPU: its context, streams and memory, and the kernels of each `.cu`
+//! file, loaded once and held in that file's `Kernels` beside its typed
+//! launchers: vector.rs (vector and stencil primitives), sparse.rs and
+//! wavelet.rs (the sparse priors), engine.rs (the summation engine,
+//! sum.cu), nufft.rs and lines.rs. kernels.rs has the sources and compiles
+//! them. It keeps no plans: cuFFT plans and the Toeplitz product's passes
+//! belong to the operators that run them ([`Backend::Fft`],
+//! [`Backend::ToeplitzPlan`]).
+//!
+//! [`Backend::Fft`]: recon_core::Backend::Fft
+//! [`Backend::ToeplitzPlan`]: recon_core::Backend::ToeplitzPlan
 
 use crate::error::Ctx;
 use cudarc::cufft::{result as fft_result, sys as fft_sys, CudaFft};
@@ -11,7 +16,6 @@ use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig, ValidAsZeroBits,
 };
 use recon_core::{Complex, Direction, Error, Result};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Blocks of the first reduction pass; `REDUCE_THREADS` threads each.
@@ -48,9 +52,6 @@ pub(crate) struct Device {
     pub(crate) sparse: crate::sparse::Kernels,
     /// wavelet.cu's kernels, with typed launchers (wavelet.rs).
     pub(crate) wavelet: crate::wavelet::Kernels,
-    pub(crate) ffts: Mutex<HashMap<[usize; 3], CudaFft>>,
-    /// The pruned Toeplitz product's plans, per image shape (toeplitz.rs).
-    pub(crate) toeplitz: Mutex<HashMap<[usize; 3], crate::toeplitz::Passes>>,
     pub(crate) partial: Mutex<CudaSlice<f64>>,
     /// Whether it reads another GPU's memory directly (enable_peer_access).
     pub(crate) peers: bool,
@@ -105,8 +106,6 @@ impl Device {
             vector,
             sparse,
             wavelet,
-            ffts: Mutex::new(HashMap::new()),
-            toeplitz: Mutex::new(HashMap::new()),
             partial: Mutex::new(partial),
             peers: false,
         })
@@ -185,12 +184,20 @@ impl Device {
         self.stream.memcpy_dtod(x, out).at("copy device to device")
     }
 
-    pub fn fft3(&self, x: &mut CudaSlice<f32>, shape: [usize; 3], dir: Direction) -> Result<()> {
+    /// In-place 3-D FFT of `x` (of shape `shape`) by `plan`, made for that
+    /// shape by [`Device::fft_plan`]; the inverse normalised.
+    pub fn fft3(
+        &self,
+        plan: &CudaFft,
+        x: &mut CudaSlice<f32>,
+        shape: [usize; 3],
+        dir: Direction,
+    ) -> Result<()> {
         let exponent = match dir {
             Direction::Forward => -1,
             Direction::Inverse => 1,
         };
-        self.fft3_unnormalised(x, shape, exponent)?;
+        self.fft_exec(plan, x, exponent)?;
         if dir == Direction::Inverse {
             // cuFFT's inverse is unnormalised; the trait's is normalised.
             self.scale(x, 1.0 / shape.iter().product::<usize>() as f32)?;
@@ -216,26 +223,9 @@ impl Device {
         .at(&format!("cuFFT plan for {shape:?}"))
     }
 
-    /// In-place 3-D FFT `X[k] = sum_j x[j] exp(exponent i 2pi k.j / n)`,
-    /// unnormalised, `exponent` = -1 (cuFFT's forward) or +1 (its inverse),
-    /// by a plan of the process-wide cache (made once per shape).
-    pub fn fft3_unnormalised(
-        &self,
-        x: &mut CudaSlice<f32>,
-        shape: [usize; 3],
-        exponent: i32,
-    ) -> Result<()> {
-        Error::check_len("fft3", 2 * shape.iter().product::<usize>(), x.len())?;
-        use std::collections::hash_map::Entry;
-        let mut ffts = self.ffts.lock().expect("FFT plans poisoned");
-        let plan = match ffts.entry(shape) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e.insert(self.fft_plan(shape)?),
-        };
-        self.fft_exec(plan, x, exponent)
-    }
-
-    /// Runs `plan` in place on `x` (of the plan's size).
+    /// Runs `plan` in place on `x` (of the plan's size), unnormalised:
+    /// `X[k] = sum_j x[j] exp(exponent i 2pi k.j / n)`, `exponent` = -1
+    /// (cuFFT's forward) or +1 (its inverse).
     pub fn fft_exec(&self, plan: &CudaFft, x: &mut CudaSlice<f32>, exponent: i32) -> Result<()> {
         let direction = if exponent < 0 {
             cudarc::cufft::FftDirection::Forward

@@ -28,6 +28,7 @@ mod nufft;
 mod nufft_backend;
 mod options;
 mod peers;
+mod plans;
 mod probe;
 mod sparse;
 mod toeplitz;
@@ -45,6 +46,7 @@ use std::sync::Arc;
 pub use engine::{Lattice, Sample};
 pub use nufft::{CudaNufft, NufftOptions, Spreading};
 pub use options::{Options, Tuning, Variant};
+pub use plans::{CudaFft3, CudaToeplitz};
 pub use probe::{probe, Unavailable};
 
 /// The CUDA backend.
@@ -123,6 +125,8 @@ impl Backend for CudaBackend {
     type Vector = cudarc::driver::CudaSlice<f32>;
     type Weights = CudaWeights;
     type Scalars = cudarc::driver::CudaSlice<f64>;
+    type Fft = CudaFft3;
+    type ToeplitzPlan = CudaToeplitz;
 
     fn describe(&self) -> String {
         let names = self.device_names();
@@ -334,9 +338,12 @@ impl Backend for CudaBackend {
         10
     }
 
-    fn fft3(&self, x: &mut Self::Vector, shape: [usize; 3], dir: Direction) -> Result<()> {
-        Error::check_len("fft3", 2 * shape.iter().product::<usize>(), x.len())?;
-        self.dev0().fft3(x, shape, dir)
+    fn fft_plan(&self, shape: [usize; 3]) -> Result<Self::Fft> {
+        Self::fft_plan_on(self.dev0(), shape)
+    }
+
+    fn fft3(&self, plan: &Self::Fft, x: &mut Self::Vector, dir: Direction) -> Result<()> {
+        self.fft3_by(plan, x, dir)
     }
 
     fn mul(&self, x: &mut Self::Vector, y: &Self::Vector) -> Result<()> {
@@ -397,28 +404,24 @@ impl Backend for CudaBackend {
         recon_core::fft_q_by_pieces(self, q, d)
     }
 
+    fn toeplitz_plan(&self, n: [usize; 3]) -> Result<Self::ToeplitzPlan> {
+        self.toeplitz_plan_for(n)
+    }
+
     fn toeplitz(
         &self,
+        plan: &Self::ToeplitzPlan,
         out: &mut Self::Vector,
         x: &Self::Vector,
         fq: &Self::Vector,
         work: &mut Self::Vector,
-        n: [usize; 3],
     ) -> Result<()> {
-        check_toeplitz(
-            [("Toeplitz input", x), ("Toeplitz output", out)],
-            fq,
-            work,
-            n,
-        )?;
-        if self.options.pruned_toeplitz && self.dev0().toeplitz(out, x, fq, work, n, None)? {
-            return Ok(());
-        }
-        recon_core::toeplitz_by_pieces(self, out, x, fq, work, n)
+        self.toeplitz_by(plan, out, x, fq, work, None, None)
     }
 
     fn toeplitz_coil(
         &self,
+        plan: &Self::ToeplitzPlan,
         out: &mut Self::Vector,
         accumulate: bool,
         s: &Self::Vector,
@@ -426,22 +429,8 @@ impl Backend for CudaBackend {
         fq: &Self::Vector,
         work: &mut Self::Vector,
         scratch: (&mut Self::Vector, &mut Self::Vector),
-        n: [usize; 3],
     ) -> Result<()> {
-        check_toeplitz(
-            [("coil map", s), ("SENSE input", x), ("SENSE output", out)],
-            fq,
-            work,
-            n,
-        )?;
-        if self.options.pruned_toeplitz
-            && self
-                .dev0()
-                .toeplitz(out, x, fq, work, n, Some((s, accumulate)))?
-        {
-            return Ok(());
-        }
-        recon_core::toeplitz_coil_by_pieces(self, out, accumulate, s, x, fq, work, scratch, n)
+        self.toeplitz_by(plan, out, x, fq, work, Some((s, accumulate)), Some(scratch))
     }
 
     fn upload_weights(&self, w: &Stencil) -> Result<Self::Weights> {
@@ -557,20 +546,4 @@ impl Backend for CudaBackend {
         self.dev0()
             .add_whw(out, a as f32, x, w.w2.as_ref(), w.d2.as_ref(), w.n)
     }
-}
-
-/// The lengths of a Toeplitz product's operands on the image grid `n`
-/// (`images`, named), FFT(Q) and the work vector on the doubled grid.
-fn check_toeplitz<const K: usize>(
-    images: [(&'static str, &cudarc::driver::CudaSlice<f32>); K],
-    fq: &cudarc::driver::CudaSlice<f32>,
-    work: &cudarc::driver::CudaSlice<f32>,
-    n: [usize; 3],
-) -> Result<()> {
-    let len: usize = n.iter().product();
-    for (what, v) in images {
-        Error::check_len(what, 2 * len, v.len())?;
-    }
-    Error::check_len("FFT(Q)", 16 * len, fq.len())?;
-    Error::check_len("Toeplitz work", 16 * len, work.len())
 }

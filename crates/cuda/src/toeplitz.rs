@@ -22,8 +22,8 @@ use crate::lines::{covered, LineKernel, Map, Pass};
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use recon_core::{Complex, Result};
 
-/// What the fused path needs per grid shape, made once: the passes along
-/// x (rows of x), y and z.
+/// What the fused path needs per grid shape, made once by the operator
+/// that runs it: the passes along x (rows of x), y and z.
 pub(crate) struct Passes {
     x: Pass,
     /// The x lines with a coil map (SENSE).
@@ -33,7 +33,9 @@ pub(crate) struct Passes {
 }
 
 impl Device {
-    fn passes(&self, n: [usize; 3]) -> Result<Option<Passes>> {
+    /// The fused product's passes for images of shape `n`, or `None` for
+    /// shapes it does not cover.
+    pub(crate) fn passes(&self, n: [usize; 3]) -> Result<Option<Passes>> {
         let [nx, ny, nz] = n;
         if !covered([2 * nx, 2 * ny, 2 * nz]) {
             return Ok(None);
@@ -46,29 +48,22 @@ impl Device {
         }))
     }
 
-    /// The pruned, fused Toeplitz product (module docs); `Ok(false)`, with
-    /// nothing done, for shapes it does not cover. `work` holds at least
-    /// the lower half of the 2n grid. With `coil = (s, accumulate)`, SENSE's
-    /// term of one coil instead, `out (+)= conj(s) . T(s . x)`: the map
-    /// rides along with the first pass's reads and the last's writes.
+    /// The pruned, fused Toeplitz product (module docs) by the passes `p`
+    /// made for `n`. `work` holds at least the lower half of the 2n grid.
+    /// With `coil = (s, accumulate)`, SENSE's term of one coil instead,
+    /// `out (+)= conj(s) . T(s . x)`: the map rides along with the first
+    /// pass's reads and the last's writes.
+    #[allow(clippy::too_many_arguments)]
     pub fn toeplitz(
         &self,
+        p: &Passes,
         out: &mut CudaSlice<f32>,
         x: &CudaSlice<f32>,
         fq: &CudaSlice<f32>,
         work: &mut CudaSlice<f32>,
         n: [usize; 3],
         coil: Option<(&CudaSlice<f32>, bool)>,
-    ) -> Result<bool> {
-        use std::collections::hash_map::Entry;
-        let mut cache = self.toeplitz.lock().expect("Toeplitz plans poisoned");
-        let p = match cache.entry(n) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => match self.passes(n)? {
-                Some(p) => e.insert(p),
-                None => return Ok(false),
-            },
-        };
+    ) -> Result<()> {
         let [nx, ny, nz] = n;
         let (px, py) = (2 * nx, 2 * ny);
         let plane = px * py;
@@ -107,8 +102,7 @@ impl Device {
         self.lines(&p.y, work, None, work_ys(ny), work_ys(py), 1.0)?;
         // 5. x: inverse FFT of the rows y < ny, cropped into out (times
         // conj(s), added)
-        self.lines(xp, out, Some(work), write, work_rows(px), 1.0)?;
-        Ok(true)
+        self.lines(xp, out, Some(work), write, work_rows(px), 1.0)
     }
 
     /// The Toeplitz kernel `FFT(ifftshift(q))` on the grid `d` by the line

@@ -8,46 +8,46 @@ use crate::backend::Direction;
 use crate::{Complex, Real};
 use rayon::prelude::*;
 use rustfft::{Fft, FftPlanner};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-/// Line FFT plans by (length, inverse), shared by the threads.
-/// Plans by (length, inverse).
-type Plans<T> = HashMap<(usize, bool), Arc<dyn Fft<T>>>;
-
-#[derive(Default)]
-pub struct Lines<T: Real> {
-    plans: Mutex<Plans<T>>,
+/// The line FFTs of one 3-D shape, forward and inverse per axis: a
+/// backend's [`Backend::Fft`](crate::Backend::Fft), made once by the
+/// operator that runs them (the pruned Toeplitz product's is of the `2n`
+/// grid).
+pub struct Plan3<T: Real> {
+    pub(crate) shape: [usize; 3],
+    pub(crate) forward: [Arc<dyn Fft<T>>; 3],
+    pub(crate) inverse: [Arc<dyn Fft<T>>; 3],
 }
 
-impl<T: Real> Lines<T> {
-    pub(crate) fn plan(&self, len: usize, inverse: bool) -> Arc<dyn Fft<T>> {
-        let mut plans = self.plans.lock().expect("FFT plan cache poisoned");
-        plans
-            .entry((len, inverse))
-            .or_insert_with(|| {
-                let mut p = FftPlanner::new();
-                if inverse {
-                    p.plan_fft_inverse(len)
-                } else {
-                    p.plan_fft_forward(len)
-                }
-            })
-            .clone()
+impl<T: Real> Plan3<T> {
+    pub fn new(shape: [usize; 3]) -> Self {
+        let mut planner = FftPlanner::new();
+        Plan3 {
+            shape,
+            forward: shape.map(|l| planner.plan_fft_forward(l)),
+            inverse: shape.map(|l| planner.plan_fft_inverse(l)),
+        }
+    }
+
+    pub fn shape(&self) -> [usize; 3] {
+        self.shape
+    }
+
+    /// In-place 3-D FFT of `x` (of the plan's shape, x fastest). The
+    /// inverse is normalised by `1 / (nx ny nz)`.
+    pub fn fft3(&self, x: &mut [Complex<T>], dir: Direction) {
+        let plans = match dir {
+            Direction::Forward => &self.forward,
+            Direction::Inverse => &self.inverse,
+        };
+        fft3(plans, x, self.shape, dir == Direction::Inverse)
     }
 }
 
 /// Columns gathered together in the y and z passes: enough contiguous
 /// values per row read to use the cache lines.
 const BLOCK: usize = 16;
-
-impl<T: Real> Lines<T> {
-    /// In-place 3-D FFT of `x` (`shape = [nx, ny, nz]`, x fastest). The
-    /// inverse is normalised by `1 / (nx ny nz)`.
-    pub fn fft3(&self, x: &mut [Complex<T>], shape: [usize; 3], dir: Direction) {
-        fft3(self, x, shape, dir == Direction::Inverse)
-    }
-}
 
 /// FFTs along y of every column of each plane in `planes` (`d[0] x d[1]`
 /// each), reading the first `read` values of a column (the rest taken as
@@ -129,13 +129,9 @@ pub(crate) fn z_lines<T: Real>(
 
 /// The in-place 3-D FFT of `x` (shape `d`, x fastest) by line passes; the
 /// inverse is normalised by `1 / len`.
-fn fft3<T: Real>(lines: &Lines<T>, x: &mut [Complex<T>], d: [usize; 3], inverse: bool) {
+fn fft3<T: Real>(plans: &[Arc<dyn Fft<T>>; 3], x: &mut [Complex<T>], d: [usize; 3], inverse: bool) {
     let zero = Complex::<T>::default();
-    let (fx, fy, fz) = (
-        lines.plan(d[0], inverse),
-        lines.plan(d[1], inverse),
-        lines.plan(d[2], inverse),
-    );
+    let [fx, fy, fz] = plans;
     x.par_chunks_mut(d[0] * d[1]).for_each(|p| {
         let mut scratch = vec![zero; fx.get_inplace_scratch_len()];
         for row in p.chunks_exact_mut(d[0]) {
@@ -201,13 +197,13 @@ mod tests {
         let x: Vec<Complex<f64>> = (0..240)
             .map(|i| Complex::new((i as f64 * 0.37).sin(), (i as f64 * 0.11).cos()))
             .collect();
-        let p = Lines::<f64>::default();
+        let p = Plan3::<f64>::new(shape);
         let mut y = x.clone();
-        p.fft3(&mut y, shape, Direction::Forward);
+        p.fft3(&mut y, Direction::Forward);
         let want = naive_dft(&x, shape, -1.0);
         // f64 rounding over 240-term sums: far below 1e-12 relative.
         assert!(crate::metrics::nrmse(&y, &want) < 1e-12);
-        p.fft3(&mut y, shape, Direction::Inverse);
+        p.fft3(&mut y, Direction::Inverse);
         assert!(crate::metrics::nrmse(&y, &x) < 1e-12);
     }
 }

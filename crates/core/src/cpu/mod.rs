@@ -13,11 +13,10 @@ use rayon::prelude::*;
 use std::marker::PhantomData;
 
 pub use engine::sum_exp;
+pub use fft::Plan3;
 
 /// The CPU backend in precision `T`.
 pub struct CpuBackend<T: Real> {
-    /// Line FFT plans, of fft3 and of the pruned Toeplitz product.
-    fft: fft::Lines<T>,
     /// Shards it reports (all on the host): see [`CpuBackend::with_shards`].
     shards: usize,
     _t: PhantomData<T>,
@@ -26,7 +25,6 @@ pub struct CpuBackend<T: Real> {
 impl<T: Real> Default for CpuBackend<T> {
     fn default() -> Self {
         CpuBackend {
-            fft: fft::Lines::default(),
             shards: 1,
             _t: PhantomData,
         }
@@ -69,6 +67,8 @@ impl<T: Real> Backend for CpuBackend<T> {
     type Vector = Vec<Complex<T>>;
     type Weights = CpuWeights<T>;
     type Scalars = Vec<f64>;
+    type Fft = Plan3<T>;
+    type ToeplitzPlan = Plan3<T>;
 
     fn describe(&self) -> String {
         format!(
@@ -206,9 +206,13 @@ impl<T: Real> Backend for CpuBackend<T> {
         Ok(())
     }
 
-    fn fft3(&self, x: &mut Self::Vector, shape: [usize; 3], dir: Direction) -> Result<()> {
-        Error::check_len("fft3", shape.iter().product(), x.len())?;
-        self.fft.fft3(x, shape, dir);
+    fn fft_plan(&self, shape: [usize; 3]) -> Result<Self::Fft> {
+        Ok(Plan3::new(shape))
+    }
+
+    fn fft3(&self, plan: &Self::Fft, x: &mut Self::Vector, dir: Direction) -> Result<()> {
+        Error::check_len("fft3", plan.shape().iter().product(), x.len())?;
+        plan.fft3(x, dir);
         Ok(())
     }
 
@@ -255,20 +259,25 @@ impl<T: Real> Backend for CpuBackend<T> {
         Ok(())
     }
 
+    /// The line FFTs of the `2n` grid.
+    fn toeplitz_plan(&self, n: [usize; 3]) -> Result<Self::ToeplitzPlan> {
+        Ok(Plan3::new(n.map(|v| 2 * v)))
+    }
+
     fn toeplitz(
         &self,
+        plan: &Self::ToeplitzPlan,
         out: &mut Self::Vector,
         x: &Self::Vector,
         fq: &Self::Vector,
         work: &mut Self::Vector,
-        n: [usize; 3],
     ) -> Result<()> {
-        let len: usize = n.iter().product();
+        let len: usize = plan.shape().iter().product::<usize>() / 8;
         Error::check_len("Toeplitz input", len, x.len())?;
         Error::check_len("Toeplitz output", len, out.len())?;
         Error::check_len("FFT(Q) (2N)^3", 8 * len, fq.len())?;
         Error::check_len("Toeplitz work (2N)^3", 8 * len, work.len())?;
-        toeplitz::toeplitz(&self.fft, out, x, fq, work, n);
+        toeplitz::toeplitz(plan, out, x, fq, work);
         Ok(())
     }
 

@@ -15,33 +15,25 @@
 //! That is 28 n^3 points of line FFTs against the 48 n^3 of two full 3-D
 //! FFTs, and no separate passes for padding, the product or the crop.
 
-use super::fft::{columns, z_lines, Lines};
+use super::fft::{columns, z_lines, Plan3};
 use crate::{Complex, Real};
 use rayon::prelude::*;
 
-/// The pruned product; lengths are checked by the caller. `work` is the
-/// `(2n)^3` grid, `fq` FFT(Q) on it.
+/// The pruned product by `plan`, the line FFTs of the `2n` grid; lengths
+/// are checked by the caller. `work` is the `(2n)^3` grid, `fq` FFT(Q) on it.
 pub fn toeplitz<T: Real>(
-    lines: &Lines<T>,
+    plan: &Plan3<T>,
     out: &mut [Complex<T>],
     x: &[Complex<T>],
     fq: &[Complex<T>],
     work: &mut [Complex<T>],
-    n: [usize; 3],
 ) {
-    let d = n.map(|v| 2 * v);
+    let d = plan.shape;
+    let n = d.map(|v| v / 2);
     let plane = d[0] * d[1];
     let zero = Complex::<T>::default();
-    let (fx, fy, fz) = (
-        lines.plan(d[0], false),
-        lines.plan(d[1], false),
-        lines.plan(d[2], false),
-    );
-    let (ix, iy, iz) = (
-        lines.plan(d[0], true),
-        lines.plan(d[1], true),
-        lines.plan(d[2], true),
-    );
+    let [fx, fy, fz] = &plan.forward;
+    let [ix, iy, iz] = &plan.inverse;
 
     // 1. x rows of the image, padded: planes z < n_z, rows y < n_y.
     work[..n[2] * plane]

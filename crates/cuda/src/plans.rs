@@ -1,0 +1,117 @@
+//! The plans that operators keep ([`Backend::Fft`], [`Backend::ToeplitzPlan`]):
+//! a cuFFT plan of one shape, and the Toeplitz product's line passes where
+//! its shape has line kernels, else a cuFFT plan of the `2n` grid for the
+//! product by pieces. Each is made on one GPU, by its stream, and runs
+//! there only.
+
+use crate::device::Device;
+use crate::CudaBackend;
+use cudarc::cufft::CudaFft;
+use cudarc::driver::CudaSlice;
+use recon_core::{Direction, Error, Result};
+
+/// A cuFFT plan for 3-D FFTs of one shape.
+pub struct CudaFft3 {
+    shape: [usize; 3],
+    plan: CudaFft,
+}
+
+/// The Toeplitz product's plan for one image shape.
+pub struct CudaToeplitz {
+    n: [usize; 3],
+    how: How,
+}
+
+enum How {
+    /// The pruned, fused passes (toeplitz.rs).
+    Fused(crate::toeplitz::Passes),
+    /// Pad, cuFFT, product, cuFFT, crop.
+    Pieces(CudaFft3),
+}
+
+impl CudaBackend {
+    pub(crate) fn fft_plan_on(dev: &Device, shape: [usize; 3]) -> Result<CudaFft3> {
+        Ok(CudaFft3 {
+            shape,
+            plan: dev.fft_plan(shape)?,
+        })
+    }
+
+    pub(crate) fn fft3_by(
+        &self,
+        plan: &CudaFft3,
+        x: &mut CudaSlice<f32>,
+        dir: Direction,
+    ) -> Result<()> {
+        Error::check_len("fft3", 2 * plan.shape.iter().product::<usize>(), x.len())?;
+        self.dev0().fft3(&plan.plan, x, plan.shape, dir)
+    }
+
+    /// The fused passes where `n`'s doubled lengths have line kernels and
+    /// `options.pruned_toeplitz` allows them; else a cuFFT plan of `2n`.
+    pub(crate) fn toeplitz_plan_for(&self, n: [usize; 3]) -> Result<CudaToeplitz> {
+        let dev = self.dev0();
+        let fused = match self.options.pruned_toeplitz {
+            true => dev.passes(n)?,
+            false => None,
+        };
+        let how = match fused {
+            Some(p) => How::Fused(p),
+            None => How::Pieces(Self::fft_plan_on(dev, n.map(|v| 2 * v))?),
+        };
+        Ok(CudaToeplitz { n, how })
+    }
+
+    /// The Toeplitz product by `plan`; with `coil = (s, accumulate)` one
+    /// coil's SENSE term `out (+)= conj(s) . T(s . x)`, `scratch` used by
+    /// the product by pieces only.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn toeplitz_by(
+        &self,
+        plan: &CudaToeplitz,
+        out: &mut CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+        fq: &CudaSlice<f32>,
+        work: &mut CudaSlice<f32>,
+        coil: Option<(&CudaSlice<f32>, bool)>,
+        scratch: Option<(&mut CudaSlice<f32>, &mut CudaSlice<f32>)>,
+    ) -> Result<()> {
+        let n = plan.n;
+        check_toeplitz(
+            [("Toeplitz input", x), ("Toeplitz output", out)],
+            fq,
+            work,
+            n,
+        )?;
+        if let Some((s, _)) = coil {
+            check_toeplitz([("coil map", s)], fq, work, n)?;
+        }
+        match (&plan.how, coil, scratch) {
+            (How::Fused(p), coil, _) => self.dev0().toeplitz(p, out, x, fq, work, n, coil),
+            (How::Pieces(fft), None, _) => {
+                recon_core::toeplitz_by_pieces(self, fft, out, x, fq, work, n)
+            }
+            (How::Pieces(_), Some((s, accumulate)), Some(scratch)) => {
+                recon_core::toeplitz_coil_by_pieces(
+                    self, plan, out, accumulate, s, x, fq, work, scratch,
+                )
+            }
+            (How::Pieces(_), Some(_), None) => unreachable!("a coil's product has its scratch"),
+        }
+    }
+}
+
+/// Lengths of the Toeplitz product's vectors for images of shape `n`.
+fn check_toeplitz<const K: usize>(
+    images: [(&'static str, &CudaSlice<f32>); K],
+    fq: &CudaSlice<f32>,
+    work: &CudaSlice<f32>,
+    n: [usize; 3],
+) -> Result<()> {
+    let len: usize = n.iter().product();
+    for (what, v) in images {
+        Error::check_len(what, 2 * len, v.len())?;
+    }
+    Error::check_len("FFT(Q)", 16 * len, fq.len())?;
+    Error::check_len("Toeplitz work", 16 * len, work.len())
+}
