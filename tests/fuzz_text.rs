@@ -221,7 +221,7 @@ fn fuzz_configs() {
                 || {
                     recon::config::Config::parse(&text)?.validate()?;
                     // load: also the phantoms the config names.
-                    recon::config::load(&path, None)
+                    recon::load_config(&path, None)
                 },
                 |_| {},
             );

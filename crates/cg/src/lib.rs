@@ -247,6 +247,11 @@ impl<B: Backend> Problem<B> {
         self.sense.parts()
     }
 
+    /// The data term `sum_c S_c^H F^H F S_c` (a benchmark times it alone).
+    pub fn data_term(&mut self) -> &mut Sense<B> {
+        &mut self.sense
+    }
+
     /// The right-hand side on the device.
     pub fn rhs(&self) -> &B::Vector {
         &self.fhd

@@ -236,7 +236,7 @@ pub fn run(args: &BenchNufftArgs) -> Result<()> {
         Precision::F64 => 8,
     })
     .context("--tolerance")?;
-    crate::backend::set_threads("--threads", args.threads)?;
+    recon_pipeline::backend::set_threads("--threads", args.threads, &crate::note)?;
     let nufft = nufft_options(args)?;
     let engine = EngineCfg {
         kind: EngineKind::Nufft,

@@ -7,16 +7,19 @@
 //! (low-resolution gridded coil images, Inati's iteration on the host),
 //! `sum_c S_c^H F^H D_c` from the host's data on the device, the CG
 //! iterations of the SENSE operator, and F^H D + CG with the image brought
-//! back, the figure of the issue's target. The solve uses the true maps
-//! (normalised), so that the time does not depend on the estimate. The
-//! per-scan stages run once for each count of `--gpus` sharing the coils,
-//! in one process on the same data, with the speed-up over one GPU.
+//! back, the figure of the issue's target. The stages are a run's: the
+//! problem becomes a config with its scan in memory, built by
+//! [`recon_pipeline::build_with`] and solved as a run solves. The solve
+//! uses the true maps (`sense.maps = "given"`), so that the time does not
+//! depend on the estimate. The per-scan stages run once for each count of
+//! `--gpus` sharing the coils, in one process on the same data, with the
+//! speed-up over one GPU.
 
 use crate::bench_nufft::best;
 use crate::config::{DeviceChoice, EngineCfg, EngineKind, Precision};
 use anyhow::{Context, Result};
-use recon_cg::{Normal, Params, Regularised, Sense, Toeplitz};
-use recon_core::{Complex, Real, Stencil};
+use recon_cg::{Normal, Params};
+use recon_core::{Complex, Real};
 use recon_encoding::{Engine, NufftBackend, Plan};
 use serde::Serialize;
 use std::time::Instant;
@@ -124,7 +127,11 @@ pub fn run(args: &BenchSenseArgs) -> Result<()> {
     crate::on_backend!(crate::choose_backend(&engine)?, b => run_on(b, args))
 }
 
-fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
+fn run_on<B>(b: &B, args: &BenchSenseArgs) -> Result<()>
+where
+    B: NufftBackend,
+    B::Real: recon_q::Stored,
+{
     let t = Instant::now();
     let phantom =
         recon_synth::Phantom::load(&crate::bench::shipped("phantoms/sodium-brain.toml")?)?;
@@ -151,19 +158,6 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
         b.describe()
     );
 
-    // Per trajectory: the plan, Q, FFT(Q) with the maps' upload.
-    let t = Instant::now();
-    let engine = Engine::Nufft {
-        tolerance: args.tolerance,
-    };
-    let plan = Plan::new(b, engine, &grid, &traj)?;
-    b.synchronize()?;
-    let plan_seconds = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let mut q = vec![Complex::<B::Real>::default(); grid.doubled().iter().product()];
-    plan.q(&mut q, &mut |_, _| {})?;
-    let q_seconds = t.elapsed().as_secs_f64();
-
     // Per scan: the maps from the data.
     let t = Instant::now();
     let g = recon_gridding::Gridding::new(b, &grid, &traj, &Default::default())?;
@@ -178,12 +172,23 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
 
     let host_maps: Vec<Vec<Complex<B::Real>>> =
         maps.iter().map(|m| crate::pipeline::from_f64(m)).collect();
-    let q_peak = recon_cg::q_peak(&grid, &q)?;
     let copy_gb_per_s = copy_rate(b, grid.len())?;
+    let engine = Engine::Nufft {
+        tolerance: args.tolerance,
+    };
+    let plan = Plan::new(b, engine, &grid, &traj)?;
     let fhd_coil_by_coil_seconds = coil_by_coil(b, args.repeats, &plan, &host_maps, &data)?;
+    drop((plan, host_maps));
+
+    let samples = traj.len();
+    let l = config(args, grid, traj, data, maps)?;
+    let inputs = crate::pipeline::inputs(&l, l_traj(&l), &Quiet)?;
     let mut runs: Vec<Run> = Vec::new();
+    // Per trajectory, from the builds: the plan, and Q with its plan.
+    let (mut plan_seconds, mut q_seconds) = (f64::INFINITY, f64::INFINITY);
     for &gpus in &gpu_counts(b, &args.gpus)? {
-        let mut run = per_scan(b, args, &plan, &q, q_peak, &host_maps, &data, gpus)?;
+        let (mut run, (plan, q)) = per_scan(b, args, &l, &inputs, gpus)?;
+        (plan_seconds, q_seconds) = (plan_seconds.min(plan), q_seconds.min(q));
         let one = runs
             .iter()
             .find(|r| r.gpus == 1)
@@ -194,7 +199,7 @@ fn run_on<B: NufftBackend>(b: &B, args: &BenchSenseArgs) -> Result<()> {
     let r = Results {
         device: b.describe(),
         matrix: args.matrix,
-        samples: traj.len(),
+        samples,
         coils: args.coils,
         iterations: args.iterations,
         synthesis_seconds,
@@ -261,92 +266,161 @@ fn gpu_counts<B: NufftBackend>(b: &B, asked: &[usize]) -> Result<Vec<usize>> {
     Ok(asked.to_vec())
 }
 
-/// Times the per-scan stages with the coils shared among `gpus` shards.
-#[allow(clippy::too_many_arguments)]
-fn per_scan<B: NufftBackend>(
+/// The problem as a run's config, its scan (data and true maps) in memory.
+fn config(
+    args: &BenchSenseArgs,
+    grid: recon_core::Grid,
+    traj: Vec<[f64; 3]>,
+    data: Vec<Complex<f64>>,
+    maps: Vec<Vec<Complex<f64>>>,
+) -> Result<crate::config::Loaded> {
+    let text = format!(
+        "[scan]\nfile = \"the SENSE benchmark's problem\"\n\n\
+         [engine]\nkind = \"nufft\"\ntolerance = {:e}\n\n\
+         [sense]\nmaps = \"given\"\n\n\
+         [solver]\niterations = {}\nlambda = 0.01\ntolerance = 0.0\n\n\
+         [q]\ncache = false\n\n[output]\ndir = \"unused\"\n",
+        args.tolerance, args.iterations
+    );
+    let scan = recon_io::scan::Scan {
+        grid,
+        traj,
+        coils: args.coils,
+        data,
+        noise: None,
+        maps: Some(maps),
+        truth: None,
+        anatomy: None,
+    };
+    Ok(crate::config::in_memory(&text, scan)?)
+}
+
+fn l_traj(l: &crate::config::Loaded) -> Vec<[f64; 3]> {
+    match &l.source {
+        crate::config::Source::Scan(s) => s.traj.clone(),
+        crate::config::Source::Synthetic { .. } => unreachable!("a scan in memory"),
+    }
+}
+
+/// No progress bars inside the benchmark's repeats.
+struct Quiet;
+
+impl crate::pipeline::Ui for Quiet {
+    fn log(&self, _: &str) {}
+    fn stage<T>(&self, _: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
+        f(&mut |_, _| {})
+    }
+    fn solver<T>(&self, _: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T {
+        f(&mut |_, _| {})
+    }
+}
+
+/// The seconds of stage `name` in a build's stages.
+fn stage(seconds: &[(&'static str, f64)], name: &str) -> f64 {
+    seconds
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(f64::NAN, |(_, s)| *s)
+}
+
+/// Times the per-scan stages with the coils shared among `gpus` shards, as
+/// a run builds and solves them; also the build's plan and Q seconds.
+fn per_scan<B>(
     b: &B,
     args: &BenchSenseArgs,
-    plan: &Plan<'_, B>,
-    q: &[Complex<B::Real>],
-    q_peak: f64,
-    maps: &[Vec<Complex<B::Real>>],
-    data: &[Complex<f64>],
+    l: &crate::config::Loaded,
+    inputs: &crate::pipeline::Inputs,
     gpus: usize,
-) -> Result<Run> {
-    let grid = *plan.grid();
-    let t = Instant::now();
-    let mut sense = Sense::split(b, Toeplitz::new(b, &grid, q)?, maps, gpus)?;
-    let shards = sense.shards(b)?;
-    let others = crate::pipeline::part_plans(&shards, plan)?;
-    b.synchronize()?;
-    let setup_seconds = t.elapsed().as_secs_f64();
-
-    // sum_c S_c^H F^H D_c, from the host's data.
-    let rhs = |sense: &mut Sense<B>| {
-        crate::pipeline::sense_rhs(b, plan, &others, sense, data, &mut |_, _| {})
+) -> Result<(Run, (f64, f64))>
+where
+    B: NufftBackend,
+    B::Real: recon_q::Stored,
+{
+    let params = crate::pipeline::BuildParams {
+        coil_devices: Some(gpus),
     };
-    let fhd_seconds = best(args.repeats, || {
-        rhs(&mut sense)?;
+    // The build, best of `repeats` for each stage; the last one kept.
+    let mut built = None;
+    let mut times: Vec<(&'static str, f64)> = Vec::new();
+    for _ in 0..args.repeats {
+        drop(built.take());
+        let again = crate::pipeline::build_with(b, l, inputs, &params, &Quiet)?;
         b.synchronize()?;
-        Ok(())
-    })?;
+        if times.is_empty() {
+            times = again.seconds.clone();
+        } else {
+            for (name, s) in times.iter_mut() {
+                *s = s.min(stage(&again.seconds, name));
+            }
+        }
+        built = Some(again);
+    }
+    let mut built = built.expect("repeats at least 1");
+    let setup_seconds = stage(&times, "maps") + stage(&times, "fft_q");
+    let fhd_seconds = stage(&times, "fhd");
+
     // One application: the host's time to issue it, and the whole.
+    let n = l.grid.len();
     let x = b.upload(&vec![
         Complex::<B::Real>::new(
             B::Real::of(1.0),
             B::Real::of(0.0)
         );
-        grid.len()
+        n
     ])?;
-    let mut y = b.zeros(grid.len())?;
+    let mut y = b.zeros(n)?;
     let (mut apply_ms, mut apply_issue_ms) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..args.repeats + 1 {
         b.synchronize()?;
         let t = Instant::now();
-        sense.apply(b, &mut y, &x)?;
+        built.problem.data_term().apply(b, &mut y, &x)?;
         apply_issue_ms = apply_issue_ms.min(1e3 * t.elapsed().as_secs_f64());
         b.synchronize()?;
         apply_ms = apply_ms.min(1e3 * t.elapsed().as_secs_f64());
     }
     drop((x, y));
-    let lambda = 0.01 * q_peak * sense.map_peak();
-    let params = Params {
-        iterations: args.iterations,
-        tolerance: 0.0,
+
+    // The solve as a run solves it, the image brought back: k and 2k
+    // iterations, the difference per iteration leaving out the set-up.
+    let k = args.iterations;
+    let mut solve = |iterations: usize| -> Result<(f64, f64)> {
+        built.params = Params {
+            iterations,
+            tolerance: 0.0,
+        };
+        let mut best = f64::INFINITY;
+        let mut norm = 0.0;
+        for _ in 0..args.repeats {
+            let t = Instant::now();
+            let solved = built.solve(b, "the SENSE benchmark's CG", &Quiet)?;
+            best = best.min(t.elapsed().as_secs_f64());
+            norm = solved
+                .x
+                .iter()
+                .map(|c| c.re.f64().powi(2) + c.im.f64().powi(2))
+                .sum::<f64>()
+                .sqrt();
+        }
+        Ok((best, norm))
     };
-    let mut image = vec![Complex::<B::Real>::default(); grid.len()];
-    let mut cg_seconds = f64::INFINITY;
-    let fhd_plus_cg_seconds = best(args.repeats, || {
-        let rhs = rhs(&mut sense)?;
-        let mut a = Regularised::new(b, &mut sense, &Stencil::uniform(grid.n), lambda)?;
-        let mut x = b.zeros(grid.len())?;
-        b.synchronize()?;
-        let t_cg = Instant::now();
-        recon_cg::solve(b, &mut a, &mut x, &rhs, &params, &mut |_, _| {})?;
-        cg_seconds = cg_seconds.min(t_cg.elapsed().as_secs_f64());
-        b.download(&mut image, &x)?;
-        Ok(())
-    })?;
+    let (once, norm) = solve(k)?;
+    let (twice, _) = solve(2 * k)?;
     // The image is used: its norm shows the solve did something.
-    let norm = image
-        .iter()
-        .map(|c| c.re.f64().powi(2) + c.im.f64().powi(2))
-        .sum::<f64>()
-        .sqrt();
     anyhow::ensure!(
         norm.is_finite() && norm > 0.0,
         "the SENSE solve on {gpus} GPU(s) gave an image of norm {norm}"
     );
-    Ok(Run {
-        gpus,
+    let run = Run {
+        gpus: built.problem.devices(),
         setup_seconds,
         fhd_seconds,
         apply_ms,
         apply_issue_ms,
-        cg_ms_per_iteration: 1e3 * cg_seconds / args.iterations as f64,
-        fhd_plus_cg_seconds,
+        cg_ms_per_iteration: 1e3 * (twice - once) / k as f64,
+        fhd_plus_cg_seconds: fhd_seconds + once,
         speedup: None,
-    })
+    };
+    Ok((run, (stage(&times, "plan"), stage(&times, "q"))))
 }
 
 /// Seconds (best of `repeats`) of `sum_c S_c^H F^H D_c` on one device

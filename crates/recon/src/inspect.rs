@@ -3,7 +3,6 @@
 
 use crate::reader::{read_isolated, Kind, UnitsArg};
 use anyhow::Result;
-use recon_io::scan::Scan;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -57,24 +56,8 @@ pub fn run(args: &InspectArgs) -> Result<()> {
         },
         if s.maps.is_some() { "yes" } else { "no" }
     );
-    if let Some(w) = units_warning(kind, args.trajectory_units, &s) {
+    if let Some(w) = recon_pipeline::units_warning(kind, args.trajectory_units, &s) {
         eprintln!("warning: {w}");
     }
     Ok(())
-}
-
-/// A warning when an ISMRMRD trajectory read as cycles/FOV looks normalised.
-pub fn units_warning(kind: Kind, units: UnitsArg, s: &Scan) -> Option<String> {
-    let kmax = s
-        .traj
-        .iter()
-        .flat_map(|k| k.iter().map(|v| v.abs()))
-        .fold(0.0, f64::max);
-    (kind == Kind::Ismrmrd && units == UnitsArg::CyclesPerFov && kmax <= 0.5).then(|| {
-        format!(
-            "every |k| is at most {kmax:.3} cycles/FOV: the trajectory looks normalised \
-             (cycles per pixel); with trajectory_units = \"cycles_per_fov\" the image will be \
-             a blur of the k-space centre. Use \"normalized\" if so"
-        )
-    })
 }

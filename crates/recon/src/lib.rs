@@ -1,31 +1,32 @@
 //! `recon`: iterative non-Cartesian 3-D MRI reconstruction, the application.
 //!
-//! This crate owns everything the library crates leave out on purpose:
-//! reading the config, progress bars, log lines, the summary, and the
-//! output files. The pipeline itself is in `pipeline.rs`, generic over the
-//! backend. `src/main.rs` only calls [`main`]; the rest is a library so that
-//! tests and fuzz targets can drive the config parser in-process.
+//! This crate owns everything the library crates leave out on purpose: the
+//! command line, progress bars, log lines, the summary, the output files,
+//! reading scan files in a child process, and the benchmark and validation
+//! commands. The pipeline itself (configs, the builder, the stages) is the
+//! library `recon-pipeline`, re-exported here as [`pipeline`] and
+//! [`config`]. `src/main.rs` only calls [`main`]; the rest is a library so
+//! that tests and fuzz targets can drive the config parser in-process.
 
-mod backend;
 mod bench;
 mod bench_nufft;
 mod bench_sense;
-pub mod config;
 mod inspect;
 mod output;
 mod parboil;
 mod pictures;
-pub mod pipeline;
 mod reader;
 mod validate;
 
+pub use recon_pipeline as pipeline;
+pub use recon_pipeline::config;
+
 use anyhow::{Context, Result};
-use backend::backend_for;
-pub(crate) use backend::{choose_backend, on_backend, Chosen};
 use clap::{Parser, Subcommand};
 use config::{DeviceChoice, Loaded, Precision};
 use indicatif::{ProgressBar, ProgressStyle};
 use pipeline::Ui;
+pub(crate) use recon_pipeline::{on_backend, Chosen};
 use recon_q::Stored;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -260,6 +261,33 @@ pub fn error_chain(e: &anyhow::Error) -> String {
     parts.join(": ")
 }
 
+/// Loads a config, its scan file read in a child process (a damaged HDF5
+/// file may crash or hang the HDF5 library), and shows the warnings.
+pub fn load_config(path: &std::path::Path, out: Option<&std::path::Path>) -> Result<Loaded> {
+    let read = |p: &std::path::Path, units, beyond| {
+        reader::read_isolated(p, units, beyond).map_err(|e| recon_pipeline::Error::Other(e.into()))
+    };
+    let l = config::load(path, out, &read)?;
+    for w in &l.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(l)
+}
+
+/// Prints a line the pipeline's backend choice has for the user.
+pub(crate) fn note(line: &str) {
+    eprintln!("{line}");
+}
+
+/// [`recon_pipeline::choose_backend`], its notes on stderr.
+pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
+    Ok(recon_pipeline::choose_backend(e, &note)?)
+}
+
+fn backend_for(l: &mut Loaded, device: Option<DeviceChoice>) -> Result<Chosen> {
+    Ok(recon_pipeline::backend_for(l, device, &note)?)
+}
+
 fn run(cli: Cli) -> Result<()> {
     let command = cli.command.unwrap_or(Command::Run(cli.run));
     match command {
@@ -271,16 +299,16 @@ fn run(cli: Cli) -> Result<()> {
         Command::Check(args) => check(&args),
         Command::ReadInput(args) => reader::read_input(&args),
         Command::Simulate(args) => {
-            let l = config::load(&args.config, None)?;
+            let l = load_config(&args.config, None)?;
             simulate(&l, &args.out)
         }
         Command::Validate(args) => {
             args.check()?;
-            let l = config::load(&args.config, args.out.as_deref())?;
+            let l = load_config(&args.config, args.out.as_deref())?;
             validate::run(&l, &args, &Bars)
         }
         Command::Q(args) => {
-            let mut l = config::load(&args.config, None)?;
+            let mut l = load_config(&args.config, None)?;
             let chosen = backend_for(&mut l, args.device)?;
             on_backend!(chosen, b => q_command(b, &l))
         }
@@ -288,7 +316,7 @@ fn run(cli: Cli) -> Result<()> {
             let Some(config) = args.config.as_deref() else {
                 anyhow::bail!("no config given: use `recon --config configs/sodium.toml`");
             };
-            let mut l = config::load(config, args.out.as_deref())?;
+            let mut l = load_config(config, args.out.as_deref())?;
             // Before any computation: can the outputs be written?
             let outputs = recon_io::OutputDir::prepare(&l.cfg.output.dir)
                 .context("preparing the output folder")?;
@@ -300,7 +328,7 @@ fn run(cli: Cli) -> Result<()> {
 
 /// `recon check`: everything a run checks before it computes.
 fn check(args: &CheckArgs) -> Result<()> {
-    let l = config::load(&args.config, args.out.as_deref())?;
+    let l = load_config(&args.config, args.out.as_deref())?;
     let samples = pipeline::samples(&l)?;
     let gpu = l.cfg.engine.precision == Precision::F32
         && l.cfg.engine.device != DeviceChoice::Cpu

@@ -33,19 +33,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The trajectory units of an ISMRMRD file (scan files are cycles/FOV).
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnitsArg {
-    Normalized,
-    CyclesPerFov,
-}
-
-/// What kind of file was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Scan,
-    Ismrmrd,
-}
+pub use recon_pipeline::scan::{Kind, Units as UnitsArg};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReadInputArgs {
@@ -180,7 +168,7 @@ pub fn read_input(args: &ReadInputArgs) -> Result<()> {
         handed_to: Some(unsafe { libc::getppid() } as u32),
         on_declared: Some(&on_declared),
     };
-    let outcome = read_here(&args.file, args.trajectory_units, &opts);
+    let outcome = recon_pipeline::read_scan(&args.file, args.trajectory_units, &opts);
     let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
     match outcome {
         Ok((kind, scan)) => {
@@ -192,25 +180,11 @@ pub fn read_input(args: &ReadInputArgs) -> Result<()> {
         }
         Err(e) => {
             out.write_all(b"E")?;
-            out.write_all(crate::error_chain(&e).as_bytes())?;
+            out.write_all(crate::error_chain(&e.into()).as_bytes())?;
         }
     }
     out.flush()?;
     Ok(())
-}
-
-/// Reads and checks the file in this process (only ever in the child).
-fn read_here(path: &Path, units: UnitsArg, opts: &ReadOptions) -> Result<(Kind, Scan)> {
-    if recon_io::ismrmrd::is_ismrmrd(path) {
-        let units = match units {
-            UnitsArg::Normalized => recon_io::ismrmrd::Units::Normalized,
-            UnitsArg::CyclesPerFov => recon_io::ismrmrd::Units::CyclesPerFov,
-        };
-        let s = recon_io::ismrmrd::read_ismrmrd_with(path, units, opts)?;
-        Ok((Kind::Ismrmrd, s))
-    } else {
-        Ok((Kind::Scan, recon_io::scan::read_scan_with(path, opts)?))
-    }
 }
 
 /// What the child sent on stdout.

@@ -379,14 +379,18 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
 }
 
 /// Every engine's stages on `b`, after the memory check.
-fn results<B: NufftBackend>(
+fn results<B>(
     b: &B,
     args: &BenchArgs,
     p: &Problem,
     variants: Vec<Row>,
     sfu: Option<f64>,
     ui: &crate::Bars,
-) -> Result<Results> {
+) -> Result<Results>
+where
+    B: NufftBackend,
+    B::Real: recon_q::Stored,
+{
     if let Some(free) = b.memory_available() {
         let nufft = args.times_nufft()?;
         crate::pipeline::check_device_memory(

@@ -1,13 +1,18 @@
-//! The pipeline's stages timed for one engine. Per trajectory: the plan,
-//! Q (to the host, as the cache stores it) and the Toeplitz set-up (FFT of
-//! Q on the device). Per scan: F^H D from the host's data to the device,
-//! the CG iterations, and both together with the image brought back.
+//! The pipeline's stages timed for one engine, as a run builds them
+//! ([`recon_pipeline::build`]): the benchmark's problem becomes a config
+//! with its scan in memory, and the builder times its stages. Per
+//! trajectory: the plan, Q (with its own plan, to the host, as the cache
+//! stores it) and the Toeplitz set-up (FFT of Q on the device, and F^H D
+//! uploaded). Per scan: F^H D from the host's data, the solve's time per
+//! iteration, and F^H D + the solve with the image brought back.
 
 use super::{max_rel_error, BenchArgs, Problem};
-use anyhow::Result;
-use recon_cg::{Params, Regularised, Toeplitz};
-use recon_core::{Complex, Real, Stencil};
-use recon_encoding::{Engine, NufftBackend, Plan};
+use crate::pipeline::{self, Built, Ui};
+use anyhow::{Context, Result};
+use recon_cg::Params;
+use recon_core::{Complex, Real};
+use recon_encoding::{Engine, NufftBackend};
+use recon_q::Stored;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -16,12 +21,11 @@ pub(super) struct Stages {
     pub engine: String,
     /// Making the plan (for the NUFFT: kernel, FFT plans, sorted points).
     pub plan_seconds: f64,
-    /// Q's own plan (the NUFFT's on the doubled grid), once per trajectory.
-    pub q_plan_seconds: f64,
-    /// Q from its plan, brought to the host.
+    /// Q with its own plan (the NUFFT's on the doubled grid), brought to
+    /// the host: once per trajectory.
     pub q_seconds: f64,
     pub q_max_rel_error: f64,
-    /// FFT of Q on the device, once per trajectory.
+    /// FFT of Q on the device and the problem's vectors, once per trajectory.
     pub toeplitz_seconds: f64,
     pub fhd_seconds: f64,
     pub fhd_max_rel_error: f64,
@@ -30,36 +34,58 @@ pub(super) struct Stages {
     pub iterations: usize,
 }
 
-/// The time of `f` in seconds and its result: of one run if `once`, else
-/// the best of two (the first run of a stage may load libraries or make
-/// FFT plans once per process).
-fn timed<T>(once: bool, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)> {
-    let t = Instant::now();
-    let out = f()?;
-    let first = t.elapsed().as_secs_f64();
-    if once {
-        return Ok((first, out));
+/// The benchmark's problem as a run's config: `engine`, CG with the
+/// uniform quadratic prior at lambda 0.01, no Q cache.
+fn config(engine: Engine, p: &Problem) -> Result<crate::config::Loaded> {
+    let engine = match engine {
+        Engine::Exact => "kind = \"exact\"".to_string(),
+        Engine::Nufft { tolerance } => format!("kind = \"nufft\"\ntolerance = {tolerance:e}"),
+    };
+    let text = format!(
+        "[scan]\nfile = \"the benchmark's problem\"\n\n[engine]\n{engine}\n\n\
+         [solver]\nlambda = 0.01\ntolerance = 0.0\n\n[q]\ncache = false\n\n\
+         [output]\ndir = \"unused\"\n"
+    );
+    let scan = recon_io::scan::Scan {
+        grid: p.grid,
+        traj: p.traj.clone(),
+        coils: 1,
+        data: p.data.clone(),
+        noise: None,
+        maps: None,
+        truth: None,
+        anatomy: None,
+    };
+    Ok(crate::config::in_memory(&text, scan)?)
+}
+
+/// The smaller of each stage's seconds in `a` and `b`.
+fn fastest(a: &mut [(&'static str, f64)], b: &[(&'static str, f64)]) {
+    for (name, s) in a.iter_mut() {
+        if let Some((_, t)) = b.iter().find(|(n, _)| n == name) {
+            *s = s.min(*t);
+        }
     }
-    let t = Instant::now();
-    let out = f()?;
-    Ok((first.min(t.elapsed().as_secs_f64()), out))
 }
 
-/// A host buffer of `len` values, filled so that its pages are mapped
-/// before a clock starts (a fresh vector's first writes cost as much as
-/// the copy that fills it).
-fn mapped<T: Real>(len: usize) -> Vec<Complex<T>> {
-    vec![Complex::new(T::of(1.0), T::of(0.0)); len]
+fn seconds(stages: &[(&'static str, f64)], name: &str) -> f64 {
+    stages
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(f64::NAN, |(_, s)| *s)
 }
 
-pub(super) fn stages<B: NufftBackend>(
+pub(super) fn stages<B>(
     b: &B,
     engine: Engine,
     args: &BenchArgs,
     p: &Problem,
     ui: &crate::Bars,
-) -> Result<Stages> {
-    use crate::pipeline::Ui;
+) -> Result<Stages>
+where
+    B: NufftBackend,
+    B::Real: Stored,
+{
     ui.log(&format!(
         "bench: {} on {}: Q on {:?}, F^H D, {} CG iterations",
         engine.describe(),
@@ -67,87 +93,67 @@ pub(super) fn stages<B: NufftBackend>(
         p.grid.doubled(),
         args.iterations
     ));
-    let t = Instant::now();
-    let plan = Plan::new(b, engine, &p.grid, &p.traj)?;
-    let plan_seconds = t.elapsed().as_secs_f64();
-    // The exact engine's sums are long and steady: timed once.
+    let l = config(engine, p).context("the benchmark's problem as a config")?;
+    let inputs = pipeline::inputs(&l, p.traj.clone(), ui)?;
+    // Built as a run builds it: once for the exact engine (its sums are
+    // long and steady), else the better of two for each stage (the first
+    // may initialise cuFFT), the first dropped before the second is built.
     let exact = engine == Engine::Exact;
-    // Q's plan (the NUFFT's on the doubled grid): for the NUFFT the better
-    // of two (the first may initialise cuFFT), made one at a time, since
-    // each holds a fine grid eight times Q.
-    let make_q_plan = || -> Result<(f64, _)> {
-        let t = Instant::now();
-        let qp = plan.q_plan()?;
+    let mut built: Option<Built<'_, B>> = None;
+    let mut times: Vec<(&'static str, f64)> = Vec::new();
+    for _ in 0..if exact { 1 } else { 2 } {
+        drop(built.take());
+        let again = pipeline::build(b, &l, &inputs, ui)?;
         b.synchronize()?;
-        Ok((t.elapsed().as_secs_f64(), qp))
-    };
-    let (mut q_plan_seconds, mut qp) = make_q_plan()?;
-    if !exact {
-        drop(qp);
-        let (s, again) = make_q_plan()?;
-        (q_plan_seconds, qp) = (q_plan_seconds.min(s), again);
+        if times.is_empty() {
+            times = again.seconds.clone();
+        } else {
+            fastest(&mut times, &again.seconds);
+        }
+        built = Some(again);
     }
-    // Then Q itself, into a host buffer made beforehand.
-    let mut q = mapped(p.grid.doubled().iter().product());
-    let (q_seconds, ()) = ui.stage("Q", |pr| {
-        timed(exact, || Ok(plan.q_execute(&qp, &mut q, &mut *pr)?))
-    })?;
-    drop(qp);
+    let mut built = built.expect("built once at least");
 
-    // Per trajectory, once Q is known: the Toeplitz set-up.
-    let t = Instant::now();
-    let mut toeplitz = Toeplitz::new(b, &p.grid, &q)?;
-    b.synchronize()?;
-    let toeplitz_seconds = t.elapsed().as_secs_f64();
-
-    // Per scan: F^H D, left on the device, then CG from it.
-    let (fhd_seconds, rhs) = ui.stage("F^H D", |pr| {
-        timed(exact, || {
-            let mut fhd = b.zeros(p.grid.len())?;
-            plan.adjoint_on_device(&mut fhd, &p.data, &mut *pr)?;
-            b.synchronize()?;
-            Ok(fhd)
-        })
-    })?;
-    let mut fhd = vec![Complex::default(); p.grid.len()];
-    b.download(&mut fhd, &rhs)?;
-    let lambda = recon_cg::lambda_abs(0.01, &p.grid, &q)?;
-    let mut a = Regularised::new(b, &mut toeplitz, &Stencil::uniform(p.grid.n), lambda)?;
-    let mut x = b.zeros(p.grid.len())?;
-    let params = Params {
-        iterations: args.iterations,
-        tolerance: 0.0,
+    // The solve as a run solves (the image brought back): k and 2k
+    // iterations, so that the time per iteration leaves out the solve's
+    // set-up and the download.
+    let k = args.iterations.max(1);
+    let mut solve = |iterations: usize| -> Result<(f64, usize)> {
+        built.params = Params {
+            iterations,
+            tolerance: 0.0,
+        };
+        let t = Instant::now();
+        let solved = built.solve(b, "the benchmark's CG", ui)?;
+        Ok((t.elapsed().as_secs_f64(), solved.info.iterations))
     };
-    // The host's image buffer, made once per run like the plan.
-    let mut xh = mapped(p.grid.len());
-    let t_cg = Instant::now();
-    let info = ui.solver(params.iterations, |cb| {
-        recon_cg::solve(b, &mut a, &mut x, &rhs, &params, cb)
-    })?;
-    let iters = t_cg.elapsed().as_secs_f64();
-    b.download(&mut xh, &x)?;
-    let cg_total = t_cg.elapsed().as_secs_f64();
+    let (once, iterations) = solve(k)?;
+    let (twice, iterations2) = solve(2 * k)?;
+    let per_iteration = (twice - once) / (iterations2 - iterations).max(1) as f64;
+
+    // F^H D of the normalised data, back in the data's units.
+    let back = B::Real::of(1.0 / inputs.data_scale);
+    let fhd: Vec<Complex<B::Real>> = built.fhd.iter().map(|v| *v * back).collect();
+    let fhd_seconds = seconds(&times, "fhd");
     Ok(Stages {
         engine: engine.describe(),
-        plan_seconds,
-        q_plan_seconds,
-        q_seconds,
-        q_max_rel_error: max_rel_error(&q, &p.q_check, &p.q_ref),
-        toeplitz_seconds,
+        plan_seconds: seconds(&times, "plan"),
+        q_seconds: seconds(&times, "q"),
+        q_max_rel_error: max_rel_error(&built.q, &p.q_check, &p.q_ref),
+        toeplitz_seconds: seconds(&times, "fft_q"),
         fhd_seconds,
         fhd_max_rel_error: max_rel_error(&fhd, &p.check, &p.fhd_ref),
-        cg_ms_per_iteration: 1e3 * iters / info.iterations.max(1) as f64,
-        fhd_plus_cg_seconds: fhd_seconds + cg_total,
-        iterations: info.iterations,
+        cg_ms_per_iteration: 1e3 * per_iteration,
+        fhd_plus_cg_seconds: fhd_seconds + once,
+        iterations,
     })
 }
 
 pub(super) fn print(stages: &[Stages], q_grid: &str) {
     println!(
-        "{:<64} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "{:<64} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
         "engine",
         "plan (s)",
-        "Q plan (s)",
         "Q (s)",
         "Q err",
         "FFT Q (s)",
@@ -158,10 +164,9 @@ pub(super) fn print(stages: &[Stages], q_grid: &str) {
     );
     for s in stages {
         println!(
-            "{:<64} {:>9.4} {:>10.4} {:>9.4} {:>9.2e} {:>9.4} {:>9.4} {:>9.2e} {:>10.3} {:>10.4}",
+            "{:<64} {:>9.4} {:>9.4} {:>9.2e} {:>9.4} {:>9.4} {:>9.2e} {:>10.3} {:>10.4}",
             s.engine,
             s.plan_seconds,
-            s.q_plan_seconds,
             s.q_seconds,
             s.q_max_rel_error,
             s.toeplitz_seconds,
@@ -173,7 +178,7 @@ pub(super) fn print(stages: &[Stages], q_grid: &str) {
     }
     if let Some(s) = stages.first() {
         println!(
-            "(Q's plan, Q on {q_grid} and its FFT: per trajectory; F^H D + CG: per scan, {} iterations, the image brought back)",
+            "(Q with its plan on {q_grid}, and its FFT: per trajectory; F^H D + CG: per scan, {} iterations, the image brought back; stages as a run builds them)",
             s.iterations
         );
     }

@@ -35,7 +35,8 @@ pub(super) enum SweepMethod {
 }
 
 /// PSNR over a log range of lambda for each method on one backend: the
-/// plan, Q, F^H D and FFT(Q) once, a CG solve per method and lambda.
+/// run's problem built once (the plan, Q, F^H D and FFT(Q), as a run builds
+/// it), a solve per method and lambda.
 pub(super) fn sweep<B>(
     b: &B,
     l: &Loaded,
@@ -48,11 +49,13 @@ where
     B: NufftBackend,
     B::Real: Stored + Real,
 {
-    let plan = pipeline::plan(b, l, &inputs.traj)?;
-    let (q, _, _) = pipeline::stage_q(&plan, l, ui)?;
     // FFT(Q), the maps and F^H D on the device once, for every W and lambda.
-    let (mut problem, _, _) =
-        pipeline::stage_problem(b, &plan, l, inputs, &q, ui, &mut Vec::new())?;
+    let pipeline::Built {
+        plan,
+        q,
+        mut problem,
+        ..
+    } = pipeline::build(b, l, inputs, ui)?;
     // The sparse priors' ADMM preconditioned, whatever the config's prior.
     let sparse = |m: &SweepMethod| matches!(m, SweepMethod::Joint(Regulariser::Sparse { .. }));
     if l.cfg.solver.precondition && regularisers.iter().any(|(_, m)| sparse(m)) {

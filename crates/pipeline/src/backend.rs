@@ -1,12 +1,15 @@
 //! The backend factory: the one place where the config's (or a command's)
 //! engine settings become a concrete backend, CUDA or the CPU in f32 or
-//! f64, and where generic stages meet them ([`on_backend!`]).
+//! f64, and where generic stages meet them ([`on_backend!`]). What it tells
+//! the user (which device `auto` took, and why) goes through a `note`
+//! callback: the library prints nothing.
 
 use crate::config::{self, DeviceChoice, Loaded, Precision};
-use anyhow::{Context, Result};
+use crate::{Context, Result};
 
 /// Runs `$body` with `$b` bound to the backend `$chosen` names: the one
 /// place where a generic stage meets the concrete backends.
+#[macro_export]
 macro_rules! on_backend {
     ($chosen:expr, $b:ident => $body:expr) => {
         match $chosen {
@@ -25,26 +28,31 @@ macro_rules! on_backend {
         }
     };
 }
-pub(crate) use on_backend;
 
 /// Sets the thread count and picks the backend the config (or `--device`)
-/// asks for.
-pub(crate) fn backend_for(l: &mut Loaded, device: Option<DeviceChoice>) -> Result<Chosen> {
-    set_threads("config key `engine.threads`", l.cfg.engine.threads)?;
+/// asks for; `note` gets the lines the user should see.
+pub fn backend_for(
+    l: &mut Loaded,
+    device: Option<DeviceChoice>,
+    note: &dyn Fn(&str),
+) -> Result<Chosen> {
+    set_threads("config key `engine.threads`", l.cfg.engine.threads, note)?;
     if let Some(d) = device {
         l.cfg.engine.device = d;
     }
-    choose_backend(&l.cfg.engine)
+    choose_backend(&l.cfg.engine, note)
 }
 
-pub(crate) enum Chosen {
+/// The backend a run computes on.
+pub enum Chosen {
     Cuda(recon_cuda::CudaBackend),
     Cpu(Precision),
 }
 
 /// `engine.device`: `cuda` insists on a GPU; `auto` takes one when usable
 /// and otherwise says, in one line, why it runs on the CPU.
-pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
+/// `note` gets that line, and which GPUs `auto` took.
+pub fn choose_backend(e: &config::EngineCfg, note: &dyn Fn(&str)) -> Result<Chosen> {
     let options = || recon_cuda::Options {
         variant: recon_cuda::Variant::from_number(e.variant()).expect("validated"),
         tuning: recon_cuda::Tuning {
@@ -57,31 +65,37 @@ pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
         DeviceChoice::Cpu => Ok(Chosen::Cpu(e.precision)),
         DeviceChoice::Cuda => {
             if e.precision == Precision::F64 {
-                anyhow::bail!(
+                crate::bail!(
                     "the GPU computes in f32: use engine.precision = \"f32\" with the cuda device"
                 );
             }
-            recon_cuda::probe()
-                .map_err(|why| anyhow::anyhow!("device = cuda, but CUDA is unavailable: {why}"))?;
+            recon_cuda::probe().map_err(|why| {
+                crate::Error::Invalid(format!("device = cuda, but CUDA is unavailable: {why}"))
+            })?;
             Ok(Chosen::Cuda(
                 recon_cuda::CudaBackend::new(options()).context("opening the GPU")?,
             ))
         }
         DeviceChoice::Auto => {
             if e.precision == Precision::F64 {
-                eprintln!(
-                    "device auto: engine.precision = f64 runs on the CPU (the GPU computes in f32)"
+                note(
+                    "device auto: engine.precision = f64 runs on the CPU (the GPU computes in f32)",
                 );
                 return Ok(Chosen::Cpu(e.precision));
             }
             match recon_cuda::probe() {
                 Err(why) => {
-                    eprintln!("device auto: no usable GPU ({why}); running on the CPU");
+                    note(&format!(
+                        "device auto: no usable GPU ({why}); running on the CPU"
+                    ));
                     Ok(Chosen::Cpu(e.precision))
                 }
                 Ok(_) => {
                     let b = recon_cuda::CudaBackend::new(options()).context("opening the GPU")?;
-                    eprintln!("device auto: using {}", b.device_names().join(" + "));
+                    note(&format!(
+                        "device auto: using {}",
+                        b.device_names().join(" + ")
+                    ));
                     Ok(Chosen::Cuda(b))
                 }
             }
@@ -91,14 +105,14 @@ pub(crate) fn choose_backend(e: &config::EngineCfg) -> Result<Chosen> {
 
 /// The CPU cores this process may use (its affinity and cgroup quota
 /// counted), at least 1.
-pub(crate) fn cores() -> usize {
+pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The most CPU threads a run accepts, per core: beyond the cores, threads
 /// only wait for each other (4096 threads on 2 cores turned a 0.1 s run
 /// into minutes).
-pub(crate) const MAX_THREADS_PER_CORE: usize = 4;
+pub const MAX_THREADS_PER_CORE: usize = 4;
 
 /// The threads `threads` (`key`'s value; 0: the default) asks for: itself,
 /// or `RAYON_NUM_THREADS` when set, or every core.
@@ -116,11 +130,11 @@ fn threads_asked(threads: usize) -> (usize, String) {
 }
 
 /// Refuses more than [`MAX_THREADS_PER_CORE`] threads per available core.
-pub(crate) fn check_threads(key: &str, threads: usize) -> Result<()> {
+pub fn check_threads(key: &str, threads: usize) -> Result<()> {
     let (n, from) = threads_asked(threads);
     let (cores, max) = (cores(), MAX_THREADS_PER_CORE * cores());
     if n > max {
-        anyhow::bail!(
+        crate::bail!(
             "{key}: {n} threads{from} on {cores} available core(s): at most {max} \
              ({MAX_THREADS_PER_CORE} per core) are accepted, since threads beyond the cores only \
              wait for each other; use 0 for one per core"
@@ -130,16 +144,17 @@ pub(crate) fn check_threads(key: &str, threads: usize) -> Result<()> {
 }
 
 /// Checks `threads` ([`check_threads`]), warns above the core count, and
-/// sizes the global thread pool. `key` names the setting in messages.
-pub(crate) fn set_threads(key: &str, threads: usize) -> Result<()> {
+/// sizes the global thread pool. `key` names the setting in messages,
+/// `note` gets the warning.
+pub fn set_threads(key: &str, threads: usize, note: &dyn Fn(&str)) -> Result<()> {
     check_threads(key, threads)?;
     let (n, from) = threads_asked(threads);
     let cores = cores();
     if n > cores {
-        eprintln!(
+        note(&format!(
             "warning: {key}: {n} threads{from} on {cores} available core(s): the extra threads \
              share the cores, which rarely helps"
-        );
+        ));
     }
     // 0 leaves rayon its default, which is what `threads_asked` counted.
     if threads > 0 {

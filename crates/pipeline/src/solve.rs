@@ -4,7 +4,7 @@
 
 use super::Inputs;
 use crate::config::{Algorithm, Loaded, PriorKind, RegulariserKind};
-use anyhow::{Context, Result};
+use crate::{Context, Result};
 use recon_cg::{Gram, Params, Problem, SparseAlgorithm, SparseParams};
 use recon_core::{Backend, Complex, Real, Stencil};
 use recon_encoding::NufftBackend;

@@ -2,7 +2,7 @@
 //! and what is allowed.
 
 use super::*;
-use anyhow::{bail, Result};
+use crate::{bail, Result};
 
 fn fail<T>(key: &str, msg: impl fmt::Display) -> Result<T> {
     bail!("config key `{key}`: {msg}")
@@ -21,9 +21,9 @@ impl Config {
                 .map(|s| format!(" (line {})", text[..s.start].lines().count().max(1)))
                 .unwrap_or_default();
             if key == "." {
-                anyhow::anyhow!("config{line}: {msg}")
+                crate::Error::Invalid(format!("config{line}: {msg}"))
             } else {
-                anyhow::anyhow!("config key `{key}`{line}: {msg}")
+                crate::Error::Invalid(format!("config key `{key}`{line}: {msg}"))
             }
         })
     }
@@ -109,12 +109,13 @@ impl Config {
             );
         }
         if let Some(t) = &self.trajectory {
-            t.check().map_err(|e| anyhow::anyhow!("config key {e}"))?;
+            t.check()
+                .map_err(|e| crate::Error::Invalid(format!("config key {e}")))?;
         }
         if let Some(c) = &self.coils {
             c.coils()
                 .check()
-                .map_err(|e| anyhow::anyhow!("config key `coils`: {e}"))?;
+                .map_err(|e| crate::Error::Invalid(format!("config key `coils`: {e}")))?;
             let r = c.noise_correlation;
             if !(r.is_finite() && (0.0..1.0).contains(&r)) {
                 return fail(

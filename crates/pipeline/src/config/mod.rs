@@ -20,7 +20,7 @@ mod load;
 mod prior;
 mod validate;
 pub use coils::{ArrangementCfg, CoilsCfg, MapsSource, SenseCfg};
-pub use load::{cache_dir, load, resolve};
+pub use load::{cache_dir, in_memory, load, resolve, with_scan};
 pub use prior::{Algorithm, PriorCfg, PriorKind};
 
 /// One value for all three axes, or `[x, y, z]`.
@@ -503,6 +503,9 @@ pub struct Loaded {
     pub cfg: Config,
     pub grid: recon_core::Grid,
     pub source: Source,
+    /// What loading found that works, but poorly (one line each, without
+    /// "warning: "): the caller shows them.
+    pub warnings: Vec<String>,
 }
 
 impl Loaded {

@@ -2,7 +2,9 @@
 //! read before anything is computed or written.
 
 use super::*;
-use anyhow::{Context, Result};
+use crate::scan::{Kind, ReadScan, Units};
+use crate::{Context, Result};
+use recon_io::scan::Scan;
 use std::path::Path;
 
 /// Resolves a path from the config against the config's folder.
@@ -14,8 +16,12 @@ pub fn resolve(config_path: &Path, p: &Path) -> PathBuf {
     }
 }
 
-/// Reads, parses and validates a config, and loads its phantom.
-pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
+/// Reads, parses and validates a config, and loads its phantom or its scan
+/// file (by `read`: [`crate::read_in_process`], or the binary's reader in a
+/// child process). Warnings (input that works, but poorly) are in
+/// [`Loaded::warnings`].
+pub fn load(path: &Path, out_override: Option<&Path>, read: ReadScan) -> Result<Loaded> {
+    let mut warnings = Vec::new();
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config {}", path.display()))?;
     let mut cfg = Config::parse(&text).with_context(|| format!("in {}", path.display()))?;
@@ -30,34 +36,68 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
     }
     check_cache_place(&cfg).with_context(|| format!("in {}", path.display()))?;
     let at = |key: &str| format!("config key `{key}` in {}", path.display());
-    let reference = cfg.needs_reference().map(|key| (key, cfg.reference_user()));
-    let (grid, source) = if let Some(scan) = &mut cfg.scan {
-        scan.file = resolve(path, &scan.file);
-        // Read in a child process: a damaged HDF5 file may crash or hang
-        // the HDF5 library (see inspect.rs).
-        let units = match scan.trajectory_units {
-            TrajectoryUnits::Normalized => crate::reader::UnitsArg::Normalized,
-            TrajectoryUnits::CyclesPerFov => crate::reader::UnitsArg::CyclesPerFov,
-        };
-        let (kind, s) = crate::reader::read_isolated(&scan.file, units, scan.allow_beyond_nyquist)
-            .with_context(|| at("scan.file"))?;
-        if let Some(w) = crate::inspect::units_warning(kind, units, &s) {
-            eprintln!("warning: {}: {w}", scan.file.display());
+    let scan = match &mut cfg.scan {
+        Some(scan) => {
+            scan.file = resolve(path, &scan.file);
+            let units = match scan.trajectory_units {
+                TrajectoryUnits::Normalized => Units::Normalized,
+                TrajectoryUnits::CyclesPerFov => Units::CyclesPerFov,
+            };
+            let (kind, s) = read(&scan.file, units, scan.allow_beyond_nyquist)
+                .with_context(|| at("scan.file"))?;
+            if let Some(w) = crate::scan::units_warning(kind, units, &s) {
+                warnings.push(format!("{}: {w}", scan.file.display()));
+            }
+            Some((kind, s))
         }
+        None => None,
+    };
+    let mut l = with_scan(path, cfg, scan)?;
+    warnings.append(&mut l.warnings);
+    l.warnings = warnings;
+    Ok(l)
+}
+
+/// The config of the TOML `text`, whose `[scan]` names a scan made in
+/// memory (its `file` only names it in messages): a benchmark's problem, or
+/// a caller's arrays. Checked as [`load`] checks a config and its scan.
+pub fn in_memory(text: &str, scan: Scan) -> Result<Loaded> {
+    let path = Path::new("(in memory)");
+    let cfg = Config::parse(text).context("in a config made in memory")?;
+    cfg.validate().context("in a config made in memory")?;
+    with_scan(path, cfg, Some((Kind::Scan, scan)))
+}
+
+/// The loaded config of `cfg`, parsed and validated from the file `path`
+/// (named in messages, and resolving the phantom's files), with its scan
+/// already read: from a file, or made in memory (the benchmarks' problems,
+/// a Python caller's arrays), `Kind::Scan` then. Checks the scan against
+/// the config (maps, reference, grid) as [`load`] does.
+pub fn with_scan(path: &Path, mut cfg: Config, scan: Option<(Kind, Scan)>) -> Result<Loaded> {
+    let mut warnings = Vec::new();
+    let at = |key: &str| format!("config key `{key}` in {}", path.display());
+    let reference = cfg.needs_reference().map(|key| (key, cfg.reference_user()));
+    if cfg.scan.is_some() != scan.is_some() {
+        crate::bail!(
+            "in {}: [scan] and the scan given disagree (one without the other)",
+            path.display()
+        );
+    }
+    let (grid, source) = if let (Some(scan), Some((kind, s))) = (&cfg.scan, scan) {
         // Noise that cannot whiten stops the run here, naming where in
         // the file it is; noise that whitens poorly is warned about.
         if let (true, Some(noise)) = (cfg.sense.prewhiten && s.coils > 1, &s.noise) {
-            check_noise(noise, s.coils, kind, &scan.file, path)?;
+            warnings.extend(check_noise(noise, s.coils, kind, &scan.file, path)?);
         }
         if cfg.sense.maps == MapsSource::Given && s.maps.is_none() {
-            anyhow::bail!(
+            crate::bail!(
                 "config key `sense.maps` in {}: \"given\" uses the scan file's coil maps, but {} has no /coils/maps (use \"estimate\")",
                 path.display(),
                 scan.file.display()
             );
         }
         if let (Some((key, user)), None) = (reference, &s.anatomy) {
-            anyhow::bail!(
+            crate::bail!(
                 "config key `{key}` in {}: {user} needs a reference image, but {} has no /reference/anatomy",
                 path.display(),
                 scan.file.display()
@@ -65,7 +105,7 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
         }
         if let Some(g) = &cfg.grid {
             if g.matrix.0 != s.grid.n || g.fov_mm.0 != s.grid.fov_mm {
-                anyhow::bail!(
+                crate::bail!(
                     "config key `grid` in {}: matrix {:?} and FOV {:?} mm disagree with the scan file's {:?} and {:?} mm (omit [grid] to use the file's)",
                     path.display(), g.matrix.0, g.fov_mm.0, s.grid.n, s.grid.fov_mm
                 );
@@ -100,15 +140,15 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
         Source::Synthetic { .. } => cfg.coils.as_ref().map_or(1, |c| c.count),
     };
     if let Some(k) = cfg.sense.compress_coils.filter(|k| *k > coils) {
-        eprintln!(
-            "warning: config key `sense.compress_coils` in {}: {k} virtual coils asked of data \
+        warnings.push(format!(
+            "config key `sense.compress_coils` in {}: {k} virtual coils asked of data \
              with {coils} coil(s): all {coils} are kept, uncompressed",
             path.display()
-        );
+        ));
     }
     if cfg.prior.kind == super::PriorKind::Wavelet {
         if let Err(why) = recon_ops::check_wavelet_grid(grid.n) {
-            anyhow::bail!(
+            crate::bail!(
                 "config key `prior.kind` in {}: \"wavelet\": {why}",
                 path.display()
             );
@@ -121,6 +161,7 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
         cfg,
         grid,
         source,
+        warnings,
     })
 }
 
@@ -128,16 +169,18 @@ pub fn load(path: &Path, out_override: Option<&Path>) -> Result<Loaded> {
 /// per coil (an error below 4 per coil, a warning below 20), a covariance
 /// that whitens (Hermitian, real positive variances, not singular), and a
 /// warning when its condition number is beyond what whitening survives.
-/// Messages name the dataset, or an ISMRMRD file's noise acquisitions.
+/// Messages name the dataset, or an ISMRMRD file's noise acquisitions; the
+/// warnings are returned.
 fn check_noise(
     noise: &recon_io::scan::CoilNoise,
     coils: usize,
-    kind: crate::reader::Kind,
+    kind: Kind,
     file: &Path,
     config: &Path,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     use recon_io::scan::CoilNoise;
-    let ismrmrd = kind == crate::reader::Kind::Ismrmrd;
+    let ismrmrd = kind == Kind::Ismrmrd;
+    let mut warnings = Vec::new();
     let name = match (noise, ismrmrd) {
         (_, true) => {
             "its noise measurement acquisitions (dataset/data, flag ACQ_IS_NOISE_MEASUREMENT)"
@@ -146,17 +189,17 @@ fn check_noise(
         (CoilNoise::Covariance(_), false) => "dataset kspace/noise_covariance",
     };
     let fail = |e: &dyn fmt::Display| {
-        anyhow::anyhow!(
+        crate::Error::Invalid(format!(
             "{}: {name}: {e} (or set sense.prewhiten = false in {})",
             file.display(),
             config.display()
-        )
+        ))
     };
     let psi = match noise {
         CoilNoise::Samples(n) => {
             let k = n.len() / coils.max(1);
             if let Some(w) = recon_coils::check_noise_samples(k, coils).map_err(|e| fail(&e))? {
-                eprintln!("warning: {}: {name}: {w}", file.display());
+                warnings.push(format!("{}: {name}: {w}", file.display()));
             }
             recon_coils::covariance(n, coils).map_err(|e| fail(&e))?
         }
@@ -165,17 +208,17 @@ fn check_noise(
     recon_coils::whitening(&psi, coils).map_err(|e| fail(&e))?;
     let k = recon_coils::condition(&psi, coils).map_err(|e| fail(&e))?;
     if k > recon_coils::MAX_CONDITION {
-        eprintln!(
-            "warning: {}: {name}: the noise covariance has condition number {k:.1e} (above \
+        warnings.push(format!(
+            "{}: {name}: the noise covariance has condition number {k:.1e} (above \
              {:.0e}): whitening amplifies its weakest direction {:.0} times, beyond any real coil \
              array and beyond what float32 data carry; check the noise data, or set \
              sense.prewhiten = false",
             file.display(),
             recon_coils::MAX_CONDITION,
             k.sqrt()
-        );
+        ));
     }
-    Ok(())
+    Ok(warnings)
 }
 
 /// Refuses a Q cache inside the output folder (or the folder itself): a
@@ -196,7 +239,7 @@ fn check_cache_place(cfg: &Config) -> Result<()> {
         } else {
             "the default cache folder"
         };
-        anyhow::bail!(
+        crate::bail!(
             "config keys `q.dir` and `output.dir`: the Q cache {} ({from}) is {} the output folder \
              {}, which each run replaces whole: put the cache elsewhere, or set q.cache = false",
             cache.display(),
@@ -255,7 +298,6 @@ pub fn cache_dir(cfg: &Config) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reader::Kind;
     use recon_core::Complex;
     use recon_io::scan::CoilNoise;
 

@@ -4,7 +4,7 @@
 
 use super::{from_f64, stage_fhd, Inputs, Ui};
 use crate::config::{self, Loaded};
-use anyhow::{Context, Result};
+use crate::{Context, Result};
 use recon_cg::{Problem, Sense, Toeplitz};
 use recon_core::Complex;
 use recon_encoding::{NufftBackend, Plan};
@@ -78,14 +78,16 @@ pub fn prepare(
 /// (F^H D, or `sum_c S_c^H F^H D_c`). Returns it with the right-hand side
 /// on the host (for the outputs) and, for several coils, the gridding plan
 /// the maps were estimated on (for the baseline). Times "maps", "fft_q"
-/// (with the maps' upload) and "fhd".
-#[allow(clippy::type_complexity)]
+/// (with the maps' upload) and "fhd". `coil_devices`: the devices that
+/// share the coils (`None`: as [`Sense::new`] decides).
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub fn stage_problem<'b, B: NufftBackend>(
     backend: &'b B,
     plan: &Plan<'_, B>,
     l: &Loaded,
     inputs: &Inputs,
     q: &[Complex<B::Real>],
+    coil_devices: Option<usize>,
     ui: &impl Ui,
     seconds: &mut Vec<(&'static str, f64)>,
 ) -> Result<(
@@ -114,7 +116,11 @@ pub fn stage_problem<'b, B: NufftBackend>(
 
     let t = Instant::now();
     let maps: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| from_f64(m)).collect();
-    let mut sense = Sense::new(backend, Toeplitz::new(backend, grid, q)?, &maps)?;
+    let toeplitz = Toeplitz::new(backend, grid, q)?;
+    let mut sense = match coil_devices {
+        None => Sense::new(backend, toeplitz, &maps)?,
+        Some(parts) => Sense::split(backend, toeplitz, &maps, parts)?,
+    };
     drop(maps);
     let shards = sense.shards(backend)?;
     let others = part_plans(&shards, plan)?;
@@ -168,14 +174,15 @@ pub fn sense_rhs<B: NufftBackend>(
     progress: recon_core::Progress<'_>,
 ) -> Result<B::Vector> {
     let m = plan.traj().len();
-    anyhow::ensure!(
-        others.len() + 1 == sense.parts() && data.len() == sense.coils() * m,
-        "SENSE's right-hand side: {} plans and {} values for {} parts, {} coils and {m} samples",
-        others.len() + 1,
-        data.len(),
-        sense.parts(),
-        sense.coils()
-    );
+    if !(others.len() + 1 == sense.parts() && data.len() == sense.coils() * m) {
+        crate::bail!(
+            "SENSE's right-hand side: {} plans and {} values for {} parts, {} coils and {m} samples",
+            others.len() + 1,
+            data.len(),
+            sense.parts(),
+            sense.coils()
+        );
+    }
     let mut rhs = backend.zeros(plan.grid().len())?;
     sense.sum_parts(
         backend,

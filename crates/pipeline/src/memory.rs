@@ -2,7 +2,7 @@
 //! on the device first (the smaller memory), then on the host.
 
 use crate::config::{self, Loaded, Source};
-use anyhow::Result;
+use crate::Result;
 use recon_core::Backend;
 
 /// What a command computes, for the memory estimate.
@@ -108,7 +108,7 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
         Some(n) => format!("the largest cubic matrix that fits is {n}"),
         None => format!("not even a small matrix fits with {samples} samples"),
     };
-    anyhow::bail!(
+    crate::bail!(
         "not enough memory: {stage} for matrix {:?} and {samples} samples needs about {} GiB \
          of host memory, but {:.2} GiB is available under {}; {fits}",
         l.grid.n,
@@ -168,7 +168,7 @@ pub fn check_device_memory(
             Some(n) => format!("the largest cubic matrix that fits is {n}"),
             None => "not even a small matrix fits: free some GPU memory".to_string(),
         };
-        anyhow::bail!(
+        crate::bail!(
             "not enough GPU memory: {stage} for matrix {n:?} and {samples} samples needs {:.2} GiB, \
              but {device} has {:.2} GiB free; {fits}",
             gib(need),

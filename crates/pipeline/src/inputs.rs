@@ -1,34 +1,13 @@
-//! The reconstruction pipeline, stage by stage, written once for any backend.
-//! It knows nothing of terminals: progress goes through [`Ui`].
+//! A run's inputs: the trajectory, and k-space data synthesised from the
+//! phantom (per coil, with noise) or read from the scan, with the truth and
+//! the anatomical reference; the coils prewhitened and compressed, and the
+//! data normalised to a power of two.
 
-use crate::config::{self, Loaded, Source};
-use anyhow::{Context, Result};
-use recon_cg::Params;
-use recon_core::{metrics, Complex, Real, Stencil, Volume};
-use recon_encoding::{NufftBackend, Plan};
-use recon_q::{Cache, CacheStatus, Stored};
+use crate::coils::prepare;
+use crate::config::{Loaded, Source};
+use crate::{Context, Outputs, Result, Ui};
+use recon_core::{Complex, Volume};
 use recon_synth::{add_coil_noise, CoilNoise};
-use std::time::Instant;
-
-mod coils;
-mod memory;
-mod solve;
-use coils::gridding_rss;
-pub use coils::{
-    gridder, maps_from_data, part_plans, prepare, sense_rhs, stage_maps, stage_problem, Prepared,
-};
-pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};
-pub use solve::{regulariser, solve, sparse, Regulariser, Solved, SparsePrior};
-
-/// How the pipeline reports progress; the binary implements it with indicatif.
-pub trait Ui {
-    /// A one-line message (stderr).
-    fn log(&self, msg: &str);
-    /// Runs `f` with a progress callback `(done, total)` for a named stage.
-    fn stage<T>(&self, name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T;
-    /// Runs CG with a callback `(iteration, relative residual)`.
-    fn solver<T>(&self, iterations: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T;
-}
 
 /// The inputs of a run.
 pub struct Inputs {
@@ -57,27 +36,6 @@ pub struct Inputs {
     /// The power of two the data (and, to match, the truth) were multiplied
     /// by so that the largest |D| lies in [0.5, 1): see [`normalise`].
     pub data_scale: f64,
-}
-
-/// Everything a run produces.
-pub struct Outputs {
-    pub recon: Vec<Complex<f64>>,
-    pub gridding: Vec<Complex<f64>>,
-    pub fhd: Vec<Complex<f64>>,
-    /// Q, kept when `output.q` asks for it.
-    pub q: Option<Vec<Complex<f64>>>,
-    pub info: recon_cg::Info,
-    pub q_cache: CacheStatus,
-    pub q_file: Option<std::path::PathBuf>,
-    pub lambda_abs: f64,
-    /// The regulariser W, and what the anatomical prior found (if used).
-    pub stencil: Stencil,
-    pub prior: Option<recon_prior::Info>,
-    pub seconds: Vec<(&'static str, f64)>,
-    pub device: String,
-    /// GPUs that shared SENSE's coils (1 for one coil, a small grid or one
-    /// device).
-    pub coil_devices: usize,
 }
 
 /// The sample positions: generated, or from the scan file.
@@ -252,7 +210,7 @@ pub fn raw_inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Raw> 
                 .iter()
                 .position(|d| !(d.re.is_finite() && d.im.is_finite()))
             {
-                anyhow::bail!(
+                crate::bail!(
                     "the synthetic k-space datum {m} of phantom `{}` is {}: check the phantom's values and sizes{}",
                     phantom.name,
                     data[m],
@@ -300,209 +258,4 @@ fn on_grid(grid: &recon_core::Grid, a: Option<&Volume>) -> Result<Option<Vec<f64
     let mut out = vec![0.0; grid.len()];
     recon_prior::resample(&mut out, grid, a).context("the anatomical reference")?;
     Ok(Some(out))
-}
-
-fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
-    v.iter()
-        .map(|c| Complex::new(c.re.f64(), c.im.f64()))
-        .collect()
-}
-
-pub(crate) fn from_f64<T: Real>(v: &[Complex<f64>]) -> Vec<Complex<T>> {
-    v.iter()
-        .map(|c| Complex::new(T::of(c.re), T::of(c.im)))
-        .collect()
-}
-
-fn q_cache(l: &Loaded) -> Option<Cache> {
-    l.cfg.q.cache.then(|| Cache::new(config::cache_dir(&l.cfg)))
-}
-
-/// The encoding plan of a run: the config's engine, for its grid and
-/// trajectory (points sorted once).
-pub fn plan<'b, B: NufftBackend>(
-    backend: &'b B,
-    l: &Loaded,
-    traj: &[[f64; 3]],
-) -> Result<Plan<'b, B>> {
-    Plan::new(backend, l.cfg.engine.engine(), &l.grid, traj)
-        .context("planning the encoding operator")
-}
-
-/// Q only, through the cache: `recon q`.
-pub fn q_only<B>(
-    plan: &Plan<'_, B>,
-    l: &Loaded,
-    ui: &impl Ui,
-) -> Result<(CacheStatus, Option<std::path::PathBuf>)>
-where
-    B: NufftBackend,
-    B::Real: Stored,
-{
-    let (_, status, file) = stage_q(plan, l, ui)?;
-    Ok((status, file))
-}
-
-/// Q through the cache, saying where it came from.
-#[allow(clippy::type_complexity)]
-pub fn stage_q<B>(
-    plan: &Plan<'_, B>,
-    l: &Loaded,
-    ui: &impl Ui,
-) -> Result<(
-    Vec<Complex<B::Real>>,
-    CacheStatus,
-    Option<std::path::PathBuf>,
-)>
-where
-    B: NufftBackend,
-    B::Real: Stored,
-{
-    let cache = q_cache(l);
-    let file = cache.as_ref().map(|c| recon_q::cache_file(c, plan));
-    let (q, status) = ui
-        .stage("Q", |p| recon_q::load_or_compute(plan, cache.as_ref(), p))
-        .context("computing Q")?;
-    let file_name = file
-        .as_ref()
-        .map(|f| f.display().to_string())
-        .unwrap_or_default();
-    match &status {
-        CacheStatus::Hit => ui.log(&format!("Q: loaded from cache {file_name}")),
-        CacheStatus::Miss => ui.log(&format!("Q: computed and cached in {file_name}")),
-        CacheStatus::Invalid(why) => ui.log(&format!(
-            "Q: cache file unusable ({why}); recomputed and replaced"
-        )),
-        CacheStatus::Disabled => ui.log("Q: computed (cache disabled)"),
-        CacheStatus::NotStored(why) => ui.log(&format!(
-            "warning: Q computed, but not cached ({why}); the run goes on, and the next one will compute Q again"
-        )),
-    }
-    Ok((q, status, file))
-}
-
-/// F^H D by the plan.
-pub fn stage_fhd<B: NufftBackend>(
-    plan: &Plan<'_, B>,
-    data: &[Complex<f64>],
-    ui: &impl Ui,
-) -> Result<Vec<Complex<B::Real>>> {
-    let mut fhd = vec![Complex::default(); plan.grid().len()];
-    ui.stage("F^H D", |p| plan.adjoint(&mut fhd, data, p))
-        .context("computing F^H D")?;
-    Ok(fhd)
-}
-
-/// The whole reconstruction on `backend`.
-pub fn reconstruct<B>(backend: &B, l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Outputs>
-where
-    B: NufftBackend,
-    B::Real: Stored,
-{
-    let mut seconds = Vec::new();
-
-    let t = Instant::now();
-    let plan = plan(backend, l, &inputs.traj)?;
-    seconds.push(("plan", t.elapsed().as_secs_f64()));
-
-    let t = Instant::now();
-    let (q, q_cache, q_file) = stage_q(&plan, l, ui)?;
-    seconds.push(("q", t.elapsed().as_secs_f64()));
-
-    // F^H D and FFT(Q) on the device (and the maps, for several coils).
-    let (mut problem, fhd, gridder) =
-        stage_problem(backend, &plan, l, inputs, &q, ui, &mut seconds)?;
-
-    // (F^H F + lambda W^H W) rho = F^H D
-    let t = Instant::now();
-    let params = Params {
-        iterations: l.cfg.iterations(),
-        tolerance: l.cfg.solver.tolerance,
-    };
-    let lambda = l.cfg.lambda();
-    let w = regulariser(l, inputs)?;
-    let lambda_abs = match w {
-        Regulariser::Sparse { .. } => problem.sparse_lambda_abs(backend, lambda)?,
-        _ => problem.lambda_abs(lambda),
-    };
-    let coil_devices = problem.devices();
-    if let Regulariser::Anatomical(p) = &w {
-        let i = &p.info;
-        ui.log(&format!(
-            "W: anatomical, {} of {} edges cross reference boundaries ({:.1}%){}",
-            i.boundary_edges,
-            i.edges,
-            100.0 * i.boundary_edges as f64 / i.edges as f64,
-            if l.cfg.regulariser.support_threshold.is_some() {
-                format!(", {} voxels outside the support", i.outside_support)
-            } else {
-                String::new()
-            }
-        ));
-    }
-    let solved = ui
-        .solver(params.iterations * w.passes(), |cb| {
-            solve(backend, &mut problem, &w, lambda, &params, cb)
-        })
-        .with_context(|| l.cfg.algorithm().describe())?;
-    if let Some(n) = solved.prior.as_ref().and_then(|i| i.data_edges) {
-        ui.log(&format!(
-            "W: second pass, {n} more edges relaxed where the first pass's image has edges"
-        ));
-    }
-    let (rho, info) = (solved.x, solved.info);
-    seconds.push(("cg", t.elapsed().as_secs_f64()));
-
-    let t = Instant::now();
-    let gridding = ui.stage("gridding", |_| match &gridder {
-        None => gridding(backend, l, inputs),
-        Some(g) => gridding_rss(g, inputs),
-    })?;
-    seconds.push(("gridding", t.elapsed().as_secs_f64()));
-
-    Ok(Outputs {
-        recon: to_f64(&rho),
-        gridding,
-        fhd: to_f64(&fhd),
-        info,
-        q: l.cfg.output.q.then(|| to_f64(&q)),
-        q_cache,
-        q_file,
-        lambda_abs,
-        stencil: solved.stencil,
-        prior: solved.prior,
-        seconds,
-        device: backend.describe(),
-        coil_devices,
-    })
-}
-
-/// The gridding baseline with the config's settings, on the run's backend.
-/// Several coils: each coil gridded, combined by the root sum of squares.
-pub fn gridding<B: NufftBackend>(
-    backend: &B,
-    l: &Loaded,
-    inputs: &Inputs,
-) -> Result<Vec<Complex<f64>>> {
-    let g = gridder(backend, l, inputs)?;
-    if inputs.coils > 1 {
-        return gridding_rss(&g, inputs);
-    }
-    g.image(&inputs.data, None).context("gridding")
-}
-
-/// Image-quality figures of one reconstruction against the truth.
-pub struct Quality {
-    pub psnr_db: f64,
-    pub percent_error: f64,
-}
-
-/// `None` when there is no truth to compare with.
-pub fn quality(image: &[Complex<f64>], truth: Option<&[f64]>) -> Option<Quality> {
-    let truth = truth?;
-    let mag: Vec<f64> = image.iter().map(|c| c.norm()).collect();
-    Some(Quality {
-        psnr_db: metrics::psnr_db(&mag, truth),
-        percent_error: metrics::percent_error(&mag, truth),
-    })
 }

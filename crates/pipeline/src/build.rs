@@ -1,0 +1,161 @@
+//! The builder: a validated config and its inputs turned into the run's
+//! problem once, every stage timed. The run ([`crate::reconstruct`]), the
+//! validation's sweeps and the benchmarks all build through here, so a
+//! benchmark times exactly what a run does.
+
+use crate::config::Loaded;
+use crate::{plan, regulariser, stage_problem, stage_q, Inputs, Regulariser, Solved};
+use crate::{Context, Result, Ui};
+use recon_cg::{Params, Problem};
+use recon_core::Complex;
+use recon_encoding::{NufftBackend, Plan};
+use recon_q::{CacheStatus, Stored};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// A run's problem: the encoding plan, Q, the data term with F^H D on the
+/// device, and the config's prior, built once and solved any number of
+/// times.
+pub struct Built<'b, B: NufftBackend> {
+    pub plan: Plan<'b, B>,
+    /// Q on the `2N` grid, as the cache stores it.
+    pub q: Vec<Complex<B::Real>>,
+    pub q_cache: CacheStatus,
+    pub q_file: Option<PathBuf>,
+    /// FFT(Q) and F^H D on the device (SENSE's sum over the coils with
+    /// their maps, for several coils).
+    pub problem: Problem<B>,
+    /// F^H D on the host (for the outputs).
+    pub fhd: Vec<Complex<B::Real>>,
+    /// For several coils, the gridding plan the maps were estimated on
+    /// (the baseline grids each coil by it).
+    pub gridder: Option<recon_gridding::Gridding<'b, B>>,
+    /// The config's prior.
+    pub prior: Regulariser,
+    /// The config's lambda (relative) and what it multiplies the prior by.
+    pub lambda: f64,
+    pub lambda_abs: f64,
+    /// The config's solver settings.
+    pub params: Params,
+    /// Seconds per stage: "plan", "q", "maps" (several coils), "fft_q",
+    /// "fhd", "prior".
+    pub seconds: Vec<(&'static str, f64)>,
+}
+
+/// What a caller may set beyond the config (the benchmarks do).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BuildParams {
+    /// The devices that share SENSE's coils; `None`: every device of the
+    /// backend where the grid is large enough to gain
+    /// ([`recon_cg::SHARE_FROM_VOXELS`]), else one.
+    pub coil_devices: Option<usize>,
+}
+
+/// Builds the run's problem on `backend` from the config `l` and its inputs.
+pub fn build<'b, B>(
+    backend: &'b B,
+    l: &Loaded,
+    inputs: &Inputs,
+    ui: &impl Ui,
+) -> Result<Built<'b, B>>
+where
+    B: NufftBackend,
+    B::Real: Stored,
+{
+    build_with(backend, l, inputs, &BuildParams::default(), ui)
+}
+
+/// [`build`], with `params`.
+pub fn build_with<'b, B>(
+    backend: &'b B,
+    l: &Loaded,
+    inputs: &Inputs,
+    params: &BuildParams,
+    ui: &impl Ui,
+) -> Result<Built<'b, B>>
+where
+    B: NufftBackend,
+    B::Real: Stored,
+{
+    let mut seconds = Vec::new();
+
+    let t = Instant::now();
+    let plan = plan(backend, l, &inputs.traj)?;
+    seconds.push(("plan", t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let (q, q_cache, q_file) = stage_q(&plan, l, ui)?;
+    seconds.push(("q", t.elapsed().as_secs_f64()));
+
+    // F^H D and FFT(Q) on the device (and the maps, for several coils).
+    let (problem, fhd, gridder) = stage_problem(
+        backend,
+        &plan,
+        l,
+        inputs,
+        &q,
+        params.coil_devices,
+        ui,
+        &mut seconds,
+    )?;
+
+    let t = Instant::now();
+    let lambda = l.cfg.lambda();
+    let prior = regulariser(l, inputs)?;
+    let lambda_abs = match prior {
+        Regulariser::Sparse { .. } => problem.sparse_lambda_abs(backend, lambda)?,
+        _ => problem.lambda_abs(lambda),
+    };
+    if let Regulariser::Anatomical(p) = &prior {
+        let i = &p.info;
+        ui.log(&format!(
+            "W: anatomical, {} of {} edges cross reference boundaries ({:.1}%){}",
+            i.boundary_edges,
+            i.edges,
+            100.0 * i.boundary_edges as f64 / i.edges as f64,
+            if l.cfg.regulariser.support_threshold.is_some() {
+                format!(", {} voxels outside the support", i.outside_support)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    seconds.push(("prior", t.elapsed().as_secs_f64()));
+    Ok(Built {
+        plan,
+        q,
+        q_cache,
+        q_file,
+        problem,
+        fhd,
+        gridder,
+        prior,
+        lambda,
+        lambda_abs,
+        params: Params {
+            iterations: l.cfg.iterations(),
+            tolerance: l.cfg.solver.tolerance,
+        },
+        seconds,
+    })
+}
+
+impl<B: NufftBackend> Built<'_, B> {
+    /// Solves with the config's prior, lambda and solver settings, with
+    /// progress through `ui`; `what` says which algorithm, for errors.
+    pub fn solve(&mut self, backend: &B, what: &str, ui: &impl Ui) -> Result<Solved<B::Real>> {
+        let (prior, lambda, params) = (&self.prior, self.lambda, self.params);
+        let problem = &mut self.problem;
+        let solved = ui
+            .solver(params.iterations * prior.passes(), |cb| {
+                crate::solve(backend, problem, prior, lambda, &params, cb)
+            })
+            .context(what.to_string())?;
+        if let Some(n) = solved.prior.as_ref().and_then(|i| i.data_edges) {
+            ui.log(&format!(
+                "W: second pass, {n} more edges relaxed where the first pass's image has edges"
+            ));
+        }
+        Ok(solved)
+    }
+}
