@@ -3,7 +3,9 @@
 //! shrinkage and projection, the directional projection, partial copies),
 //! the adjoint identity of the operators in float32, ADMM and PDHG on a
 //! small Toeplitz problem, the wavelet prior's primitives and proximal map,
-//! and the encoding operator (F on the GPU's NUFFT, its Toeplitz normal).
+//! and the encoding operator (F on the GPU's NUFFT, its Toeplitz normal,
+//! SENSE as the stack over coils of F after each map, fused), and a stack
+//! sharded over two GPUs.
 //! Without a usable GPU each test prints that it was skipped.
 
 mod common;
@@ -282,4 +284,97 @@ fn the_encoding_operator_on_the_gpu_matches_cpu_f64() {
     fg.normal(&g, &mut o, &gx).unwrap();
     let e = nrmse(&get(&g, &o), &c);
     assert!(e < 1e-5, "Toeplitz normal: GPU vs CPU {e:e}");
+
+    // SENSE as the stack over coils of F after each map, F shared: on the
+    // GPU its normal map takes the fused passes (each map folded into the
+    // Toeplitz product, the coils added in place).
+    let maps: Vec<Vec<Complex<f64>>> = (0..3).map(|_| rng.complex(grid.len())).collect();
+    let sense = |fc: recon_ops::Shared<_>, be: &CpuBackend<f64>| {
+        let blocks: Vec<Box<dyn LinearOp<CpuBackend<f64>> + '_>> = maps
+            .iter()
+            .map(|s| -> Box<dyn LinearOp<CpuBackend<f64>> + '_> {
+                let d = recon_ops::Diagonal::new(be, be.upload(s).unwrap()).unwrap();
+                Box::new(Compose::new(be, fc.clone(), d).unwrap())
+            })
+            .collect();
+        Stack::new(be, blocks).unwrap()
+    };
+    let mut ec = sense(recon_ops::Shared::new(fc), &cpu);
+    let fg = recon_ops::Shared::new(fg);
+    let blocks: Vec<Box<dyn LinearOp<CudaBackend> + '_>> = maps
+        .iter()
+        .map(|s| -> Box<dyn LinearOp<CudaBackend> + '_> {
+            let d = recon_ops::Diagonal::new(&g, g.upload(&down(s)).unwrap()).unwrap();
+            Box::new(Compose::new(&g, fg.clone(), d).unwrap())
+        })
+        .collect();
+    let mut eg = Stack::new(&g, blocks).unwrap();
+    ec.normal(&cpu, &mut c, &up(&down(&x))).unwrap();
+    eg.normal(&g, &mut o, &gx).unwrap();
+    // float32 over three coils' Toeplitz products
+    let e = nrmse(&get(&g, &o), &c);
+    assert!(e < 1e-5, "SENSE stack normal: GPU vs CPU {e:e}");
+}
+
+/// A part of the sharded test: the stack over `maps` of the gradient after
+/// each map (no operator here borrows its device).
+fn gradient_stack<B: Backend + 'static>(
+    b: &B,
+    n: [usize; 3],
+    maps: &[Vec<Complex<B::Real>>],
+) -> recon_core::Result<Box<dyn LinearOp<B>>> {
+    let blocks = maps
+        .iter()
+        .map(|s| -> recon_core::Result<Box<dyn LinearOp<B>>> {
+            let d = recon_ops::Diagonal::new(b, b.upload(s)?)?;
+            Ok(Box::new(Compose::new(b, Gradient::new(b, n)?, d)?))
+        })
+        .collect::<recon_core::Result<_>>()?;
+    Ok(Box::new(Stack::new(b, blocks)?))
+}
+
+#[test]
+fn a_stack_sharded_over_two_gpus_matches_cpu_f64() {
+    let Some(g) = gpu(Options::default()) else {
+        return;
+    };
+    if g.shards() < 2 {
+        println!("skipped: one GPU (the sharded operator needs two)");
+        return;
+    }
+    let cpu = CpuBackend::<f64>::with_shards(2).unwrap();
+    let n = [12, 10, 8];
+    let len: usize = n.iter().product();
+    let mut rng = Rng::new(41);
+    let maps: Vec<Vec<Complex<f64>>> = (0..5).map(|_| rng.complex(len)).collect();
+    let maps32: Vec<Vec<Complex<f32>>> = maps.iter().map(|m| down(m)).collect();
+    let ranges = [0..3, 3..5];
+    let mut c = recon_ops::Sharded::new(&cpu, 2, |b, p| {
+        gradient_stack(b, n, &maps[ranges[p].clone()])
+    })
+    .unwrap();
+    let mut s = recon_ops::Sharded::new(&g, 2, |b, p| {
+        gradient_stack(b, n, &maps32[ranges[p].clone()])
+    })
+    .unwrap();
+    let [m, _] = c.shape();
+    let x = random::<f64>(len, 42);
+    let y = random::<f64>(m, 43);
+    let (gx, gy) = (g.upload(&down(&x)).unwrap(), g.upload(&down(&y)).unwrap());
+    // float32 against float64 through a few differences and maps
+    let close = |what: &str, got: &[Complex<f64>], want: &[Complex<f64>]| {
+        let e = nrmse(got, want);
+        assert!(e < 1e-5, "{what}: two GPUs vs CPU {e:e}");
+    };
+    let (mut o, mut w) = (g.zeros(m).unwrap(), cpu.zeros(m).unwrap());
+    s.forward(&g, &mut o, &gx).unwrap();
+    c.forward(&cpu, &mut w, &up(&down(&x))).unwrap();
+    close("forward", &get(&g, &o), &w);
+    let (mut o, mut w) = (g.zeros(len).unwrap(), cpu.zeros(len).unwrap());
+    s.adjoint(&g, &mut o, &gy).unwrap();
+    c.adjoint(&cpu, &mut w, &up(&down(&y))).unwrap();
+    close("adjoint", &get(&g, &o), &w);
+    s.normal(&g, &mut o, &gx).unwrap();
+    c.normal(&cpu, &mut w, &up(&down(&x))).unwrap();
+    close("normal", &get(&g, &o), &w);
 }

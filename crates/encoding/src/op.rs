@@ -2,7 +2,10 @@
 //! value per voxel) to samples (one per trajectory point), so that it
 //! composes with the operator layer's maps, stacks and sums (SENSE is the
 //! stack over coils of `F S_c`). Its normal map is the Toeplitz product
-//! with Q where one is given, as BART's normal replaces `A^H A`.
+//! with Q where one is given, as BART's normal replaces `A^H A`; after a
+//! diagonal (a coil's map) the map rides along with the product's first
+//! read and last write ([`LinearOp::normal_between`]: on the GPU the fused
+//! passes of SENSE), and the sum over coils adds in place.
 
 use crate::Plan;
 use recon_cg::{Normal, Toeplitz};
@@ -105,6 +108,29 @@ impl<B: NufftBackend> LinearOp<B> for Encoding<'_, '_, B> {
                 backend.mul(&mut self.work, &self.phi)?;
                 backend.mul(&mut self.work, &self.phi)?;
                 backend.nufft_type1(nufft, out, &self.work)
+            }
+        }
+    }
+
+    fn normal_between(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        accumulate: bool,
+        s: &B::Vector,
+        x: &B::Vector,
+        scratch: (&mut B::Vector, &mut B::Vector),
+    ) -> Result<()> {
+        let n = self.shape()[1];
+        Error::check_len("encoding normal input", n, backend.len(x))?;
+        Error::check_len("encoding normal output", n, backend.len(out))?;
+        Error::check_len("coil map (one value per voxel)", n, backend.len(s))?;
+        match &mut self.toeplitz {
+            // out (+)= S^H T (S x), the map folded into T's passes
+            Some(t) => t.apply_coil(backend, out, accumulate, s, x, scratch),
+            // y = S x, F^H F y by the NUFFT, out (+)= S^H (...)
+            None => {
+                recon_ops::normal_between_by_pieces(self, backend, out, accumulate, s, x, scratch)
             }
         }
     }

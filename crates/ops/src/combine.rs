@@ -105,6 +105,9 @@ impl<B: Backend> LinearOp<B> for Diagonal<B> {
         backend.coil(&mut self.work, CoilOp::Forward, &self.d, x)?;
         backend.coil(out, CoilOp::Adjoint, &self.d, &self.work)
     }
+    fn diagonal(&self) -> Option<&B::Vector> {
+        Some(&self.d)
+    }
 }
 
 /// `A C`: `C` first, then `A`.
@@ -145,11 +148,34 @@ impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> LinearOp<B> for Compose<B, A, C
         self.inner.adjoint(backend, out, m)
     }
     fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
-        // out = C^H (A^H A) (C x), with A's own normal map
+        let shape = self.shape();
         let [m, n] = &mut self.mid;
+        // After a diagonal S: out = S^H (A^H A) (S x), as A fuses it.
+        if let Some(s) = self.inner.diagonal() {
+            check(backend, "composition", shape, Map::Normal, out, x)?;
+            return self.outer.normal_between(backend, out, false, s, x, (m, n));
+        }
+        // out = C^H (A^H A) (C x), with A's own normal map
         self.inner.forward(backend, m, x)?;
         self.outer.normal(backend, n, m)?;
         self.inner.adjoint(backend, out, n)
+    }
+    fn normal_add(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        tmp: &mut B::Vector,
+    ) -> Result<()> {
+        let shape = self.shape();
+        let [m, n] = &mut self.mid;
+        // After a diagonal S: out += S^H (A^H A) (S x), in place.
+        if let Some(s) = self.inner.diagonal() {
+            check(backend, "composition", shape, Map::Normal, out, x)?;
+            return self.outer.normal_between(backend, out, true, s, x, (m, n));
+        }
+        self.normal(backend, tmp, x)?;
+        backend.axpy(out, 1.0, tmp)
     }
 }
 
@@ -300,14 +326,90 @@ impl<B: Backend> LinearOp<B> for Stack<'_, B> {
     }
     fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
         check(backend, "stack", self.shape(), Map::Normal, out, x)?;
-        for (i, b) in self.blocks.iter_mut().enumerate() {
-            // out = sum_i A_i^H A_i x
-            let target = if i == 0 { &mut *out } else { &mut self.work };
-            b.normal(backend, target, x)?;
-            if i > 0 {
-                backend.axpy(out, 1.0, &self.work)?;
-            }
+        // out = sum_i A_i^H A_i x: the first block's normal map, then each
+        // other's added (in place where a block can: SENSE's coils).
+        let (first, rest) = self.blocks.split_first_mut().expect("a block at least");
+        first.normal(backend, out, x)?;
+        for b in rest {
+            b.normal_add(backend, out, x, &mut self.work)?;
         }
         Ok(())
+    }
+    fn normal_add(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        _tmp: &mut B::Vector,
+    ) -> Result<()> {
+        check(backend, "stack", self.shape(), Map::Normal, out, x)?;
+        for b in &mut self.blocks {
+            b.normal_add(backend, out, x, &mut self.work)?;
+        }
+        Ok(())
+    }
+}
+
+/// One operator used in several places (the one F of SENSE's coils, with
+/// its one FFT(Q)): clones share it, and each map takes it in turn.
+pub struct Shared<A> {
+    op: std::sync::Arc<std::sync::Mutex<A>>,
+}
+
+impl<A> Clone for Shared<A> {
+    fn clone(&self) -> Self {
+        Shared {
+            op: std::sync::Arc::clone(&self.op),
+        }
+    }
+}
+
+impl<A> Shared<A> {
+    pub fn new(op: A) -> Self {
+        Shared {
+            op: std::sync::Arc::new(std::sync::Mutex::new(op)),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, A> {
+        // A panic inside a map leaves the operator as usable as any
+        // interrupted map does: its scratch is overwritten next time.
+        self.op.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<B: Backend, A: LinearOp<B>> LinearOp<B> for Shared<A> {
+    fn shape(&self) -> [usize; 2] {
+        self.lock().shape()
+    }
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        self.lock().forward(backend, out, x)
+    }
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
+        self.lock().adjoint(backend, out, y)
+    }
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        self.lock().normal(backend, out, x)
+    }
+    fn normal_between(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        accumulate: bool,
+        s: &B::Vector,
+        x: &B::Vector,
+        scratch: (&mut B::Vector, &mut B::Vector),
+    ) -> Result<()> {
+        self.lock()
+            .normal_between(backend, out, accumulate, s, x, scratch)
+    }
+    fn normal_add(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        tmp: &mut B::Vector,
+    ) -> Result<()> {
+        self.lock().normal_add(backend, out, x, tmp)
     }
 }

@@ -8,7 +8,13 @@
 //! product). Operators combine by [`Compose`], [`Sum`], [`Stack`],
 //! [`Scaled`], [`Diagonal`] and [`Identity`]: lengths are checked once,
 //! when they are combined, and each operator owns the scratch vectors its
-//! maps need, made then, so applying one allocates nothing.
+//! maps need, made then, so applying one allocates nothing. [`Shared`]
+//! uses one operator in several places (SENSE's one F), and [`Sharded`]
+//! splits a stack over the GPUs of a host. Combinators call hooks
+//! ([`LinearOp::diagonal`], [`LinearOp::normal_between`],
+//! [`LinearOp::normal_add`]) through which an operator fuses its part with
+//! its neighbours': the Toeplitz product takes a coil's map along in its
+//! passes, and a stack's coils add in place.
 //!
 //! The sparse priors' operators live here too: the 3-D finite differences
 //! [`Gradient`] of total variation and the [`Directional`] weighting of
@@ -22,15 +28,17 @@
 mod combine;
 mod finite;
 mod norm;
+mod shard;
 pub mod testing;
 mod wavelet;
 
-pub use combine::{Compose, Diagonal, Identity, Scaled, Stack, Sum};
+pub use combine::{Compose, Diagonal, Identity, Scaled, Shared, Stack, Sum};
 pub use finite::{Directional, Gradient};
 pub use norm::{power_norm, GroupNorm, Norm};
+pub use shard::Sharded;
 pub use wavelet::{check_wavelet_grid, shifted_wavelets, Wavelet, WaveletL1, MIN_COARSE};
 
-use recon_core::{Backend, Error, Result};
+use recon_core::{Backend, CoilOp, Error, Result};
 
 /// A linear map `A` from vectors of length `shape()[1]` to vectors of
 /// length `shape()[0]`, on the device of backend `B`.
@@ -54,6 +62,48 @@ pub trait LinearOp<B: Backend>: Send {
         self.forward(backend, &mut y, x)?;
         self.adjoint(backend, out, &y)
     }
+
+    // --- specialisations: hooks that combinators call, so that an
+    // operator may fuse its part with its neighbours' (defaults compose) --
+
+    /// The vector `d` where this operator is the diagonal `diag(d)`, so that
+    /// a composition `A diag(d)` can hand it to `A` ([`LinearOp::normal_between`]).
+    fn diagonal(&self) -> Option<&B::Vector> {
+        None
+    }
+
+    /// `out = S^H (A^H A) (S x)`, or `out += ...` with `accumulate`, for
+    /// `S = diag(s)`: the normal map of `A diag(s)` (SENSE's term of one
+    /// coil). `scratch` is two vectors of the input length. This default
+    /// composes the maps and [`LinearOp::normal`]; an operator whose normal
+    /// map can take the diagonal along (the Toeplitz product's first read
+    /// and last write) overrides it.
+    fn normal_between(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        accumulate: bool,
+        s: &B::Vector,
+        x: &B::Vector,
+        scratch: (&mut B::Vector, &mut B::Vector),
+    ) -> Result<()> {
+        normal_between_by_pieces(self, backend, out, accumulate, s, x, scratch)
+    }
+
+    /// `out += A^H A x`, `tmp` a vector of the input length: a stack adds
+    /// its blocks' normal maps so. This default applies
+    /// [`LinearOp::normal`] into `tmp` and adds; an operator that can add
+    /// in place overrides it.
+    fn normal_add(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        tmp: &mut B::Vector,
+    ) -> Result<()> {
+        self.normal(backend, tmp, x)?;
+        backend.axpy(out, 1.0, tmp)
+    }
 }
 
 impl<B: Backend, A: LinearOp<B> + ?Sized> LinearOp<B> for Box<A> {
@@ -69,6 +119,50 @@ impl<B: Backend, A: LinearOp<B> + ?Sized> LinearOp<B> for Box<A> {
     fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
         (**self).normal(backend, out, x)
     }
+    fn diagonal(&self) -> Option<&B::Vector> {
+        (**self).diagonal()
+    }
+    fn normal_between(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        accumulate: bool,
+        s: &B::Vector,
+        x: &B::Vector,
+        scratch: (&mut B::Vector, &mut B::Vector),
+    ) -> Result<()> {
+        (**self).normal_between(backend, out, accumulate, s, x, scratch)
+    }
+    fn normal_add(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        tmp: &mut B::Vector,
+    ) -> Result<()> {
+        (**self).normal_add(backend, out, x, tmp)
+    }
+}
+
+/// [`LinearOp::normal_between`] from its pieces: `y = S x`, `A^H A y` by
+/// `op`'s normal map, `out (+)= S^H (A^H A y)`.
+pub fn normal_between_by_pieces<B: Backend, A: LinearOp<B> + ?Sized>(
+    op: &mut A,
+    backend: &B,
+    out: &mut B::Vector,
+    accumulate: bool,
+    s: &B::Vector,
+    x: &B::Vector,
+    (y, ny): (&mut B::Vector, &mut B::Vector),
+) -> Result<()> {
+    backend.coil(y, CoilOp::Forward, s, x)?;
+    op.normal(backend, ny, y)?;
+    let how = if accumulate {
+        CoilOp::AddAdjoint
+    } else {
+        CoilOp::Adjoint
+    };
+    backend.coil(out, how, s, ny)
 }
 
 /// Which of an operator's maps a length check is for.

@@ -128,7 +128,10 @@ where
         for _ in 0..2 {
             let t = Instant::now();
             let solved = built.solve(b, "the benchmark's CG", ui)?;
-            best = (best.0.min(t.elapsed().as_secs_f64()), solved.info.iterations);
+            best = (
+                best.0.min(t.elapsed().as_secs_f64()),
+                solved.info.iterations,
+            );
         }
         Ok(best)
     };
