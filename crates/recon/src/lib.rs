@@ -16,19 +16,19 @@ mod output;
 mod parboil;
 mod pictures;
 mod reader;
+mod ui;
 mod validate;
 
+use pipeline::Ui;
 pub use recon_pipeline as pipeline;
 pub use recon_pipeline::config;
+pub(crate) use ui::Bars;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use config::{DeviceChoice, Loaded, Precision};
-use indicatif::{ProgressBar, ProgressStyle};
-use pipeline::Ui;
 pub(crate) use recon_pipeline::{on_backend, Chosen};
 use recon_q::Stored;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -125,87 +125,6 @@ enum Command {
     /// Internal: reads an untrusted input file for the parent process.
     #[command(hide = true, name = "read-input")]
     ReadInput(reader::ReadInputArgs),
-}
-
-/// Progress bars on stderr; hidden automatically when stderr is not a terminal.
-pub(crate) struct Bars;
-
-impl Ui for Bars {
-    fn log(&self, msg: &str) {
-        eprintln!("{msg}");
-    }
-
-    fn stage<T>(&self, name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
-        if !std::io::stderr().is_terminal() {
-            return logged_stage(name, f);
-        }
-        let bar = ProgressBar::new(1).with_style(
-            ProgressStyle::with_template(
-                "{prefix:>8} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        bar.set_prefix(name.to_string());
-        let out = f(&mut |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        });
-        bar.finish_and_clear();
-        out
-    }
-
-    fn solver<T>(&self, iterations: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T {
-        if !std::io::stderr().is_terminal() {
-            // A line per tenth of the iterations.
-            let every = iterations.div_ceil(10).max(1);
-            let t = Instant::now();
-            eprintln!("CG: {iterations} iterations");
-            return f(&mut |it, res| {
-                if it % every == 0 || it == iterations {
-                    eprintln!(
-                        "CG: iteration {it}/{iterations}, residual {res:.3e}, {:.1} s",
-                        t.elapsed().as_secs_f64()
-                    );
-                }
-            });
-        }
-        let bar = ProgressBar::new(iterations as u64).with_style(
-            ProgressStyle::with_template(
-                "{prefix:>8} [{bar:40}] {pos}/{len} residual {msg} {elapsed_precise}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        bar.set_prefix("CG");
-        let out = f(&mut |it, res| {
-            bar.set_position(it as u64);
-            bar.set_message(format!("{res:.3e}"));
-        });
-        bar.finish_and_clear();
-        out
-    }
-}
-
-/// A stage in a log (stderr not a terminal): a line when it starts, at each
-/// further tenth of its progress, and when it ends.
-fn logged_stage<T>(name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
-    let t = Instant::now();
-    eprintln!("{name}: started");
-    let mut shown = 0;
-    let out = f(&mut |done, total| {
-        let tenth = (10 * done).checked_div(total).unwrap_or(0);
-        if tenth > shown && done < total {
-            shown = tenth;
-            eprintln!(
-                "{name}: {}% after {:.1} s",
-                10 * tenth,
-                t.elapsed().as_secs_f64()
-            );
-        }
-    });
-    eprintln!("{name}: done in {:.2} s", t.elapsed().as_secs_f64());
-    out
 }
 
 /// The `recon` command line: parses the arguments, runs, and returns the
