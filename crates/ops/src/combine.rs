@@ -148,14 +148,11 @@ impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> LinearOp<B> for Compose<B, A, C
         self.inner.adjoint(backend, out, m)
     }
     fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
-        let shape = self.shape();
-        let [m, n] = &mut self.mid;
-        // After a diagonal S: out = S^H (A^H A) (S x), as A fuses it.
-        if let Some(s) = self.inner.diagonal() {
-            check(backend, "composition", shape, Map::Normal, out, x)?;
-            return self.outer.normal_between(backend, out, false, s, x, (m, n));
+        if let Some(done) = self.after_diagonal(backend, out, false, x) {
+            return done;
         }
         // out = C^H (A^H A) (C x), with A's own normal map
+        let [m, n] = &mut self.mid;
         self.inner.forward(backend, m, x)?;
         self.outer.normal(backend, n, m)?;
         self.inner.adjoint(backend, out, n)
@@ -167,15 +164,33 @@ impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> LinearOp<B> for Compose<B, A, C
         x: &B::Vector,
         tmp: &mut B::Vector,
     ) -> Result<()> {
-        let shape = self.shape();
-        let [m, n] = &mut self.mid;
-        // After a diagonal S: out += S^H (A^H A) (S x), in place.
-        if let Some(s) = self.inner.diagonal() {
-            check(backend, "composition", shape, Map::Normal, out, x)?;
-            return self.outer.normal_between(backend, out, true, s, x, (m, n));
+        if let Some(done) = self.after_diagonal(backend, out, true, x) {
+            return done;
         }
         self.normal(backend, tmp, x)?;
         backend.axpy(out, 1.0, tmp)
+    }
+}
+
+impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> Compose<B, A, C> {
+    /// After a diagonal `S = C`: `out (+)= S^H (A^H A) (S x)` as `A` fuses
+    /// it ([`LinearOp::normal_between`]); `None` for any other `C`.
+    fn after_diagonal(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        accumulate: bool,
+        x: &B::Vector,
+    ) -> Option<Result<()>> {
+        let shape = self.shape();
+        let s = self.inner.diagonal()?;
+        let [m, n] = &mut self.mid;
+        Some(
+            check(backend, "composition", shape, Map::Normal, out, x).and_then(|()| {
+                self.outer
+                    .normal_between(backend, out, accumulate, s, x, (m, n))
+            }),
+        )
     }
 }
 
