@@ -74,6 +74,13 @@ fn laplacian_eigenvalues(n: [usize; 3]) -> Vec<f64> {
         .collect()
 }
 
+/// Real values as complex ones of the backend's precision.
+fn real<T: Real>(v: &[f64]) -> Vec<Complex<T>> {
+    v.iter()
+        .map(|&x| Complex::new(T::of(x), T::of(0.0)))
+        .collect()
+}
+
 /// What the prior operator's normal map `K^H K` is, to the preconditioner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gram {
@@ -90,13 +97,14 @@ pub const REBUILD: f64 = 4.0;
 /// `M = s T_circ + rho L_circ` on the device: its eigenvalues are kept
 /// there, and its inverse made anew there when rho moves.
 pub struct Circulant<B: Backend> {
+    n: [usize; 3],
     /// The N^3 FFTs' plan, made once here.
     fft: B::Fft,
     /// `s lambda_T`, real, as complex values.
     data: B::Vector,
-    /// The periodic Laplacian's eigenvalues, and ones (for `Gram::Identity`).
-    laplacian: B::Vector,
-    ones: B::Vector,
+    /// `K^H K`'s eigenvalues as `gram` models it: the periodic Laplacian's,
+    /// or ones; made again when the model changes (once per solve at most).
+    prior: Option<B::Vector>,
     rho: f64,
     gram: Gram,
     /// `1 / (s lambda_T + rho lambda_L)`, as complex values.
@@ -109,17 +117,12 @@ impl<B: Backend> Circulant<B> {
     /// Makes the N^3 FFTs' plan now, so that the solve does not pay for it.
     pub fn new(backend: &B, n: [usize; 3], toeplitz: &[f64], s: f64) -> Result<Self> {
         Error::check_len("circulant eigenvalues", n.iter().product(), toeplitz.len())?;
-        let real = |v: &[f64]| -> Vec<Complex<B::Real>> {
-            v.iter()
-                .map(|&x| Complex::new(B::Real::of(x), B::Real::of(0.0)))
-                .collect()
-        };
         let scaled: Vec<f64> = toeplitz.iter().map(|v| s * v).collect();
         Ok(Circulant {
+            n,
             fft: backend.fft_plan(n)?,
             data: backend.upload(&real(&scaled))?,
-            laplacian: backend.upload(&real(&laplacian_eigenvalues(n)))?,
-            ones: backend.upload(&real(&vec![1.0; toeplitz.len()]))?,
+            prior: Some(backend.upload(&real(&laplacian_eigenvalues(n)))?),
             rho: f64::NAN,
             gram: Gram::Laplacian,
             inverse: backend.zeros(toeplitz.len())?,
@@ -135,10 +138,17 @@ impl<B: Backend> Circulant<B> {
         if gram == self.gram && (1.0 / REBUILD..=REBUILD).contains(&ratio) {
             return Ok(());
         }
-        let prior = match gram {
-            Gram::Laplacian => &self.laplacian,
-            Gram::Identity => &self.ones,
-        };
+        if gram != self.gram {
+            let n = self.n;
+            let eigenvalues = match gram {
+                Gram::Laplacian => laplacian_eigenvalues(n),
+                Gram::Identity => vec![1.0; n.iter().product()],
+            };
+            // The old eigenvalues go before the new ones come: one image.
+            self.prior = None;
+            self.prior = Some(backend.upload(&real(&eigenvalues))?);
+        }
+        let prior = self.prior.as_ref().expect("made with the circulant");
         backend.inverse_sum(&mut self.inverse, &self.data, rho, prior)?;
         (self.rho, self.gram) = (rho, gram);
         Ok(())

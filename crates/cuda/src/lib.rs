@@ -40,7 +40,6 @@ use recon_core::{
     Backend, CoilOp, Complex, Direction, Error, GroupProx, Progress, Ratio, Result, Sign, Stencil,
     Targets,
 };
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use engine::{Lattice, Sample};
@@ -160,81 +159,7 @@ impl Backend for CudaBackend {
         sign: Sign,
         progress: Progress<'_>,
     ) -> Result<()> {
-        Error::check_len("sum_exp output", targets.len(), out.len())?;
-        Error::check_len("sum_exp coefficients", sources.len(), coef.len())?;
-        let samples: Vec<Sample> = sources
-            .iter()
-            .zip(coef)
-            .map(|(k, c)| Sample {
-                kx: k[0] as f32,
-                ky: k[1] as f32,
-                kz: k[2] as f32,
-                cr: c.re,
-                ci: c.im,
-            })
-            .collect();
-        let job = engine::Job {
-            targets: match targets {
-                Targets::Lattice(l) => engine::TargetSpec::Lattice(Lattice::from(&l)),
-                Targets::List(p) => {
-                    engine::TargetSpec::List(p.iter().flat_map(|x| x.map(|v| v as f32)).collect())
-                }
-            },
-            samples: &samples,
-            sign: match sign {
-                Sign::Plus => 1.0,
-                Sign::Minus => -1.0,
-            },
-            variant: self.options.variant,
-            tuning: self.options.tuning,
-        };
-        // Contiguous, near-equal shares of the output points, one per GPU:
-        // whole z-planes of a lattice, so every share suits the row kernels.
-        let total = out.len();
-        let shares = self.devices.len();
-        let unit = match targets {
-            Targets::Lattice(l) => (l.n[0] * l.n[1]).max(1),
-            Targets::List(_) => 1,
-        };
-        let done = AtomicU64::new(0);
-        let mut parts: Vec<(usize, &mut [Complex<f32>])> = Vec::new();
-        let mut rest = out;
-        let mut first = 0;
-        for d in 0..shares {
-            let units = total.div_ceil(unit);
-            let end = (units * (d + 1) / shares * unit).min(total);
-            let len = end - first;
-            let (head, tail) = rest.split_at_mut(len);
-            parts.push((first, head));
-            first += len;
-            rest = tail;
-        }
-        if shares == 1 {
-            let (first, part) = parts.pop().expect("one share");
-            return self.devices[0]
-                .sum_exp(part, first, &job, &done, &mut |d| progress(d, total as u64));
-        }
-        std::thread::scope(|s| {
-            let handles: Vec<_> = self
-                .devices
-                .iter()
-                .zip(parts)
-                .map(|(dev, (first, part))| {
-                    let (job, done) = (&job, &done);
-                    s.spawn(move || dev.sum_exp(part, first, job, done, &mut |_| {}))
-                })
-                .collect();
-            while !handles.iter().all(|h| h.is_finished()) {
-                progress(done.load(Ordering::Relaxed), total as u64);
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            progress(done.load(Ordering::Relaxed), total as u64);
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a GPU worker thread panicked"))
-                .collect::<Result<Vec<()>>>()
-                .map(|_| ())
-        })
+        self.sum_exp_on_devices(out, targets, sources, coef, sign, progress)
     }
 
     fn shards(&self) -> usize {
