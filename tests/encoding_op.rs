@@ -1,6 +1,7 @@
 //! The encoding operator F as a `LinearOp` (recon-encoding's `Encoding`)
-//! on the CPU in float64: adjoint, forward map against the exact engine,
-//! normal map by the Toeplitz product against adjoint-after-forward; and
+//! on the CPU in float64, by the NUFFT and by the exact sums: adjoint,
+//! forward map against the exact engine, normal map by the Toeplitz product
+//! against adjoint-after-forward; made without a plan; and
 //! SENSE written with the operator layer, the stack over coils of F after
 //! each coil's map, against recon-cg's `Sense`.
 
@@ -49,13 +50,59 @@ fn the_encoding_operator_is_f_and_its_normal_the_toeplitz_product() {
     let mut plain = Encoding::new(&be, &plan, None).unwrap();
     // the same products as normal_error's own: float64 rounding
     assert!(normal_error(&be, &mut plain, 2).unwrap() < 1e-14);
-    // the exact engine has no F on the device
+    // The exact engine's F: the exact sums, through the host.
     let exact_plan = Plan::new(&be, Engine::Exact, &grid, &traj).unwrap();
-    let e = Encoding::new(&be, &exact_plan, None)
+    let mut fe = Encoding::new(&be, &exact_plan, Some(&q)).unwrap();
+    // the exact sums and their adjoint: float64 rounding
+    let a = adjoint_error(&be, &mut fe, 5).unwrap();
+    assert!(a < 1e-12, "exact adjoint {a:e}");
+    let mut ex = be.zeros(traj.len()).unwrap();
+    fe.forward(&be, &mut ex, &x).unwrap();
+    // the same sums as common::forward's
+    let err = nrmse(&ex, &exact);
+    assert!(err < 1e-13, "exact F vs the exact engine {err:e}");
+    // its Toeplitz normal against F^H F by the exact sums: Q's own rounding
+    let e = normal_error(&be, &mut fe, 6).unwrap();
+    assert!(e < 1e-10, "exact engine: Toeplitz normal vs F^H F {e:e}");
+}
+
+#[test]
+fn the_encoding_operator_borrows_nothing_and_makes_its_nufft_when_first_used() {
+    let be = Cpu::new();
+    let (grid, traj) = problem(7);
+    let q = common::q(&be, &grid, &traj);
+    // made from the engine, grid and trajectory alone, with a Toeplitz
+    // product of its own: no plan outlives it
+    let t = Toeplitz::new(&be, &grid, &q).unwrap();
+    let mut f = Encoding::with(Engine::Nufft { tolerance: 1e-10 }, &grid, &traj, Some(t)).unwrap();
+    // the normal map needs no NUFFT; the forward map makes it
+    let x = random::<f64>(grid.len(), 8);
+    let mut out = be.zeros(grid.len()).unwrap();
+    f.normal(&be, &mut out, &x).unwrap();
+    let e = normal_error(&be, &mut f, 9).unwrap();
+    assert!(e < 1e-8, "Toeplitz normal vs F^H F {e:e}");
+    // bad input: a Toeplitz product of another grid, a trajectory with a
+    // NaN, a tolerance float64 cannot reach
+    let other = Grid::new([4, 4, 4], [100.0; 3]).unwrap();
+    let small_q = common::q(&be, &other, &traj);
+    let t = Toeplitz::new(&be, &other, &small_q).unwrap();
+    let e = Encoding::with(Engine::Nufft { tolerance: 1e-6 }, &grid, &traj, Some(t))
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("NUFFT engine"), "{e}");
+    assert!(e.contains("Toeplitz product"), "{e}");
+    let mut bad = traj.clone();
+    bad[3][1] = f64::NAN;
+    let e = Encoding::<Cpu>::with(Engine::Exact, &grid, &bad, None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("sample 3"), "{e}");
+    let e = Encoding::<Cpu>::with(Engine::Nufft { tolerance: 1e-20 }, &grid, &traj, None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("tolerance"), "{e}");
 }
 
 #[test]

@@ -122,17 +122,23 @@ pub fn radians(grid: &Grid, traj: &[[f64; 3]]) -> Vec<[f64; 3]> {
         .collect()
 }
 
+/// The engine's tolerance for the precision `T`, and a finite trajectory.
+pub(crate) fn check_plan_inputs<T: Real>(engine: Engine, traj: &[[f64; 3]]) -> Result<()> {
+    engine.check(std::mem::size_of::<T>())?;
+    if let Some(m) = traj.iter().position(|k| k.iter().any(|v| !v.is_finite())) {
+        return Err(Error::Invalid {
+            what: "trajectory",
+            reason: format!("sample {m} is {:?}", traj[m]),
+        });
+    }
+    Ok(())
+}
+
 impl<'b, B: NufftBackend> Plan<'b, B> {
     /// Makes the plan: for the NUFFT engine, its kernel and FFT plans, and
     /// the points sorted once.
     pub fn new(backend: &'b B, engine: Engine, grid: &Grid, traj: &[[f64; 3]]) -> Result<Self> {
-        engine.check(std::mem::size_of::<B::Real>())?;
-        if let Some(m) = traj.iter().position(|k| k.iter().any(|v| !v.is_finite())) {
-            return Err(Error::Invalid {
-                what: "trajectory",
-                reason: format!("sample {m} is {:?}", traj[m]),
-            });
-        }
+        check_plan_inputs::<B::Real>(engine, traj)?;
         let nufft = match engine {
             Engine::Nufft { tolerance } => {
                 Some(backend.nufft_plan(grid.n, tolerance, 1, &radians(grid, traj))?)
