@@ -84,6 +84,7 @@ fn small_pipeline_end_to_end() {
         "q",
         "fhd",
         "fft_q",
+        "prior",
         "cg",
         "gridding",
         "total",

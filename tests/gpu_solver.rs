@@ -187,7 +187,7 @@ fn sense_shared_among_gpus_matches_one_gpu_and_cpu_f64() {
             tolerance: 0.0,
         };
         let peak = recon_cg::q_peak(&grid, &q).unwrap();
-        let mut p = recon_cg::Problem::on_device(&b, &grid, peak, s, rhs).unwrap();
+        let mut p = recon_cg::Problem::on_device(&b, &grid, peak, Box::new(s), rhs).unwrap();
         let (xs, info) = p.solve(&b, &w, 0.05, &params, &mut |_, _| {}).unwrap();
         assert_eq!(info.iterations, 10);
         results.push(up(&xs));

@@ -101,8 +101,8 @@ fn coils_shared_among_shards_give_one_devices_operator_rhs_and_solve() {
         tolerance: 0.0,
     };
     let peak = recon_cg::q_peak(&f.grid, &f.q).unwrap();
-    let mut p1 = Problem::on_device(&one, &f.grid, peak, s1, b1).unwrap();
-    let mut p3 = Problem::on_device(&three, &f.grid, peak, s3, b3).unwrap();
+    let mut p1 = Problem::on_device(&one, &f.grid, peak, Box::new(s1), b1).unwrap();
+    let mut p3 = Problem::on_device(&three, &f.grid, peak, Box::new(s3), b3).unwrap();
     let (x1, i1) = p1.solve(&one, &w, 0.05, &params, &mut |_, _| {}).unwrap();
     let (x3, i3) = p3.solve(&three, &w, 0.05, &params, &mut |_, _| {}).unwrap();
     assert_eq!(i1.iterations, i3.iterations);

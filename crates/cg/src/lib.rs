@@ -40,6 +40,35 @@ pub trait Normal<B: Backend> {
     fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()>;
 }
 
+/// A solver's data term `A = sum_c S_c^H F^H F S_c`: its normal map, and
+/// what the solvers need to know of it. F^H F alone ([`Toeplitz`]) is one
+/// coil of sensitivity 1; SENSE's sum over coils ([`Sense`]) has maps and
+/// may share them among devices.
+pub trait DataTerm<B: Backend>: Normal<B> + Send {
+    /// The largest `sum_c |S_c(x)|^2` over the voxels (1 without maps):
+    /// the data term's diagonal peaks at `max|Q|` times this.
+    fn map_peak(&self) -> f64 {
+        1.0
+    }
+    /// Whether it has coil maps (SENSE), rather than being F^H F alone.
+    fn has_maps(&self) -> bool {
+        false
+    }
+    /// Devices that share its work.
+    fn devices(&self) -> usize {
+        1
+    }
+}
+
+impl<B: Backend> Normal<B> for Box<dyn DataTerm<B> + '_> {
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+    fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        (**self).apply(backend, out, x)
+    }
+}
+
 /// F^H F as a Toeplitz product with Q.
 pub struct Toeplitz<B: Backend> {
     n: [usize; 3],
@@ -102,6 +131,9 @@ impl<B: Backend> Toeplitz<B> {
         })
     }
 }
+
+/// One coil of sensitivity 1.
+impl<B: Backend> DataTerm<B> for Toeplitz<B> {}
 
 impl<B: Backend> Normal<B> for Toeplitz<B> {
     fn len(&self) -> usize {
@@ -177,10 +209,10 @@ pub fn lambda_abs<T: Real>(lambda_rel: f64, grid: &Grid, q: &[Complex<T>]) -> Re
 /// `(sum_c S_c^H F^H F S_c + lambda W^H W) x = b` for one run, with
 /// `b = sum_c S_c^H F^H D_c` (F^H F and F^H D for one coil without maps):
 /// FFT(Q), the maps and b on the device, made once and solved for any W
-/// and lambda.
-pub struct Problem<B: Backend> {
+/// and lambda. The data term may borrow for `'d`.
+pub struct Problem<'d, B: Backend + 'd> {
     grid: Grid,
-    sense: Sense<B>,
+    data: Box<dyn DataTerm<B> + 'd>,
     fhd: B::Vector,
     q_peak: f64,
     /// ADMM's preconditioner, where made ([`Problem::precondition`]).
@@ -189,7 +221,7 @@ pub struct Problem<B: Backend> {
     b_peak: std::sync::OnceLock<f64>,
 }
 
-impl<B: Backend> Problem<B> {
+impl<'d, B: Backend + 'd> Problem<'d, B> {
     /// One coil: takes Q (as recon-encoding computes it) and F^H D on the host.
     pub fn new(
         backend: &B,
@@ -210,8 +242,12 @@ impl<B: Backend> Problem<B> {
         maps: &[Vec<Complex<B::Real>>],
     ) -> Result<Self> {
         Error::check_len("F^H D (one value per voxel)", grid.len(), fhd.len())?;
-        let sense = Sense::new(backend, Toeplitz::new(backend, grid, q)?, maps)?;
-        let p = Self::on_device(backend, grid, q_peak(grid, q)?, sense, backend.upload(fhd)?)?;
+        let toeplitz = Toeplitz::new(backend, grid, q)?;
+        let data: Box<dyn DataTerm<B> + 'd> = match maps {
+            [] => Box::new(toeplitz),
+            maps => Box::new(Sense::new(backend, toeplitz, maps)?),
+        };
+        let p = Self::on_device(backend, grid, q_peak(grid, q)?, data, backend.upload(fhd)?)?;
         // F^H D is at hand on the host: its peak costs no download later
         let _ = p.b_peak.set(peak_abs(fhd));
         Ok(p)
@@ -223,33 +259,33 @@ impl<B: Backend> Problem<B> {
         backend: &B,
         grid: &Grid,
         q_peak: f64,
-        sense: Sense<B>,
+        data: Box<dyn DataTerm<B> + 'd>,
         fhd: B::Vector,
     ) -> Result<Self> {
         Error::check_len("F^H D (one value per voxel)", grid.len(), backend.len(&fhd))?;
         Error::check_len(
-            "SENSE operator (one value per voxel)",
+            "the data term (one value per voxel)",
             grid.len(),
-            sense.len(),
+            data.len(),
         )?;
         Ok(Problem {
             grid: *grid,
             q_peak,
-            sense,
+            data,
             fhd,
             circulant: None,
             b_peak: std::sync::OnceLock::new(),
         })
     }
 
-    /// Devices that share the coils (see [`Sense`]).
+    /// Devices that share the data term's work (see [`Sense`]).
     pub fn devices(&self) -> usize {
-        self.sense.parts()
+        self.data.devices()
     }
 
     /// The data term `sum_c S_c^H F^H F S_c` (a benchmark times it alone).
-    pub fn data_term(&mut self) -> &mut Sense<B> {
-        &mut self.sense
+    pub fn data_term(&mut self) -> &mut (dyn DataTerm<B> + 'd) {
+        &mut *self.data
     }
 
     /// The right-hand side on the device.
@@ -265,7 +301,7 @@ impl<B: Backend> Problem<B> {
     /// `max|Q| max_x sum_c |S_c(x)|^2` (`max|Q|` for one coil, and for
     /// maps of unit norm): see [`lambda_abs`].
     pub fn lambda_abs(&self, lambda_rel: f64) -> f64 {
-        lambda_rel * self.q_peak * self.sense.map_peak()
+        lambda_rel * self.q_peak * self.data.map_peak()
     }
 
     /// Makes the circulant preconditioner of ADMM's x-updates from Q (as
@@ -275,12 +311,12 @@ impl<B: Backend> Problem<B> {
     /// configs/sodium-8coils.toml, 20 ADMM iterations of TV reach 21.3 dB
     /// preconditioned and 32.8 dB without).
     pub fn precondition(&mut self, backend: &B, q: &[Complex<B::Real>]) -> Result<bool> {
-        if self.sense.has_maps() {
+        if self.data.has_maps() {
             self.circulant = None;
             return Ok(false);
         }
         let eig = toeplitz_eigenvalues(&self.grid, q)?;
-        let s = self.sense.map_peak();
+        let s = self.data.map_peak();
         self.circulant = Some(Circulant::new(backend, self.grid.n, &eig, s)?);
         Ok(true)
     }
@@ -314,7 +350,7 @@ impl<B: Backend> Problem<B> {
         on_iteration: &mut dyn FnMut(usize, f64),
     ) -> Result<(Vec<Complex<B::Real>>, Info)> {
         let mut x = backend.zeros(self.grid.len())?;
-        let (a, b) = (&mut self.sense, &self.fhd);
+        let (a, b) = (&mut self.data, &self.fhd);
         let info = match algorithm {
             SparseAlgorithm::Admm => {
                 let scale = self.q_peak * a.map_peak();
@@ -349,7 +385,7 @@ impl<B: Backend> Problem<B> {
         on_iteration: &mut dyn FnMut(usize, f64),
     ) -> Result<(Vec<Complex<B::Real>>, Info)> {
         let lambda = self.lambda_abs(lambda_rel);
-        let mut a = Regularised::new(backend, &mut self.sense, weights, lambda)?;
+        let mut a = Regularised::new(backend, &mut self.data, weights, lambda)?;
         let mut x = backend.zeros(self.grid.len())?;
         let info = solve(backend, &mut a, &mut x, &self.fhd, params, on_iteration)?;
         let mut out = vec![Complex::default(); self.grid.len()];

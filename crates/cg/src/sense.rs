@@ -9,7 +9,7 @@
 //! products each. The host issues everything without waiting, so the shards
 //! run side by side.
 
-use crate::{Normal, Toeplitz};
+use crate::{DataTerm, Normal, Toeplitz};
 use recon_core::{Backend, Complex, Error, Progress, Real, Result};
 use std::ops::Range;
 
@@ -263,6 +263,18 @@ impl<B: Backend> Sense<B> {
             backend.axpy(out, 1.0, inbox)?;
         }
         Ok(())
+    }
+}
+
+impl<B: Backend> DataTerm<B> for Sense<B> {
+    fn map_peak(&self) -> f64 {
+        self.peak
+    }
+    fn has_maps(&self) -> bool {
+        Sense::has_maps(self)
+    }
+    fn devices(&self) -> usize {
+        self.parts()
     }
 }
 

@@ -24,7 +24,7 @@ pub struct Built<'b, B: NufftBackend> {
     pub q_file: Option<PathBuf>,
     /// FFT(Q) and F^H D on the device (SENSE's sum over the coils with
     /// their maps, for several coils).
-    pub problem: Problem<B>,
+    pub problem: Problem<'b, B>,
     /// F^H D on the host (for the outputs).
     pub fhd: Vec<Complex<B::Real>>,
     /// For several coils, the gridding plan the maps were estimated on

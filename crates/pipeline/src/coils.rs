@@ -91,7 +91,7 @@ pub fn stage_problem<'b, B: NufftBackend>(
     ui: &impl Ui,
     seconds: &mut Vec<(&'static str, f64)>,
 ) -> Result<(
-    Problem<B>,
+    Problem<'b, B>,
     Vec<Complex<B::Real>>,
     Option<recon_gridding::Gridding<'b, B>>,
 )> {
@@ -139,7 +139,8 @@ pub fn stage_problem<'b, B: NufftBackend>(
     seconds.push(("fhd", t.elapsed().as_secs_f64()));
     let mut fhd = vec![Complex::default(); grid.len()];
     backend.download(&mut fhd, &rhs)?;
-    let mut problem = Problem::on_device(backend, grid, recon_cg::q_peak(grid, q)?, sense, rhs)?;
+    let q_peak = recon_cg::q_peak(grid, q)?;
+    let mut problem = Problem::on_device(backend, grid, q_peak, Box::new(sense), rhs)?;
     if preconditioned(l) {
         problem.precondition(backend, q)?;
     }

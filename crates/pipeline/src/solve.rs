@@ -165,7 +165,7 @@ pub struct Solved<T> {
 /// iterations across passes. The problem (FFT(Q), F^H D) is reused.
 pub fn solve<B: NufftBackend>(
     backend: &B,
-    problem: &mut Problem<B>,
+    problem: &mut Problem<'_, B>,
     w: &Regulariser,
     lambda: f64,
     params: &Params,

@@ -18,7 +18,7 @@
 use crate::bench_nufft::best;
 use crate::config::{DeviceChoice, EngineCfg, EngineKind, Precision};
 use anyhow::{Context, Result};
-use recon_cg::{Normal, Params};
+use recon_cg::Params;
 use recon_core::{Complex, Real};
 use recon_encoding::{Engine, NufftBackend, Plan};
 use serde::Serialize;
