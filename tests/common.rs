@@ -374,6 +374,34 @@ pub fn mutate_bytes(
     }
 }
 
+/// SENSE's solver problem on `b`: the data term recon-encoding's
+/// `SenseTerm` over `maps` (the exact engine's F, so no NUFFT is made), F^H
+/// D given on the host, the coils shared among `parts` devices (`None`: as
+/// the grid merits).
+#[allow(dead_code)]
+pub fn sense_problem<'b, B: recon_encoding::NufftBackend>(
+    b: &'b B,
+    grid: &Grid,
+    traj: &[[f64; 3]],
+    q: &[Complex<B::Real>],
+    fhd: &[Complex<B::Real>],
+    maps: &[Vec<Complex<B::Real>>],
+    parts: Option<usize>,
+) -> recon_core::Result<recon_cg::Problem<'b, B>> {
+    let t = recon_cg::Toeplitz::new(b, grid, q)?;
+    let s = recon_encoding::SenseTerm::new(
+        b,
+        recon_encoding::Engine::Exact,
+        grid,
+        traj,
+        t,
+        maps,
+        parts,
+    )?;
+    let peak = recon_cg::q_peak(grid, q)?;
+    recon_cg::Problem::on_device(b, grid, peak, Box::new(s), b.upload(fhd)?)
+}
+
 /// The exact engine's plan: the reference every fast path is tested against.
 pub fn exact<'b, B: recon_encoding::NufftBackend>(
     b: &'b B,

@@ -3,13 +3,13 @@
 //! forward map against the exact engine, normal map by the Toeplitz product
 //! against adjoint-after-forward; made without a plan; and
 //! SENSE written with the operator layer, the stack over coils of F after
-//! each coil's map, against recon-cg's `Sense`.
+//! each coil's map, against its sum over coils written out.
 
 mod common;
 
 use common::*;
-use recon_cg::{Normal, Sense, Toeplitz};
-use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid};
+use recon_cg::{Normal, Toeplitz};
+use recon_core::{metrics::nrmse, Backend, CoilOp, Complex, CpuBackend, Grid};
 use recon_encoding::{Encoding, Engine, Plan};
 use recon_ops::testing::{adjoint_error, normal_error, random};
 use recon_ops::{Compose, Diagonal, LinearOp, Shared, Stack};
@@ -129,15 +129,20 @@ fn sense_is_the_stack_over_coils_of_f_after_each_map() {
     assert!(a < 1e-12, "adjoint {a:e}");
     let n = normal_error(&be, &mut e, 8).unwrap();
     assert!(n < 1e-8, "sum_c S_c^H T S_c vs E^H E {n:e}");
-    // its normal map, sum_c S_c^H T S_c, is recon-cg's Sense
-    let mut sense = Sense::new(&be, Toeplitz::new(&be, &grid, &q).unwrap(), &maps).unwrap();
+    // its normal map is sum_c S_c^H T S_c, written out here
+    let mut t = Toeplitz::new(&be, &grid, &q).unwrap();
     let x = random::<f64>(grid.len(), 9);
     let (mut got, mut want) = (be.zeros(grid.len()).unwrap(), be.zeros(grid.len()).unwrap());
     e.normal(&be, &mut got, &x).unwrap();
-    sense.apply(&be, &mut want, &x).unwrap();
+    let (mut y, mut ty) = (be.zeros(grid.len()).unwrap(), be.zeros(grid.len()).unwrap());
+    for s in &maps {
+        be.coil(&mut y, CoilOp::Forward, s, &x).unwrap();
+        t.apply(&be, &mut ty, &y).unwrap();
+        be.coil(&mut want, CoilOp::AddAdjoint, s, &ty).unwrap();
+    }
     // the same products in another order: float64 rounding
     let err = nrmse(&got, &want);
-    assert!(err < 1e-12, "stack normal vs Sense {err:e}");
+    assert!(err < 1e-12, "stack normal vs sum_c S_c^H T S_c {err:e}");
 
     // The stack's normal map takes F's fused form (each map folded into the
     // Toeplitz product, the coils added in place); the same stack with F's

@@ -227,11 +227,13 @@ fn type1_over_coils_matches_the_cpu_coil_by_coil_on_both_ffts() {
         let maps: Vec<Vec<Complex<f64>>> = (0..coils).map(|_| rng.complex(len)).collect();
         let pc = cpu.nufft_plan(m, 1e-6, 1, &x).unwrap();
         let mut want = vec![Complex::default(); len];
+        let maps: Vec<&Vec<Complex<f64>>> = maps.iter().collect();
         recon_encoding::type1_coils_by_pieces(&cpu, &pc, &mut want, &w, &d, &maps, &mut |_, _| {})
             .unwrap();
         let pg = b.nufft_plan(m, 1e-6, 1, &x).unwrap();
         assert_eq!(pg.line_fft(), lines, "{m:?}: which FFT");
         let gmaps: Vec<_> = maps.iter().map(|s| b.upload(&down(s)).unwrap()).collect();
+        let gmaps: Vec<&_> = gmaps.iter().collect();
         let mut ticks = 0;
         // Twice through the plan: the second run reuses its buffers.
         for run in 0..2 {

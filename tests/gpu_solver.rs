@@ -7,9 +7,10 @@
 mod common;
 
 use common::*;
-use recon_cg::{Normal, Params, Sense, Toeplitz};
+use recon_cg::{DataTerm, Normal, Params, Toeplitz};
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
 use recon_cuda::{CudaBackend, Options};
+use recon_encoding::{Engine, SenseTerm};
 
 #[test]
 fn cg_solve_matches_cpu_f64() {
@@ -97,17 +98,19 @@ fn sense_solve_matches_cpu_f64() {
     let q64 = common::q(&cpu, &grid, &traj);
     let plan64 = exact(&cpu, &grid, &traj);
     let maps64: Vec<_> = maps.iter().map(|m| cpu.upload(m).unwrap()).collect();
+    let maps64: Vec<&_> = maps64.iter().collect();
     let mut fhd64 = cpu.zeros(grid.len()).unwrap();
     plan64
         .adjoint_coils_on_device(&mut fhd64, &data, &maps64, &mut no_progress())
         .unwrap();
-    let mut p64 = recon_cg::Problem::with_maps(&cpu, &grid, &q64, &fhd64, &maps).unwrap();
+    let mut p64 = sense_problem(&cpu, &grid, &traj, &q64, &fhd64, &maps, None).unwrap();
     let (x64, _) = p64.solve(&cpu, &w, 0.05, &params, &mut |_, _| {}).unwrap();
 
     let q = common::q(&b, &grid, &traj);
     let plan = exact(&b, &grid, &traj);
     let maps32: Vec<Vec<Complex<f32>>> = maps.iter().map(|m| down(m)).collect();
     let dmaps: Vec<_> = maps32.iter().map(|m| b.upload(m).unwrap()).collect();
+    let dmaps: Vec<&_> = dmaps.iter().collect();
     let mut fhd = b.zeros(grid.len()).unwrap();
     plan.adjoint_coils_on_device(&mut fhd, &data, &dmaps, &mut no_progress())
         .unwrap();
@@ -115,7 +118,7 @@ fn sense_solve_matches_cpu_f64() {
     b.download(&mut fh, &fhd).unwrap();
     // float32 sums of 4000 samples per coil: rounding only.
     assert!(nrmse(&up(&fh), &fhd64) < 1e-5, "SENSE F^H D");
-    let mut p = recon_cg::Problem::with_maps(&b, &grid, &q, &fh, &maps32).unwrap();
+    let mut p = sense_problem(&b, &grid, &traj, &q, &fh, &maps32, None).unwrap();
     let (x, info) = p.solve(&b, &w, 0.05, &params, &mut |_, _| {}).unwrap();
     assert_eq!(info.iterations, 10);
     let err = nrmse(&up(&x), &x64);
@@ -149,12 +152,12 @@ fn sense_shared_among_gpus_matches_one_gpu_and_cpu_f64() {
     let (q64, q) = (common::q(&cpu, &grid, &traj), common::q(&b, &grid, &traj));
 
     // The CPU's float64 operator and right-hand side, on one device.
-    let mut s64 = Sense::new(&cpu, Toeplitz::new(&cpu, &grid, &q64).unwrap(), &maps).unwrap();
+    let t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();
+    let mut s64 = SenseTerm::new(&cpu, Engine::Exact, &grid, &traj, t64, &maps, None).unwrap();
     let mut want = cpu.zeros(grid.len()).unwrap();
     s64.apply(&cpu, &mut want, &x).unwrap();
     let plan64 = exact(&cpu, &grid, &traj);
-    let rhs64 = recon::pipeline::sense_rhs(&cpu, &plan64, &[], &mut s64, &data, &mut no_progress())
-        .unwrap();
+    let rhs64 = s64.rhs(&cpu, &plan64, &data, &mut no_progress()).unwrap();
 
     // The GPU's on one device and on all of them.
     let plan = exact(&b, &grid, &traj);
@@ -162,17 +165,15 @@ fn sense_shared_among_gpus_matches_one_gpu_and_cpu_f64() {
     let mut results = Vec::new();
     for parts in [1, gpus] {
         let t = Toeplitz::new(&b, &grid, &q).unwrap();
-        let mut s = Sense::split(&b, t, &maps32, parts).unwrap();
-        assert_eq!(s.parts(), parts);
+        let mut s =
+            SenseTerm::new(&b, Engine::Exact, &grid, &traj, t, &maps32, Some(parts)).unwrap();
+        assert_eq!(s.devices(), parts);
         let mut got = b.zeros(grid.len()).unwrap();
         // Twice: the second reuses the other GPUs' buffers.
         for _ in 0..2 {
             s.apply(&b, &mut got, &gx).unwrap();
         }
-        let shards = s.shards(&b).unwrap();
-        let others = recon::pipeline::part_plans(&shards, &plan).unwrap();
-        let rhs = recon::pipeline::sense_rhs(&b, &plan, &others, &mut s, &data, &mut no_progress())
-            .unwrap();
+        let rhs = s.rhs(&b, &plan, &data, &mut no_progress()).unwrap();
         let mut h = vec![Complex::default(); grid.len()];
         b.download(&mut h, &got).unwrap();
         let mut r = vec![Complex::default(); grid.len()];
@@ -294,12 +295,17 @@ fn sense_terms_folded_into_the_toeplitz_passes_match_cpu_f64() {
         let q64 = rng.complex(8 * grid.len());
         let maps: Vec<Vec<Complex<f64>>> = (0..3).map(|_| rng.complex(grid.len())).collect();
         let maps32: Vec<Vec<Complex<f32>>> = maps.iter().map(|m| down(m)).collect();
+        // The data term's normal map uses only FFT(Q) (here random) and
+        // the maps; the trajectory only sizes the stack.
+        let traj = random_traj(&grid, 10, &mut rng);
+        let sense = |b, t, maps| SenseTerm::new(b, Engine::Exact, &grid, &traj, t, maps, Some(1));
         let t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();
-        let mut s64 = Sense::new(&cpu, t64, &maps).unwrap();
+        let mut s64 = sense(&cpu, t64, &maps).unwrap();
         let mut got = Vec::new();
         for b in [&pruned, &pieces] {
             let t = Toeplitz::new(b, &grid, &down(&q64)).unwrap();
-            let mut s = Sense::split(b, t, &maps32, 1).unwrap();
+            let mut s =
+                SenseTerm::new(b, Engine::Exact, &grid, &traj, t, &maps32, Some(1)).unwrap();
             let mut rounds = Vec::new();
             for round in 0..2 {
                 let v = Rng::new(9 + round).complex(grid.len());

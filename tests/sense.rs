@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use ndarray::{Array1, Array2};
 use ndarray_linalg::Solve;
-use recon_cg::{Normal, Params, Problem, Sense, Toeplitz};
+use recon_cg::{Normal, Params, Problem, Toeplitz};
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
 
 type C = Complex<f64>;
@@ -58,18 +58,28 @@ fn sense_operator_is_adjoint_and_its_normal_is_e_h_e() {
     let rhs = inner(&x, &e_adjoint(&grid, &traj, &maps, &d));
     assert!((lhs - rhs).norm() < 1e-10 * lhs.norm(), "{lhs} vs {rhs}");
 
-    // Sense (the Toeplitz product per coil) against E^H E from the plan.
+    // SENSE's data term (the Toeplitz product per coil) against E^H E
+    // from the plan.
     let cpu = CpuBackend::<f64>::new();
     let q = common::q(&cpu, &grid, &traj);
     let t = Toeplitz::new(&cpu, &grid, &q).unwrap();
-    let mut sense = Sense::new(&cpu, t, &maps).unwrap();
+    let mut sense = recon_encoding::SenseTerm::new(
+        &cpu,
+        recon_encoding::Engine::Exact,
+        &grid,
+        &traj,
+        t,
+        &maps,
+        None,
+    )
+    .unwrap();
     assert_eq!(sense.coils(), 3);
     let mut got = cpu.zeros(grid.len()).unwrap();
     sense.apply(&cpu, &mut got, &x).unwrap();
     let want = e_adjoint(&grid, &traj, &maps, &e_forward(&grid, &traj, &maps, &x));
     // The Toeplitz product is exact up to FFT rounding in float64.
     let err = nrmse(&got, &want);
-    assert!(err < 1e-10, "Sense vs E^H E: {err:e}");
+    assert!(err < 1e-10, "SENSE's data term vs E^H E: {err:e}");
 }
 
 #[test]
@@ -86,7 +96,7 @@ fn sense_cg_matches_dense_solve() {
     // Dense: A = E^H E + lambda W^H W, column by column; b = E^H d.
     let q = common::q(&cpu, &grid, &traj);
     let b = e_adjoint(&grid, &traj, &maps, &d);
-    let mut problem = Problem::with_maps(&cpu, &grid, &q, &b, &maps).unwrap();
+    let mut problem = sense_problem(&cpu, &grid, &traj, &q, &b, &maps, None).unwrap();
     let lambda_rel = 0.05;
     let lambda = problem.lambda_abs(lambda_rel);
     let peak = (0..n)
@@ -137,7 +147,7 @@ fn one_coil_of_sensitivity_one_is_the_single_coil_problem() {
     };
     let w = Stencil::uniform(grid.n);
     let mut single = Problem::new(&cpu, &grid, &q, &fhd).unwrap();
-    let mut multi = Problem::with_maps(&cpu, &grid, &q, &fhd, &ones).unwrap();
+    let mut multi = sense_problem(&cpu, &grid, &traj, &q, &fhd, &ones, None).unwrap();
     assert_eq!(single.lambda_abs(0.1), multi.lambda_abs(0.1));
     let (x1, i1) = single
         .solve(&cpu, &w, 0.1, &params, &mut |_, _| {})
@@ -157,7 +167,7 @@ fn maps_with_bad_shapes_are_refused() {
     let q = common::q(&cpu, &grid, &traj);
     let fhd = vec![C::default(); 64];
     let short = vec![vec![C::new(1.0, 0.0); 64], vec![C::new(1.0, 0.0); 63]];
-    let e = Problem::with_maps(&cpu, &grid, &q, &fhd, &short)
+    let e = sense_problem(&cpu, &grid, &traj, &q, &fhd, &short, None)
         .err()
         .unwrap()
         .to_string();
@@ -166,7 +176,7 @@ fn maps_with_bad_shapes_are_refused() {
         "{e}"
     );
     let zero = vec![vec![C::default(); 64]];
-    let e = Problem::with_maps(&cpu, &grid, &q, &fhd, &zero)
+    let e = sense_problem(&cpu, &grid, &traj, &q, &fhd, &zero, None)
         .err()
         .unwrap()
         .to_string();

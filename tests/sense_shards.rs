@@ -1,12 +1,15 @@
-//! SENSE with its coils shared among shards, on CPU shards that split and
-//! gather as several GPUs do: the operator, the right-hand side and a
-//! solve against one device's, and the rules of the split.
+//! SENSE's data term (recon-encoding's `SenseTerm`: the stack over coils of
+//! F after each map, split by `Sharded`) with its coils shared among
+//! shards, on CPU shards that split and gather as several GPUs do: the
+//! operator, the right-hand side and a solve against one device's, and the
+//! rules of the split.
 
 mod common;
 
 use common::*;
-use recon_cg::{Normal, Params, Problem, Sense, Toeplitz};
+use recon_cg::{DataTerm, Normal, Params, Problem, Toeplitz};
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
+use recon_encoding::{Engine, SenseTerm};
 
 type C = Complex<f64>;
 
@@ -35,26 +38,29 @@ fn fixture(coils: usize, seed: u64) -> Fixture {
     }
 }
 
-fn sense(b: &CpuBackend<f64>, f: &Fixture, parts: usize) -> Sense<CpuBackend<f64>> {
-    let t = Toeplitz::new(b, &f.grid, &f.q).unwrap();
-    Sense::split(b, t, &f.maps, parts).unwrap()
+type Cpu = CpuBackend<f64>;
+
+fn split(
+    b: &Cpu,
+    f: &Fixture,
+    parts: Option<usize>,
+) -> recon_core::Result<SenseTerm<'static, Cpu>> {
+    let t = Toeplitz::new(b, &f.grid, &f.q)?;
+    SenseTerm::new(b, Engine::Exact, &f.grid, &f.traj, t, &f.maps, parts)
 }
 
-/// `sum_c S_c^H F^H D_c` through the pipeline's function, with a plan per
-/// part; returns it and the progress calls.
-fn rhs(
-    b: &CpuBackend<f64>,
-    f: &Fixture,
-    s: &mut Sense<CpuBackend<f64>>,
-) -> (Vec<C>, Vec<(u64, u64)>) {
+fn sense(b: &Cpu, f: &Fixture, parts: usize) -> SenseTerm<'static, Cpu> {
+    split(b, f, Some(parts)).unwrap()
+}
+
+/// `sum_c S_c^H F^H D_c`, each part through a plan of its own; returns it
+/// and the progress calls.
+fn rhs(b: &Cpu, f: &Fixture, s: &mut SenseTerm<'static, Cpu>) -> (Vec<C>, Vec<(u64, u64)>) {
     let plan = exact(b, &f.grid, &f.traj);
-    let shards = s.shards(b).unwrap();
-    let others = recon::pipeline::part_plans(&shards, &plan).unwrap();
     let mut calls = Vec::new();
-    let out = recon::pipeline::sense_rhs(b, &plan, &others, s, &f.data, &mut |d, t| {
-        calls.push((d, t))
-    })
-    .unwrap();
+    let out = s
+        .rhs(b, &plan, &f.data, &mut |d, t| calls.push((d, t)))
+        .unwrap();
     (out, calls)
 }
 
@@ -65,7 +71,7 @@ fn coils_shared_among_shards_give_one_devices_operator_rhs_and_solve() {
     let three = CpuBackend::<f64>::with_shards(3).unwrap();
     let mut s1 = sense(&one, &f, 1);
     let mut s3 = sense(&three, &f, 3);
-    assert_eq!((s1.parts(), s3.parts()), (1, 3));
+    assert_eq!((s1.devices(), s3.devices()), (1, 3));
     assert_eq!((s3.coils(), s3.map_peak()), (s1.coils(), s1.map_peak()));
 
     // The operator: the same products, summed in three groups and gathered,
@@ -115,30 +121,31 @@ fn the_split_follows_the_coils_the_shards_and_the_grid() {
     let three = CpuBackend::<f64>::with_shards(3).unwrap();
     // Two coils: two parts, however many shards are asked.
     let f = fixture(2, 53);
-    assert_eq!(sense(&three, &f, 3).parts(), 2);
-    // Without maps (one coil of sensitivity 1): one part.
+    assert_eq!(sense(&three, &f, 3).devices(), 2);
+    // Without maps there is no SENSE (one coil's data term is F^H F).
     let t = Toeplitz::new(&three, &f.grid, &f.q).unwrap();
-    assert_eq!(Sense::split(&three, t, &[], 3).unwrap().parts(), 1);
+    let e = SenseTerm::new(&three, Engine::Exact, &f.grid, &f.traj, t, &[], Some(3))
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("none given"), "{e}");
     // By default a grid this small stays on one device.
-    let t = Toeplitz::new(&three, &f.grid, &f.q).unwrap();
-    assert!(f.grid.len() < recon_cg::SHARE_FROM_VOXELS);
-    assert_eq!(Sense::new(&three, t, &f.maps).unwrap().parts(), 1);
+    assert!(f.grid.len() < recon_encoding::SHARE_FROM_VOXELS);
+    assert_eq!(split(&three, &f, None).unwrap().devices(), 1);
     // More parts than shards, or none, are refused.
     for parts in [0, 4] {
-        let t = Toeplitz::new(&three, &f.grid, &f.q).unwrap();
-        let e = Sense::split(&three, t, &f.maps, parts)
-            .err()
-            .expect("refused");
-        assert!(e.to_string().contains("SENSE parts"), "{e}");
+        let e = split(&three, &f, Some(parts)).err().expect("refused");
+        assert!(e.to_string().contains("shard"), "{e}");
     }
     assert!(CpuBackend::<f64>::with_shards(0).is_err());
     // The right-hand side refuses data for another number of coils.
     let mut s = sense(&three, &f, 2);
     let plan = exact(&three, &f.grid, &f.traj);
-    let shards = s.shards(&three).unwrap();
-    let others = recon::pipeline::part_plans(&shards, &plan).unwrap();
     let short = &f.data[..f.traj.len()];
-    let e = recon::pipeline::sense_rhs(&three, &plan, &others, &mut s, short, &mut |_, _| {})
+    let e = s
+        .rhs(&three, &plan, short, &mut |_, _| {})
         .expect_err("refused");
-    assert!(e.to_string().contains("2 coils"), "{e}");
+    assert!(
+        e.to_string().contains("one value per coil and sample"),
+        "{e}"
+    );
 }

@@ -7,9 +7,10 @@
 //! `crop(IFFT(FFT(Q) . FFT(zero-pad(rho))))` on the `(2N)^3` grid. A
 //! [`Problem`] holds FFT(Q) and F^H D on the device, made once per run and
 //! solved for any W and lambda (passes, sweeps). W^H W is the backend's
-//! sparse stencil. Several coils ([`Sense`]) share the one Toeplitz
-//! product: Q does not depend on the coil; on a host with several GPUs
-//! they are shared among them.
+//! sparse stencil. The data term is a [`DataTerm`]: F^H F alone, or
+//! SENSE's sum over coils around the one Toeplitz product (Q does not
+//! depend on the coil), which recon-encoding builds with the operator
+//! layer and shares among the GPUs of a host.
 //! Everything here is written once against [`Backend`]. CG's scalars stay
 //! on the device with its vectors, and the host reads them only now and
 //! then, so a GPU runs the iterations back to back. Residuals reach the caller through a callback:
@@ -18,13 +19,11 @@
 mod admm;
 mod circulant;
 mod pdhg;
-mod sense;
 mod solve;
 mod sparse;
 pub use admm::admm;
 pub use circulant::{toeplitz_eigenvalues, Circulant, Gram, Preconditioner};
 pub use pdhg::pdhg;
-pub use sense::{Sense, SHARE_FROM_VOXELS};
 pub use solve::{solve, Info, Params};
 pub use sparse::{Sparse, SparseAlgorithm, SparseParams};
 
@@ -42,8 +41,8 @@ pub trait Normal<B: Backend> {
 
 /// A solver's data term `A = sum_c S_c^H F^H F S_c`: its normal map, and
 /// what the solvers need to know of it. F^H F alone ([`Toeplitz`]) is one
-/// coil of sensitivity 1; SENSE's sum over coils ([`Sense`]) has maps and
-/// may share them among devices.
+/// coil of sensitivity 1; SENSE's sum over coils (recon-encoding's
+/// `SenseTerm`, the operator layer's stack split over devices) has maps.
 pub trait DataTerm<B: Backend>: Normal<B> + Send {
     /// The largest `sum_c |S_c(x)|^2` over the voxels (1 without maps):
     /// the data term's diagonal peaks at `max|Q|` times this.
@@ -222,31 +221,17 @@ pub struct Problem<'d, B: Backend + 'd> {
 }
 
 impl<'d, B: Backend + 'd> Problem<'d, B> {
-    /// One coil: takes Q (as recon-encoding computes it) and F^H D on the host.
+    /// One coil: takes Q (as recon-encoding computes it) and F^H D on the
+    /// host; the data term is F^H F, the Toeplitz product. (SENSE's data
+    /// term is recon-encoding's `SenseTerm`, given to [`Problem::on_device`].)
     pub fn new(
         backend: &B,
         grid: &Grid,
         q: &[Complex<B::Real>],
         fhd: &[Complex<B::Real>],
     ) -> Result<Self> {
-        Self::with_maps(backend, grid, q, fhd, &[])
-    }
-
-    /// Several coils: `fhd` is already `sum_c S_c^H F^H D_c`, and `maps`
-    /// hold one `S_c` per coil (none: one coil of sensitivity 1).
-    pub fn with_maps(
-        backend: &B,
-        grid: &Grid,
-        q: &[Complex<B::Real>],
-        fhd: &[Complex<B::Real>],
-        maps: &[Vec<Complex<B::Real>>],
-    ) -> Result<Self> {
         Error::check_len("F^H D (one value per voxel)", grid.len(), fhd.len())?;
-        let toeplitz = Toeplitz::new(backend, grid, q)?;
-        let data: Box<dyn DataTerm<B> + 'd> = match maps {
-            [] => Box::new(toeplitz),
-            maps => Box::new(Sense::new(backend, toeplitz, maps)?),
-        };
+        let data = Box::new(Toeplitz::new(backend, grid, q)?);
         let p = Self::on_device(backend, grid, q_peak(grid, q)?, data, backend.upload(fhd)?)?;
         // F^H D is at hand on the host: its peak costs no download later
         let _ = p.b_peak.set(peak_abs(fhd));
@@ -278,7 +263,7 @@ impl<'d, B: Backend + 'd> Problem<'d, B> {
         })
     }
 
-    /// Devices that share the data term's work (see [`Sense`]).
+    /// Devices that share the data term's work.
     pub fn devices(&self) -> usize {
         self.data.devices()
     }

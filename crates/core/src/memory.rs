@@ -105,13 +105,13 @@ pub enum SparseOperator {
 /// about as many as PDHG's two iterates with their products;
 /// directional TV adds its reference field and the composition's two
 /// fields (nine). The wavelet prior's fields hold one image per shift
-/// (five fields), and its stack a block output and a work image per shift,
+/// (five fields), and its stack a block output per shift and two scratch images,
 /// with the solvers' own nine.
 pub fn sparse_vectors(op: SparseOperator) -> u64 {
     match op {
         SparseOperator::Gradient => 26,
         SparseOperator::Directional => 35,
-        SparseOperator::Wavelets(shifts) => 7 * shifts as u64 + 11,
+        SparseOperator::Wavelets(shifts) => 7 * shifts as u64 + 12,
     }
 }
 

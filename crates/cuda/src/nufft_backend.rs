@@ -33,7 +33,7 @@ impl recon_nufft::NufftBackend for CudaBackend {
         out: &mut Self::Vector,
         w: &[f64],
         d: &[Complex<f64>],
-        maps: &[Self::Vector],
+        maps: &[&Self::Vector],
         progress: recon_core::Progress<'_>,
     ) -> Result<()> {
         recon_nufft::check_type1_coils(self, out, w, d, maps)?;

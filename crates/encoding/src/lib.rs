@@ -25,8 +25,10 @@ pub use recon_nufft::{type1_coils_by_pieces, weighted, NufftBackend};
 
 mod exact;
 mod op;
+mod sense;
 
 pub use op::Encoding;
+pub use sense::{SenseTerm, SHARE_FROM_VOXELS};
 
 /// How the sums are computed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -321,7 +323,7 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
         &self,
         out: &mut B::Vector,
         data: &[Complex<f64>],
-        maps: &[B::Vector],
+        maps: &[&B::Vector],
         progress: Progress<'_>,
     ) -> Result<()> {
         let b = self.backend;

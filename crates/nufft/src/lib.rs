@@ -198,7 +198,7 @@ pub trait NufftBackend: Backend {
         out: &mut Self::Vector,
         w: &[f64],
         d: &[Complex<f64>],
-        maps: &[Self::Vector],
+        maps: &[&Self::Vector],
         progress: Progress<'_>,
     ) -> Result<()> {
         type1_coils_by_pieces(self, plan, out, w, d, maps, progress)
@@ -212,7 +212,7 @@ pub fn check_type1_coils<B: NufftBackend + ?Sized>(
     out: &B::Vector,
     w: &[f64],
     d: &[Complex<f64>],
-    maps: &[B::Vector],
+    maps: &[&B::Vector],
 ) -> Result<()> {
     if maps.is_empty() {
         return Err(Error::Invalid {
@@ -243,7 +243,7 @@ pub fn type1_coils_by_pieces<B: NufftBackend + ?Sized>(
     out: &mut B::Vector,
     w: &[f64],
     d: &[Complex<f64>],
-    maps: &[B::Vector],
+    maps: &[&B::Vector],
     progress: Progress<'_>,
 ) -> Result<()> {
     check_type1_coils(backend, out, w, d, maps)?;
@@ -259,7 +259,7 @@ pub fn type1_coils_by_pieces<B: NufftBackend + ?Sized>(
 pub fn sum_through_maps<B: Backend + ?Sized>(
     backend: &B,
     out: &mut B::Vector,
-    maps: &[B::Vector],
+    maps: &[&B::Vector],
     progress: Progress<'_>,
     mut y: impl FnMut(usize, &mut B::Vector) -> Result<()>,
 ) -> Result<()> {

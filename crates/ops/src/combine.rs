@@ -74,19 +74,22 @@ impl<B: Backend, A: LinearOp<B>> LinearOp<B> for Scaled<A> {
 /// weights, masks. `A x = d .* x`, `A^H y = conj(d) .* y`.
 pub struct Diagonal<B: Backend> {
     n: usize,
-    d: B::Vector,
-    work: B::Vector,
+    /// Shared with whoever else needs it (SENSE's F^H D takes the maps).
+    d: std::sync::Arc<B::Vector>,
+    /// For the normal map, made on its first use.
+    work: Option<B::Vector>,
 }
 
 impl<B: Backend> Diagonal<B> {
     /// Takes `d` already on the device.
     pub fn new(backend: &B, d: B::Vector) -> Result<Self> {
+        Self::shared(backend, std::sync::Arc::new(d))
+    }
+
+    /// Shares `d` (on the device) with other holders.
+    pub fn shared(backend: &B, d: std::sync::Arc<B::Vector>) -> Result<Self> {
         let n = backend.len(&d);
-        Ok(Diagonal {
-            n,
-            work: backend.zeros(n)?,
-            d,
-        })
+        Ok(Diagonal { n, work: None, d })
     }
 }
 
@@ -102,8 +105,9 @@ impl<B: Backend> LinearOp<B> for Diagonal<B> {
     }
     fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
         // |d|^2 .* x
-        backend.coil(&mut self.work, CoilOp::Forward, &self.d, x)?;
-        backend.coil(out, CoilOp::Adjoint, &self.d, &self.work)
+        let work = made(backend, &mut self.work, self.n)?;
+        backend.coil(work, CoilOp::Forward, &self.d, x)?;
+        backend.coil(out, CoilOp::Adjoint, &self.d, work)
     }
     fn diagonal(&self) -> Option<&B::Vector> {
         Some(&self.d)
@@ -114,17 +118,18 @@ impl<B: Backend> LinearOp<B> for Diagonal<B> {
 pub struct Compose<B: Backend, A, C> {
     outer: A,
     inner: C,
-    /// Two vectors of C's output length.
-    mid: [B::Vector; 2],
+    /// Two vectors of C's output length, made on first use (a stack lends
+    /// its own to a composition after a diagonal, which then makes none).
+    mid: Option<[B::Vector; 2]>,
 }
 
 impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> Compose<B, A, C> {
     /// `outer(inner(x))`; fails unless inner's outputs are outer's inputs.
     pub fn new(backend: &B, outer: A, inner: C) -> Result<Self> {
         check_chain("composed operators", outer.shape(), inner.shape())?;
-        let m = inner.shape()[0];
+        let _ = backend;
         Ok(Compose {
-            mid: [backend.zeros(m)?, backend.zeros(m)?],
+            mid: None,
             outer,
             inner,
         })
@@ -137,61 +142,76 @@ impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> LinearOp<B> for Compose<B, A, C
     }
     fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
         // out = A (C x)
-        let [m, _] = &mut self.mid;
+        let [m, _] = mid(backend, &mut self.mid, self.inner.shape()[0])?;
         self.inner.forward(backend, m, x)?;
         self.outer.forward(backend, out, m)
     }
     fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
         // out = C^H (A^H y)
-        let [m, _] = &mut self.mid;
+        let [m, _] = mid(backend, &mut self.mid, self.inner.shape()[0])?;
         self.outer.adjoint(backend, m, y)?;
         self.inner.adjoint(backend, out, m)
     }
     fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
-        if let Some(done) = self.after_diagonal(backend, out, false, x) {
-            return done;
+        let shape = self.shape();
+        let [m, n] = mid(backend, &mut self.mid, self.inner.shape()[0])?;
+        // After a diagonal S: out = S^H (A^H A) (S x), as A fuses it.
+        if let Some(s) = self.inner.diagonal() {
+            check(backend, "composition", shape, Map::Normal, out, x)?;
+            return self.outer.normal_between(backend, out, false, s, x, (m, n));
         }
         // out = C^H (A^H A) (C x), with A's own normal map
-        let [m, n] = &mut self.mid;
         self.inner.forward(backend, m, x)?;
         self.outer.normal(backend, n, m)?;
         self.inner.adjoint(backend, out, n)
     }
-    fn normal_add(
+    fn normal_into(
         &mut self,
         backend: &B,
         out: &mut B::Vector,
         x: &B::Vector,
-        tmp: &mut B::Vector,
+        accumulate: bool,
+        scratch: (&mut B::Vector, &mut B::Vector),
     ) -> Result<()> {
-        if let Some(done) = self.after_diagonal(backend, out, true, x) {
-            return done;
+        // After a diagonal S: out (+)= S^H (A^H A) (S x), in place, in the
+        // caller's scratch.
+        if let Some(s) = self.inner.diagonal() {
+            check(backend, "composition", self.shape(), Map::Normal, out, x)?;
+            return self
+                .outer
+                .normal_between(backend, out, accumulate, s, x, scratch);
         }
+        if !accumulate {
+            return self.normal(backend, out, x);
+        }
+        let (tmp, _) = scratch;
         self.normal(backend, tmp, x)?;
         backend.axpy(out, 1.0, tmp)
     }
 }
 
-impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> Compose<B, A, C> {
-    /// After a diagonal `S = C`: `out (+)= S^H (A^H A) (S x)` as `A` fuses
-    /// it ([`LinearOp::normal_between`]); `None` for any other `C`.
-    fn after_diagonal(
-        &mut self,
-        backend: &B,
-        out: &mut B::Vector,
-        accumulate: bool,
-        x: &B::Vector,
-    ) -> Option<Result<()>> {
-        let shape = self.shape();
-        let s = self.inner.diagonal()?;
-        let [m, n] = &mut self.mid;
-        Some(
-            check(backend, "composition", shape, Map::Normal, out, x).and_then(|()| {
-                self.outer
-                    .normal_between(backend, out, accumulate, s, x, (m, n))
-            }),
-        )
+/// `slot`'s vector of length `len`, made on first use.
+fn made<'v, B: Backend>(
+    backend: &B,
+    slot: &'v mut Option<B::Vector>,
+    len: usize,
+) -> Result<&'v mut B::Vector> {
+    if slot.is_none() {
+        *slot = Some(backend.zeros(len)?);
     }
+    Ok(slot.as_mut().expect("just made"))
+}
+
+/// `slot`'s two vectors of length `len`, made on first use.
+fn mid<'v, B: Backend>(
+    backend: &B,
+    slot: &'v mut Option<[B::Vector; 2]>,
+    len: usize,
+) -> Result<&'v mut [B::Vector; 2]> {
+    if slot.is_none() {
+        *slot = Some([backend.zeros(len)?, backend.zeros(len)?]);
+    }
+    Ok(slot.as_mut().expect("just made"))
 }
 
 /// `A + C`, of equal shapes.
@@ -256,9 +276,11 @@ impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> LinearOp<B> for Sum<B, A, C> {
 pub struct Stack<'a, B: Backend> {
     blocks: Vec<Box<dyn LinearOp<B> + 'a>>,
     cols: usize,
-    /// Per block a vector of its output length; one of the input length.
-    outs: Vec<B::Vector>,
-    work: B::Vector,
+    /// Per block a vector of its output length, made with the first
+    /// forward or adjoint map (a solver's data term uses none).
+    outs: Option<Vec<B::Vector>>,
+    /// Two vectors of the input length, lent to the blocks' normal maps.
+    scratch: [B::Vector; 2],
 }
 
 impl<'a, B: Backend> Stack<'a, B> {
@@ -282,25 +304,37 @@ impl<'a, B: Backend> Stack<'a, B> {
                 });
             }
         }
-        let outs = blocks
-            .iter()
-            .map(|b| backend.zeros(b.shape()[0]))
-            .collect::<Result<_>>()?;
         Ok(Stack {
             blocks,
             cols,
-            outs,
-            work: backend.zeros(cols)?,
+            outs: None,
+            scratch: [backend.zeros(cols)?, backend.zeros(cols)?],
         })
     }
 
     /// Where each block's outputs start.
-    fn offsets(&self) -> impl Iterator<Item = usize> + '_ {
-        self.blocks.iter().scan(0, |at, b| {
-            let start = *at;
-            *at += b.shape()[0];
-            Some(start)
-        })
+    fn offsets(&self) -> Vec<usize> {
+        self.blocks
+            .iter()
+            .scan(0, |at, b| {
+                let start = *at;
+                *at += b.shape()[0];
+                Some(start)
+            })
+            .collect()
+    }
+
+    /// The blocks' output vectors, made on first use.
+    fn outs(&mut self, backend: &B) -> Result<()> {
+        if self.outs.is_none() {
+            let outs = self
+                .blocks
+                .iter()
+                .map(|b| backend.zeros(b.shape()[0]))
+                .collect::<Result<_>>()?;
+            self.outs = Some(outs);
+        }
+        Ok(())
     }
 }
 
@@ -311,8 +345,10 @@ impl<B: Backend> LinearOp<B> for Stack<'_, B> {
     }
     fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
         check(backend, "stack", self.shape(), Map::Forward, out, x)?;
-        let at: Vec<usize> = self.offsets().collect();
-        for ((b, o), at) in self.blocks.iter_mut().zip(&mut self.outs).zip(at) {
+        let at = self.offsets();
+        self.outs(backend)?;
+        let outs = self.outs.as_mut().expect("made");
+        for ((b, o), at) in self.blocks.iter_mut().zip(outs).zip(at) {
             // out[block] = A_i x
             b.forward(backend, o, x)?;
             backend.copy_part(out, at, o, 0, b.shape()[0])?;
@@ -321,20 +357,17 @@ impl<B: Backend> LinearOp<B> for Stack<'_, B> {
     }
     fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
         check(backend, "stack", self.shape(), Map::Adjoint, out, y)?;
-        let at: Vec<usize> = self.offsets().collect();
-        for (i, ((b, o), at)) in self
-            .blocks
-            .iter_mut()
-            .zip(&mut self.outs)
-            .zip(at)
-            .enumerate()
-        {
+        let at = self.offsets();
+        self.outs(backend)?;
+        let outs = self.outs.as_mut().expect("made");
+        let [work, _] = &mut self.scratch;
+        for (i, ((b, o), at)) in self.blocks.iter_mut().zip(outs).zip(at).enumerate() {
             // out = sum_i A_i^H y[block i]
             backend.copy_part(o, 0, y, at, b.shape()[0])?;
-            let target = if i == 0 { &mut *out } else { &mut self.work };
+            let target = if i == 0 { &mut *out } else { &mut *work };
             b.adjoint(backend, target, o)?;
             if i > 0 {
-                backend.axpy(out, 1.0, &self.work)?;
+                backend.axpy(out, 1.0, work)?;
             }
         }
         Ok(())
@@ -342,24 +375,26 @@ impl<B: Backend> LinearOp<B> for Stack<'_, B> {
     fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
         check(backend, "stack", self.shape(), Map::Normal, out, x)?;
         // out = sum_i A_i^H A_i x: the first block's normal map, then each
-        // other's added (in place where a block can: SENSE's coils).
-        let (first, rest) = self.blocks.split_first_mut().expect("a block at least");
-        first.normal(backend, out, x)?;
-        for b in rest {
-            b.normal_add(backend, out, x, &mut self.work)?;
+        // other's added (in place where a block can: SENSE's coils), all
+        // in the stack's scratch.
+        let [a, c] = &mut self.scratch;
+        for (i, b) in self.blocks.iter_mut().enumerate() {
+            b.normal_into(backend, out, x, i > 0, (&mut *a, &mut *c))?;
         }
         Ok(())
     }
-    fn normal_add(
+    fn normal_into(
         &mut self,
         backend: &B,
         out: &mut B::Vector,
         x: &B::Vector,
-        _tmp: &mut B::Vector,
+        accumulate: bool,
+        _scratch: (&mut B::Vector, &mut B::Vector),
     ) -> Result<()> {
         check(backend, "stack", self.shape(), Map::Normal, out, x)?;
-        for b in &mut self.blocks {
-            b.normal_add(backend, out, x, &mut self.work)?;
+        let [a, c] = &mut self.scratch;
+        for (i, b) in self.blocks.iter_mut().enumerate() {
+            b.normal_into(backend, out, x, accumulate || i > 0, (&mut *a, &mut *c))?;
         }
         Ok(())
     }
@@ -418,13 +453,15 @@ impl<B: Backend, A: LinearOp<B>> LinearOp<B> for Shared<A> {
         self.lock()
             .normal_between(backend, out, accumulate, s, x, scratch)
     }
-    fn normal_add(
+    fn normal_into(
         &mut self,
         backend: &B,
         out: &mut B::Vector,
         x: &B::Vector,
-        tmp: &mut B::Vector,
+        accumulate: bool,
+        scratch: (&mut B::Vector, &mut B::Vector),
     ) -> Result<()> {
-        self.lock().normal_add(backend, out, x, tmp)
+        self.lock()
+            .normal_into(backend, out, x, accumulate, scratch)
     }
 }

@@ -12,7 +12,7 @@
 //! uses one operator in several places (SENSE's one F), and [`Sharded`]
 //! splits a stack over the GPUs of a host. Combinators call hooks
 //! ([`LinearOp::diagonal`], [`LinearOp::normal_between`],
-//! [`LinearOp::normal_add`]) through which an operator fuses its part with
+//! [`LinearOp::normal_into`]) through which an operator fuses its part with
 //! its neighbours': the Toeplitz product takes a coil's map along in its
 //! passes, and a stack's coils add in place.
 //!
@@ -90,17 +90,23 @@ pub trait LinearOp<B: Backend>: Send {
         normal_between_by_pieces(self, backend, out, accumulate, s, x, scratch)
     }
 
-    /// `out += A^H A x`, `tmp` a vector of the input length: a stack adds
-    /// its blocks' normal maps so. This default applies
-    /// [`LinearOp::normal`] into `tmp` and adds; an operator that can add
-    /// in place overrides it.
-    fn normal_add(
+    /// `out = A^H A x`, or `out += A^H A x` with `accumulate`, with
+    /// `scratch` two vectors of the input length the caller lends (a stack
+    /// lends its own to each block, so that its blocks hold none). This
+    /// default applies [`LinearOp::normal`] (into `scratch.0` to add); an
+    /// operator that can add in place, or fuse, overrides it.
+    fn normal_into(
         &mut self,
         backend: &B,
         out: &mut B::Vector,
         x: &B::Vector,
-        tmp: &mut B::Vector,
+        accumulate: bool,
+        scratch: (&mut B::Vector, &mut B::Vector),
     ) -> Result<()> {
+        if !accumulate {
+            return self.normal(backend, out, x);
+        }
+        let (tmp, _) = scratch;
         self.normal(backend, tmp, x)?;
         backend.axpy(out, 1.0, tmp)
     }
@@ -133,14 +139,15 @@ impl<B: Backend, A: LinearOp<B> + ?Sized> LinearOp<B> for Box<A> {
     ) -> Result<()> {
         (**self).normal_between(backend, out, accumulate, s, x, scratch)
     }
-    fn normal_add(
+    fn normal_into(
         &mut self,
         backend: &B,
         out: &mut B::Vector,
         x: &B::Vector,
-        tmp: &mut B::Vector,
+        accumulate: bool,
+        scratch: (&mut B::Vector, &mut B::Vector),
     ) -> Result<()> {
-        (**self).normal_add(backend, out, x, tmp)
+        (**self).normal_into(backend, out, x, accumulate, scratch)
     }
 }
 

@@ -12,14 +12,15 @@
 //! part's result back.
 
 use crate::{check, LinearOp, Map};
-use recon_core::{Backend, Error, Result};
+use recon_core::{Backend, Error, Progress, Result};
 
 /// The stack `[A_0; A_1; ...]` of parts on different shards.
 pub struct Sharded<'a, B: Backend> {
     /// Part 0, on the caller's backend.
     first: Box<dyn LinearOp<B> + 'a>,
-    /// On the caller's device: part 0's rows, for the stack's vectors.
-    first_rows: B::Vector,
+    /// On the caller's device: part 0's rows, for the stack's vectors (made
+    /// with the first forward or adjoint map).
+    first_rows: Option<B::Vector>,
     others: Vec<Part<'a, B>>,
     cols: usize,
     /// On the caller's device: a part's sum brought over.
@@ -32,12 +33,25 @@ struct Part<'a, B: Backend> {
     op: Box<dyn LinearOp<B> + 'a>,
     /// The input, brought over.
     x: B::Vector,
-    /// Its rows of an output or an input.
-    rows: B::Vector,
+    /// Its rows of an output or an input, and on the caller's device the
+    /// same rows brought over or to be sent: made with the first forward or
+    /// adjoint map (a solver's data term uses neither).
+    rows: Option<(B::Vector, B::Vector)>,
     /// Its adjoint or normal map's result.
     sum: B::Vector,
-    /// On the caller's device: its rows, brought over or to be sent.
-    inbox_rows: B::Vector,
+}
+
+impl<B: Backend> Part<'_, B> {
+    /// Its rows here and their inbox on `backend` (the caller's), made on
+    /// first use.
+    fn rows(&mut self, backend: &B) -> Result<(&mut B::Vector, &mut B::Vector)> {
+        if self.rows.is_none() {
+            let r = self.op.shape()[0];
+            self.rows = Some((self.backend.zeros(r)?, backend.zeros(r)?));
+        }
+        let (here, inbox) = self.rows.as_mut().expect("just made");
+        Ok((here, inbox))
+    }
 }
 
 impl<'a, B: Backend> Sharded<'a, B> {
@@ -59,12 +73,12 @@ impl<'a, B: Backend> Sharded<'a, B> {
             });
         }
         let first = build(backend, 0)?;
-        let [rows, cols] = first.shape();
+        let cols = first.shape()[1];
         let mut others = Vec::with_capacity(parts - 1);
         for p in 1..parts {
             let b = backend.shard(p)?;
             let op = build(&b, p)?;
-            let [r, c] = op.shape();
+            let c = op.shape()[1];
             if c != cols {
                 return Err(Error::Invalid {
                     what: "sharded operator",
@@ -73,16 +87,15 @@ impl<'a, B: Backend> Sharded<'a, B> {
             }
             others.push(Part {
                 x: b.zeros(cols)?,
-                rows: b.zeros(r)?,
+                rows: None,
                 sum: b.zeros(cols)?,
-                inbox_rows: backend.zeros(r)?,
                 op,
                 backend: b,
             });
         }
         Ok(Sharded {
             first,
-            first_rows: backend.zeros(rows)?,
+            first_rows: None,
             others,
             cols,
             inbox: backend.zeros(cols)?,
@@ -92,6 +105,69 @@ impl<'a, B: Backend> Sharded<'a, B> {
     /// Parts (devices) the stack is split over.
     pub fn parts(&self) -> usize {
         1 + self.others.len()
+    }
+
+    /// `out = sum_p s_p`, where part `p` computes its share `s_p` of a sum
+    /// on its own device by `term(p, its backend, s_p, tick)` (SENSE's F^H
+    /// D: its coils' terms). Every part runs on a host thread of its own,
+    /// so that one device's host work (uploads) does not hold up another's;
+    /// `tick` is called after each unit of work, and `progress(done,
+    /// total)` counts them.
+    pub fn sum_parts(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        total: u64,
+        term: impl Fn(usize, &B, &mut B::Vector, &dyn Fn()) -> Result<()> + Sync,
+        progress: Progress<'_>,
+    ) -> Result<()> {
+        Error::check_len(
+            "sharded sum (one value per input)",
+            self.cols,
+            backend.len(out),
+        )?;
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let term = &term;
+            let mut handles = Vec::with_capacity(self.others.len() + 1);
+            let first = &mut *out;
+            let tx0 = tx.clone();
+            handles.push(s.spawn(move || {
+                term(0, backend, first, &|| {
+                    let _ = tx0.send(());
+                })
+            }));
+            for (i, p) in self.others.iter_mut().enumerate() {
+                let tx = tx.clone();
+                handles.push(s.spawn(move || {
+                    term(i + 1, &p.backend, &mut p.sum, &|| {
+                        let _ = tx.send(());
+                    })
+                }));
+            }
+            drop(tx);
+            let mut done = 0;
+            for () in rx {
+                done += 1;
+                progress(done, total);
+            }
+            handles.into_iter().try_for_each(|h| {
+                h.join()
+                    .unwrap_or_else(|_| panic!("a sharded sum's part panicked"))
+            })
+        })?;
+        self.gather(backend, out)
+    }
+
+    /// The vectors of the parts' rows, made on first use.
+    fn rows(&mut self, backend: &B) -> Result<()> {
+        if self.first_rows.is_none() {
+            self.first_rows = Some(backend.zeros(self.first.shape()[0])?);
+        }
+        for p in &mut self.others {
+            p.rows(backend)?;
+        }
+        Ok(())
     }
 
     /// `out += s_p` for each part past the first, its sum brought over.
@@ -144,22 +220,28 @@ impl<B: Backend> LinearOp<B> for Sharded<'_, B> {
             x,
         )?;
         // out = [A_0 x; A_1 x; ...], each part's rows on its shard
+        self.rows(backend)?;
         for p in &mut self.others {
             p.backend.transfer(&mut p.x, backend, x)?;
         }
-        let first_rows = &mut self.first_rows;
+        let first_rows = self.first_rows.as_mut().expect("made");
         side_by_side(
             &mut self.first,
             &mut self.others,
             |a| a.forward(backend, first_rows, x),
-            |p| p.op.forward(&p.backend, &mut p.rows, &p.x),
+            |p| {
+                let (rows, _) = p.rows.as_mut().expect("made");
+                p.op.forward(&p.backend, rows, &p.x)
+            },
         )?;
-        let mut at = backend.len(&self.first_rows);
-        backend.copy_part(out, 0, &self.first_rows, 0, at)?;
+        let first_rows = self.first_rows.as_ref().expect("made");
+        let mut at = backend.len(first_rows);
+        backend.copy_part(out, 0, first_rows, 0, at)?;
         for p in &mut self.others {
-            let r = backend.len(&p.inbox_rows);
-            backend.transfer(&mut p.inbox_rows, &p.backend, &p.rows)?;
-            backend.copy_part(out, at, &p.inbox_rows, 0, r)?;
+            let (rows, inbox) = p.rows.as_mut().expect("made");
+            let r = backend.len(inbox);
+            backend.transfer(inbox, &p.backend, rows)?;
+            backend.copy_part(out, at, inbox, 0, r)?;
             at += r;
         }
         Ok(())
@@ -175,21 +257,27 @@ impl<B: Backend> LinearOp<B> for Sharded<'_, B> {
             y,
         )?;
         // out = sum_p A_p^H y_p, y_p part p's rows of y sent to its shard
-        let mut at = backend.len(&self.first_rows);
-        backend.copy_part(&mut self.first_rows, 0, y, 0, at)?;
+        self.rows(backend)?;
+        let first_rows = self.first_rows.as_mut().expect("made");
+        let mut at = backend.len(first_rows);
+        backend.copy_part(first_rows, 0, y, 0, at)?;
         for p in &mut self.others {
-            let r = backend.len(&p.inbox_rows);
-            backend.copy_part(&mut p.inbox_rows, 0, y, at, r)?;
-            p.backend.transfer(&mut p.rows, backend, &p.inbox_rows)?;
+            let (rows, inbox) = p.rows.as_mut().expect("made");
+            let r = backend.len(inbox);
+            backend.copy_part(inbox, 0, y, at, r)?;
+            p.backend.transfer(rows, backend, inbox)?;
             at += r;
         }
-        let first_rows = &self.first_rows;
+        let first_rows = self.first_rows.as_ref().expect("made");
         let o = &mut *out;
         side_by_side(
             &mut self.first,
             &mut self.others,
             |a| a.adjoint(backend, o, first_rows),
-            |p| p.op.adjoint(&p.backend, &mut p.sum, &p.rows),
+            |p| {
+                let (rows, _) = p.rows.as_ref().expect("made");
+                p.op.adjoint(&p.backend, &mut p.sum, rows)
+            },
         )?;
         self.gather(backend, out)
     }

@@ -47,7 +47,7 @@ pub struct Built<'b, B: NufftBackend> {
 pub struct BuildParams {
     /// The devices that share SENSE's coils; `None`: every device of the
     /// backend where the grid is large enough to gain
-    /// ([`recon_cg::SHARE_FROM_VOXELS`]), else one.
+    /// ([`recon_encoding::SHARE_FROM_VOXELS`]), else one.
     pub coil_devices: Option<usize>,
 }
 

@@ -5,9 +5,9 @@
 use super::{from_f64, stage_fhd, Inputs, Ui};
 use crate::config::{self, Loaded};
 use crate::{Context, Result};
-use recon_cg::{Problem, Sense, Toeplitz};
+use recon_cg::{Problem, Toeplitz};
 use recon_core::Complex;
-use recon_encoding::{NufftBackend, Plan};
+use recon_encoding::{NufftBackend, Plan, SenseTerm};
 use std::time::Instant;
 
 type C64 = Complex<f64>;
@@ -79,7 +79,7 @@ pub fn prepare(
 /// on the host (for the outputs) and, for several coils, the gridding plan
 /// the maps were estimated on (for the baseline). Times "maps", "fft_q"
 /// (with the maps' upload) and "fhd". `coil_devices`: the devices that
-/// share the coils (`None`: as [`Sense::new`] decides).
+/// share the coils (`None`: as [`SenseTerm::new`] decides).
 #[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub fn stage_problem<'b, B: NufftBackend>(
     backend: &'b B,
@@ -117,24 +117,16 @@ pub fn stage_problem<'b, B: NufftBackend>(
     let t = Instant::now();
     let maps: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| from_f64(m)).collect();
     let toeplitz = Toeplitz::new(backend, grid, q)?;
-    let mut sense = match coil_devices {
-        None => Sense::new(backend, toeplitz, &maps)?,
-        Some(parts) => Sense::split(backend, toeplitz, &maps, parts)?,
-    };
+    let (engine, traj) = (plan.engine(), plan.traj());
+    let mut sense = SenseTerm::new(backend, engine, grid, traj, toeplitz, &maps, coil_devices)?;
     drop(maps);
-    let shards = sense.shards(backend)?;
-    let others = part_plans(&shards, plan)?;
     backend.synchronize()?;
     seconds.push(("fft_q", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
     let rhs = ui
-        .stage("F^H D", |p| {
-            sense_rhs(backend, plan, &others, &mut sense, &inputs.data, p)
-        })
+        .stage("F^H D", |p| sense.rhs(backend, plan, &inputs.data, p))
         .context("computing F^H D")?;
-    drop(others);
-    drop(shards);
     backend.synchronize()?;
     seconds.push(("fhd", t.elapsed().as_secs_f64()));
     let mut fhd = vec![Complex::default(); grid.len()];
@@ -145,57 +137,6 @@ pub fn stage_problem<'b, B: NufftBackend>(
         problem.precondition(backend, q)?;
     }
     Ok((problem, fhd, Some(g)))
-}
-
-/// Plans like `plan` on `shards` (from [`Sense::shards`]), for
-/// [`sense_rhs`].
-pub fn part_plans<'b, B: NufftBackend>(
-    shards: &'b [B],
-    plan: &Plan<'_, B>,
-) -> Result<Vec<Plan<'b, B>>> {
-    shards
-        .iter()
-        .map(|b| {
-            Plan::new(b, plan.engine(), plan.grid(), plan.traj())
-                .context("planning the encoding operator on another GPU")
-        })
-        .collect()
-}
-
-/// `sum_c S_c^H F^H D_c` on the solver's device, from `data` (each coil's
-/// samples in turn, `[C, M]`): each of `sense`'s parts sums its coils
-/// through its own plan (`plan` for the first, `others` from
-/// [`part_plans`] for the rest), side by side.
-pub fn sense_rhs<B: NufftBackend>(
-    backend: &B,
-    plan: &Plan<'_, B>,
-    others: &[Plan<'_, B>],
-    sense: &mut Sense<B>,
-    data: &[C64],
-    progress: recon_core::Progress<'_>,
-) -> Result<B::Vector> {
-    let m = plan.traj().len();
-    if !(others.len() + 1 == sense.parts() && data.len() == sense.coils() * m) {
-        crate::bail!(
-            "SENSE's right-hand side: {} plans and {} values for {} parts, {} coils and {m} samples",
-            others.len() + 1,
-            data.len(),
-            sense.parts(),
-            sense.coils()
-        );
-    }
-    let mut rhs = backend.zeros(plan.grid().len())?;
-    sense.sum_parts(
-        backend,
-        &mut rhs,
-        |i, coils, maps, sum, tick| {
-            let p = if i == 0 { plan } else { &others[i - 1] };
-            let d = &data[coils.start * m..coils.end * m];
-            p.adjoint_coils_on_device(sum, d, maps, &mut |_, _| tick())
-        },
-        progress,
-    )?;
-    Ok(rhs)
 }
 
 /// The gridding plan of a run (density weights made once).

@@ -441,6 +441,7 @@ fn coil_by_coil<B: NufftBackend>(
         .collect::<recon_core::Result<Vec<_>>>()?;
     let mut out = b.zeros(plan.grid().len())?;
     best(repeats, || {
+        let maps: Vec<&B::Vector> = maps.iter().collect();
         recon_encoding::type1_coils_by_pieces(b, p, &mut out, phi, data, &maps, &mut |_, _| {})?;
         b.synchronize()?;
         Ok(())

@@ -57,7 +57,7 @@ impl Device {
         out: &mut CudaSlice<f32>,
         w: &[f64],
         d: &[Complex<f64>],
-        maps: &[CudaSlice<f32>],
+        maps: &[&CudaSlice<f32>],
         progress: Progress<'_>,
     ) -> Result<()> {
         let m = p.points;
