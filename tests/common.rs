@@ -389,15 +389,7 @@ pub fn sense_problem<'b, B: recon_encoding::NufftBackend>(
     parts: Option<usize>,
 ) -> recon_core::Result<recon_cg::Problem<'b, B>> {
     let t = recon_cg::Toeplitz::new(b, grid, q)?;
-    let s = recon_encoding::SenseTerm::new(
-        b,
-        recon_encoding::Engine::Exact,
-        grid,
-        traj,
-        t,
-        maps,
-        parts,
-    )?;
+    let s = recon_encoding::SenseTerm::new(b, &exact(b, grid, traj), t, maps, parts)?;
     let peak = recon_cg::q_peak(grid, q)?;
     recon_cg::Problem::on_device(b, grid, peak, Box::new(s), b.upload(fhd)?)
 }

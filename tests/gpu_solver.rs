@@ -10,7 +10,7 @@ use common::*;
 use recon_cg::{DataTerm, Normal, Params, Toeplitz};
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
 use recon_cuda::{CudaBackend, Options};
-use recon_encoding::{Engine, SenseTerm};
+use recon_encoding::SenseTerm;
 
 #[test]
 fn cg_solve_matches_cpu_f64() {
@@ -153,10 +153,10 @@ fn sense_shared_among_gpus_matches_one_gpu_and_cpu_f64() {
 
     // The CPU's float64 operator and right-hand side, on one device.
     let t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();
-    let mut s64 = SenseTerm::new(&cpu, Engine::Exact, &grid, &traj, t64, &maps, None).unwrap();
+    let plan64 = exact(&cpu, &grid, &traj);
+    let mut s64 = SenseTerm::new(&cpu, &plan64, t64, &maps, None).unwrap();
     let mut want = cpu.zeros(grid.len()).unwrap();
     s64.apply(&cpu, &mut want, &x).unwrap();
-    let plan64 = exact(&cpu, &grid, &traj);
     let rhs64 = s64.rhs(&cpu, &plan64, &data, &mut no_progress()).unwrap();
 
     // The GPU's on one device and on all of them.
@@ -165,8 +165,7 @@ fn sense_shared_among_gpus_matches_one_gpu_and_cpu_f64() {
     let mut results = Vec::new();
     for parts in [1, gpus] {
         let t = Toeplitz::new(&b, &grid, &q).unwrap();
-        let mut s =
-            SenseTerm::new(&b, Engine::Exact, &grid, &traj, t, &maps32, Some(parts)).unwrap();
+        let mut s = SenseTerm::new(&b, &plan, t, &maps32, Some(parts)).unwrap();
         assert_eq!(s.devices(), parts);
         let mut got = b.zeros(grid.len()).unwrap();
         // Twice: the second reuses the other GPUs' buffers.
@@ -298,14 +297,13 @@ fn sense_terms_folded_into_the_toeplitz_passes_match_cpu_f64() {
         // The data term's normal map uses only FFT(Q) (here random) and
         // the maps; the trajectory only sizes the stack.
         let traj = random_traj(&grid, 10, &mut rng);
-        let sense = |b, t, maps| SenseTerm::new(b, Engine::Exact, &grid, &traj, t, maps, Some(1));
         let t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();
-        let mut s64 = sense(&cpu, t64, &maps).unwrap();
+        let plan64 = exact(&cpu, &grid, &traj);
+        let mut s64 = SenseTerm::new(&cpu, &plan64, t64, &maps, Some(1)).unwrap();
         let mut got = Vec::new();
         for b in [&pruned, &pieces] {
             let t = Toeplitz::new(b, &grid, &down(&q64)).unwrap();
-            let mut s =
-                SenseTerm::new(b, Engine::Exact, &grid, &traj, t, &maps32, Some(1)).unwrap();
+            let mut s = SenseTerm::new(b, &exact(b, &grid, &traj), t, &maps32, Some(1)).unwrap();
             let mut rounds = Vec::new();
             for round in 0..2 {
                 let v = Rng::new(9 + round).complex(grid.len());

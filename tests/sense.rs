@@ -63,16 +63,8 @@ fn sense_operator_is_adjoint_and_its_normal_is_e_h_e() {
     let cpu = CpuBackend::<f64>::new();
     let q = common::q(&cpu, &grid, &traj);
     let t = Toeplitz::new(&cpu, &grid, &q).unwrap();
-    let mut sense = recon_encoding::SenseTerm::new(
-        &cpu,
-        recon_encoding::Engine::Exact,
-        &grid,
-        &traj,
-        t,
-        &maps,
-        None,
-    )
-    .unwrap();
+    let plan = exact(&cpu, &grid, &traj);
+    let mut sense = recon_encoding::SenseTerm::new(&cpu, &plan, t, &maps, None).unwrap();
     assert_eq!(sense.coils(), 3);
     let mut got = cpu.zeros(grid.len()).unwrap();
     sense.apply(&cpu, &mut got, &x).unwrap();

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use recon_cg::{DataTerm, Normal, Params, Problem, Toeplitz};
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
-use recon_encoding::{Engine, SenseTerm};
+use recon_encoding::SenseTerm;
 
 type C = Complex<f64>;
 
@@ -46,7 +46,7 @@ fn split(
     parts: Option<usize>,
 ) -> recon_core::Result<SenseTerm<'static, Cpu>> {
     let t = Toeplitz::new(b, &f.grid, &f.q)?;
-    SenseTerm::new(b, Engine::Exact, &f.grid, &f.traj, t, &f.maps, parts)
+    SenseTerm::new(b, &exact(b, &f.grid, &f.traj), t, &f.maps, parts)
 }
 
 fn sense(b: &Cpu, f: &Fixture, parts: usize) -> SenseTerm<'static, Cpu> {
@@ -124,7 +124,8 @@ fn the_split_follows_the_coils_the_shards_and_the_grid() {
     assert_eq!(sense(&three, &f, 3).devices(), 2);
     // Without maps there is no SENSE (one coil's data term is F^H F).
     let t = Toeplitz::new(&three, &f.grid, &f.q).unwrap();
-    let e = SenseTerm::new(&three, Engine::Exact, &f.grid, &f.traj, t, &[], Some(3))
+    let plan = exact(&three, &f.grid, &f.traj);
+    let e = SenseTerm::new(&three, &plan, t, &[], Some(3))
         .err()
         .expect("refused");
     assert!(e.to_string().contains("none given"), "{e}");

@@ -100,9 +100,10 @@ pub struct Plan<'b, B: NufftBackend> {
     backend: &'b B,
     engine: Engine,
     grid: Grid,
-    traj: Vec<[f64; 3]>,
-    /// phi(k_m), real.
-    phi: Vec<f64>,
+    /// Shared with the encoding operators made from the plan.
+    traj: std::sync::Arc<[[f64; 3]]>,
+    /// phi(k_m), real; shared as the trajectory.
+    phi: std::sync::Arc<[f64]>,
     /// The NUFFT on the image grid, sign +, its points set, on the device.
     nufft: Option<B::Nufft>,
 }
@@ -151,7 +152,7 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
             backend,
             engine,
             grid: *grid,
-            traj: traj.to_vec(),
+            traj: traj.into(),
             phi: traj.iter().map(|k| grid.phi(*k)).collect(),
             nufft,
         })
@@ -167,6 +168,12 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
 
     pub fn traj(&self) -> &[[f64; 3]] {
         &self.traj
+    }
+
+    /// The trajectory and phi, shared (an operator made from the plan
+    /// keeps them without a copy).
+    pub fn shared(&self) -> (std::sync::Arc<[[f64; 3]]>, std::sync::Arc<[f64]>) {
+        (self.traj.clone(), self.phi.clone())
     }
 
     /// The NUFFT plan on the image grid (None for the exact engine), and
@@ -355,7 +362,7 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
                 progress(1, 1);
             }
         }
-        for (d, p) in out.iter_mut().zip(&self.phi) {
+        for (d, p) in out.iter_mut().zip(self.phi.iter()) {
             *d = *d * B::Real::of(*p);
         }
         Ok(())

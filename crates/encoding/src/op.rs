@@ -20,15 +20,16 @@ use recon_cg::{Normal, Toeplitz};
 use recon_core::{Complex, Error, Grid, Real, Result};
 use recon_nufft::NufftBackend;
 use recon_ops::LinearOp;
+use std::sync::Arc;
 
 /// `F x = phi . type1^H(x)`, `F^H y = type1(phi . y)` by the NUFFT, or the
 /// same sums evaluated exactly.
 pub struct Encoding<B: NufftBackend> {
     engine: Engine,
     grid: Grid,
-    traj: Vec<[f64; 3]>,
+    traj: Arc<[[f64; 3]]>,
     /// `phi(k_m)`, one per sample.
-    phi: Vec<f64>,
+    phi: Arc<[f64]>,
     /// The NUFFT, once made, with phi on the device and a vector of one
     /// value per sample.
     nufft: Option<OnDevice<B>>,
@@ -50,7 +51,14 @@ impl<B: NufftBackend> Encoding<B> {
         let toeplitz = q
             .map(|q| Toeplitz::new(backend, plan.grid(), q))
             .transpose()?;
-        Self::with(plan.engine(), plan.grid(), plan.traj(), toeplitz)
+        Self::of(plan, toeplitz)
+    }
+
+    /// The operator of `plan`'s engine, grid and trajectory (shared with
+    /// the plan, not copied), its normal map `toeplitz` where given.
+    pub fn of(plan: &Plan<'_, B>, toeplitz: Option<Toeplitz<B>>) -> Result<Self> {
+        let (traj, phi) = plan.shared();
+        Self::checked(plan.engine(), plan.grid(), traj, phi, toeplitz)
     }
 
     /// The operator of `engine` on `grid` and `traj`, its normal map
@@ -63,6 +71,18 @@ impl<B: NufftBackend> Encoding<B> {
         toeplitz: Option<Toeplitz<B>>,
     ) -> Result<Self> {
         crate::check_plan_inputs::<B::Real>(engine, traj)?;
+        let phi = traj.iter().map(|k| grid.phi(*k)).collect();
+        Self::checked(engine, grid, traj.into(), phi, toeplitz)
+    }
+
+    /// With the trajectory already checked (by a plan).
+    fn checked(
+        engine: Engine,
+        grid: &Grid,
+        traj: Arc<[[f64; 3]]>,
+        phi: Arc<[f64]>,
+        toeplitz: Option<Toeplitz<B>>,
+    ) -> Result<Self> {
         if let Some(t) = &toeplitz {
             Error::check_len(
                 "Toeplitz product (one value per voxel)",
@@ -73,8 +93,8 @@ impl<B: NufftBackend> Encoding<B> {
         Ok(Encoding {
             engine,
             grid: *grid,
-            phi: traj.iter().map(|k| grid.phi(*k)).collect(),
-            traj: traj.to_vec(),
+            traj,
+            phi,
             nufft: None,
             toeplitz,
         })
@@ -120,7 +140,7 @@ impl<B: NufftBackend> Encoding<B> {
     /// `out = phi . D`, on the host, in the backend's precision.
     fn weighted(&self, d: &[Complex<B::Real>]) -> Vec<Complex<B::Real>> {
         d.iter()
-            .zip(&self.phi)
+            .zip(self.phi.iter())
             .map(|(d, &p)| *d * B::Real::of(p))
             .collect()
     }

@@ -28,7 +28,7 @@ pub struct SenseTerm<'a, B: NufftBackend + 'a> {
     op: Sharded<'a, B>,
     engine: Engine,
     grid: Grid,
-    traj: Vec<[f64; 3]>,
+    traj: Arc<[[f64; 3]]>,
     coils: usize,
     /// The largest `sum_c |S_c|^2` over the voxels.
     peak: f64,
@@ -39,20 +39,19 @@ pub struct SenseTerm<'a, B: NufftBackend + 'a> {
 
 impl<'a, B: NufftBackend + 'a> SenseTerm<'a, B> {
     /// The stack over `maps` (one per coil, a value per voxel, at least
-    /// one) of F (`engine` on `grid` and `traj`) after each map, with F^H F
-    /// the Toeplitz product `toeplitz` (made on `backend`, copied to the
-    /// other parts' devices). The coils are shared among `parts` shards, in
+    /// one) of F (`plan`'s engine, grid and trajectory, shared with it)
+    /// after each map, with F^H F the Toeplitz product `toeplitz` (made on
+    /// `backend`, copied to the other parts' devices). The coils are shared among `parts` shards, in
     /// contiguous ranges of near-equal size; `None`: every shard where the
     /// grid has at least [`SHARE_FROM_VOXELS`] voxels, else one.
     pub fn new(
         backend: &B,
-        engine: Engine,
-        grid: &Grid,
-        traj: &[[f64; 3]],
+        plan: &Plan<'_, B>,
         toeplitz: Toeplitz<B>,
         maps: &[Vec<Complex<B::Real>>],
         parts: Option<usize>,
     ) -> Result<Self> {
+        let (engine, grid) = (plan.engine(), *plan.grid());
         if maps.is_empty() {
             return Err(Error::Invalid {
                 what: "coil maps",
@@ -99,7 +98,7 @@ impl<'a, B: NufftBackend + 'a> SenseTerm<'a, B> {
         let op = Sharded::new(backend, parts, |b, p| {
             let t = products[p].take().expect("one product per part");
             // one F for the part's coils
-            let f = Shared::new(Encoding::with(engine, grid, traj, Some(t))?);
+            let f = Shared::new(Encoding::of(plan, Some(t))?);
             let mut maps_here = Vec::with_capacity(ranges[p].len());
             let mut blocks: Vec<Box<dyn LinearOp<B> + 'a>> = Vec::with_capacity(ranges[p].len());
             for c in ranges[p].clone() {
@@ -119,8 +118,8 @@ impl<'a, B: NufftBackend + 'a> SenseTerm<'a, B> {
         Ok(SenseTerm {
             op,
             engine,
-            grid: *grid,
-            traj: traj.to_vec(),
+            grid,
+            traj: plan.shared().0,
             coils,
             peak,
             parts: kept,

@@ -117,8 +117,7 @@ pub fn stage_problem<'b, B: NufftBackend>(
     let t = Instant::now();
     let maps: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| from_f64(m)).collect();
     let toeplitz = Toeplitz::new(backend, grid, q)?;
-    let (engine, traj) = (plan.engine(), plan.traj());
-    let mut sense = SenseTerm::new(backend, engine, grid, traj, toeplitz, &maps, coil_devices)?;
+    let mut sense = SenseTerm::new(backend, plan, toeplitz, &maps, coil_devices)?;
     drop(maps);
     backend.synchronize()?;
     seconds.push(("fft_q", t.elapsed().as_secs_f64()));
