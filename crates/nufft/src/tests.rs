@@ -259,7 +259,8 @@ fn type1_over_coils_matches_direct_sums_through_the_maps() {
     let p = b.nufft_plan(m, 1e-10, 1, &x).unwrap();
     let mut out = vec![Complex::new(9.0, 9.0); ks.len()];
     let mut ticks = Vec::new();
-    b.nufft_type1_coils(&p, &mut out, &w, &d, &maps, &mut |i, n| ticks.push((i, n)))
+    let refs: Vec<&Vec<Complex<f64>>> = maps.iter().collect();
+    b.nufft_type1_coils(&p, &mut out, &w, &d, &refs, &mut |i, n| ticks.push((i, n)))
         .unwrap();
     let e = rel_l2(&out, &want);
     // Tolerance 1e-10 per type 1; three coils add no more than their sum.
@@ -269,7 +270,8 @@ fn type1_over_coils_matches_direct_sums_through_the_maps() {
     // Lengths that disagree are named; nothing is computed.
     let bad = |w: &[f64], d: &[Complex<f64>], maps: &[Vec<Complex<f64>>]| {
         let mut out = vec![Complex::default(); ks.len()];
-        b.nufft_type1_coils(&p, &mut out, w, d, maps, &mut |_, _| {})
+        let maps: Vec<&Vec<Complex<f64>>> = maps.iter().collect();
+        b.nufft_type1_coils(&p, &mut out, w, d, &maps, &mut |_, _| {})
             .unwrap_err()
             .to_string()
     };

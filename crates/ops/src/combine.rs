@@ -324,6 +324,24 @@ impl<'a, B: Backend> Stack<'a, B> {
             .collect()
     }
 
+    /// `out (+)= sum_i A_i^H A_i x`: the first block's normal map (added
+    /// with `accumulate`), then each other's added, in place where a block
+    /// can (SENSE's coils), all in the stack's scratch.
+    fn sum_normals(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        accumulate: bool,
+    ) -> Result<()> {
+        check(backend, "stack", self.shape(), Map::Normal, out, x)?;
+        let [a, c] = &mut self.scratch;
+        for (i, b) in self.blocks.iter_mut().enumerate() {
+            b.normal_into(backend, out, x, accumulate || i > 0, (&mut *a, &mut *c))?;
+        }
+        Ok(())
+    }
+
     /// The blocks' output vectors, made on first use.
     fn outs(&mut self, backend: &B) -> Result<()> {
         if self.outs.is_none() {
@@ -373,15 +391,7 @@ impl<B: Backend> LinearOp<B> for Stack<'_, B> {
         Ok(())
     }
     fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
-        check(backend, "stack", self.shape(), Map::Normal, out, x)?;
-        // out = sum_i A_i^H A_i x: the first block's normal map, then each
-        // other's added (in place where a block can: SENSE's coils), all
-        // in the stack's scratch.
-        let [a, c] = &mut self.scratch;
-        for (i, b) in self.blocks.iter_mut().enumerate() {
-            b.normal_into(backend, out, x, i > 0, (&mut *a, &mut *c))?;
-        }
-        Ok(())
+        self.sum_normals(backend, out, x, false)
     }
     fn normal_into(
         &mut self,
@@ -391,12 +401,7 @@ impl<B: Backend> LinearOp<B> for Stack<'_, B> {
         accumulate: bool,
         _scratch: (&mut B::Vector, &mut B::Vector),
     ) -> Result<()> {
-        check(backend, "stack", self.shape(), Map::Normal, out, x)?;
-        let [a, c] = &mut self.scratch;
-        for (i, b) in self.blocks.iter_mut().enumerate() {
-            b.normal_into(backend, out, x, accumulate || i > 0, (&mut *a, &mut *c))?;
-        }
-        Ok(())
+        self.sum_normals(backend, out, x, accumulate)
     }
 }
 
