@@ -80,6 +80,7 @@ fn the_encoding_operator_borrows_nothing_and_makes_its_nufft_when_first_used() {
     let mut out = be.zeros(grid.len()).unwrap();
     f.normal(&be, &mut out, &x).unwrap();
     let e = normal_error(&be, &mut f, 9).unwrap();
+    // the NUFFT's tolerance (1e-10) bounds F^H F through it, as above
     assert!(e < 1e-8, "Toeplitz normal vs F^H F {e:e}");
     // bad input: a Toeplitz product of another grid, a trajectory with a
     // NaN, a tolerance float64 cannot reach

@@ -125,9 +125,10 @@ pub struct Compose<B: Backend, A, C> {
 
 impl<B: Backend, A: LinearOp<B>, C: LinearOp<B>> Compose<B, A, C> {
     /// `outer(inner(x))`; fails unless inner's outputs are outer's inputs.
-    pub fn new(backend: &B, outer: A, inner: C) -> Result<Self> {
+    /// The backend is taken as every combinator takes it; the composition's
+    /// scratch is made on first use, on the backend its maps run on.
+    pub fn new(_backend: &B, outer: A, inner: C) -> Result<Self> {
         check_chain("composed operators", outer.shape(), inner.shape())?;
-        let _ = backend;
         Ok(Compose {
             mid: None,
             outer,

@@ -15,8 +15,10 @@
 //! `--gpus` sharing the coils, in one process on the same data, with the
 //! speed-up over one GPU.
 
+use crate::bench::built::{fastest_build, in_memory, seconds};
 use crate::bench_nufft::best;
 use crate::config::{DeviceChoice, EngineCfg, EngineKind, Precision};
+use crate::ui::Quiet;
 use anyhow::{Context, Result};
 use recon_cg::Params;
 use recon_core::{Complex, Real};
@@ -182,7 +184,7 @@ where
 
     let samples = traj.len();
     let l = config(args, grid, traj, data, maps)?;
-    let inputs = crate::pipeline::inputs(&l, l_traj(&l), &Quiet)?;
+    let inputs = crate::pipeline::inputs(&l, crate::pipeline::trajectory(&l)?, &Quiet)?;
     let mut runs: Vec<Run> = Vec::new();
     // Per trajectory, from the builds: the plan, and Q with its plan.
     let (mut plan_seconds, mut q_seconds) = (f64::INFINITY, f64::INFINITY);
@@ -274,12 +276,9 @@ fn config(
     data: Vec<Complex<f64>>,
     maps: Vec<Vec<Complex<f64>>>,
 ) -> Result<crate::config::Loaded> {
-    let text = format!(
-        "[scan]\nfile = \"the SENSE benchmark's problem\"\n\n\
-         [engine]\nkind = \"nufft\"\ntolerance = {:e}\n\n\
-         [sense]\nmaps = \"given\"\n\n\
-         [solver]\niterations = {}\nlambda = 0.01\ntolerance = 0.0\n\n\
-         [q]\ncache = false\n\n[output]\ndir = \"unused\"\n",
+    let keys = format!(
+        "[engine]\nkind = \"nufft\"\ntolerance = {:e}\n\n[sense]\nmaps = \"given\"\n\n\
+         [solver]\niterations = {}\nlambda = 0.01\ntolerance = 0.0",
         args.tolerance, args.iterations
     );
     let scan = recon_io::scan::Scan {
@@ -292,35 +291,7 @@ fn config(
         truth: None,
         anatomy: None,
     };
-    Ok(crate::config::in_memory(&text, scan)?)
-}
-
-fn l_traj(l: &crate::config::Loaded) -> Vec<[f64; 3]> {
-    match &l.source {
-        crate::config::Source::Scan(s) => s.traj.clone(),
-        crate::config::Source::Synthetic { .. } => unreachable!("a scan in memory"),
-    }
-}
-
-/// No progress bars inside the benchmark's repeats.
-struct Quiet;
-
-impl crate::pipeline::Ui for Quiet {
-    fn log(&self, _: &str) {}
-    fn stage<T>(&self, _: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
-        f(&mut |_, _| {})
-    }
-    fn solver<T>(&self, _: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T {
-        f(&mut |_, _| {})
-    }
-}
-
-/// The seconds of stage `name` in a build's stages.
-fn stage(seconds: &[(&'static str, f64)], name: &str) -> f64 {
-    seconds
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or(f64::NAN, |(_, s)| *s)
+    in_memory("the SENSE benchmark's problem", &keys, scan)
 }
 
 /// Times the per-scan stages with the coils shared among `gpus` shards, as
@@ -340,26 +311,11 @@ where
         coil_devices: Some(gpus),
     };
     // The build, best of `repeats` for each stage; the last one kept.
-    let mut built = None;
-    let mut times: Vec<(&'static str, f64)> = Vec::new();
-    for _ in 0..args.repeats {
-        drop(built.take());
-        let again = crate::pipeline::build_with(b, l, inputs, &params, &Quiet)?;
-        b.synchronize()?;
-        if times.is_empty() {
-            times = again.seconds.clone();
-        } else {
-            for (name, s) in times.iter_mut() {
-                *s = s.min(stage(&again.seconds, name));
-            }
-        }
-        built = Some(again);
-    }
-    let mut built = built.expect("repeats at least 1");
+    let (mut built, times) = fastest_build(b, l, inputs, &params, args.repeats, &Quiet)?;
     // FFT(Q), the maps' upload and the other GPUs' plans: the builder's
     // "fft_q" (its "maps" also makes the gridding baseline's plan).
-    let setup_seconds = stage(&times, "fft_q");
-    let fhd_seconds = stage(&times, "fhd");
+    let setup_seconds = seconds(&times, "fft_q");
+    let fhd_seconds = seconds(&times, "fhd");
 
     // One application: the host's time to issue it, and the whole.
     let n = l.grid.len();
@@ -422,7 +378,7 @@ where
         fhd_plus_cg_seconds: fhd_seconds + once,
         speedup: None,
     };
-    Ok((run, (stage(&times, "plan"), stage(&times, "q"))))
+    Ok((run, (seconds(&times, "plan"), seconds(&times, "q"))))
 }
 
 /// Seconds (best of `repeats`) of `sum_c S_c^H F^H D_c` on one device

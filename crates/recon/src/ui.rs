@@ -86,3 +86,16 @@ fn logged_stage<T>(name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) ->
     eprintln!("{name}: done in {:.2} s", t.elapsed().as_secs_f64());
     out
 }
+
+/// Shows nothing: for a benchmark's repeats.
+pub(crate) struct Quiet;
+
+impl Ui for Quiet {
+    fn log(&self, _: &str) {}
+    fn stage<T>(&self, _: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
+        f(&mut |_, _| {})
+    }
+    fn solver<T>(&self, _: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T {
+        f(&mut |_, _| {})
+    }
+}

@@ -9,6 +9,7 @@
 //! the fastest variant 5 shape, and the NUFFT at `--tolerance`): Q, F^H D,
 //! the CG time per iteration, and F^H D + CG end to end ([`stages`]).
 
+pub(crate) mod built;
 mod problem;
 mod stages;
 

@@ -6,8 +6,9 @@
 //! uploaded). Per scan: F^H D from the host's data, the solve's time per
 //! iteration, and F^H D + the solve with the image brought back.
 
+use super::built::{fastest_build, in_memory, seconds};
 use super::{max_rel_error, BenchArgs, Problem};
-use crate::pipeline::{self, Built, Ui};
+use crate::pipeline::{self, Ui};
 use anyhow::{Context, Result};
 use recon_cg::Params;
 use recon_core::{Complex, Real};
@@ -41,11 +42,6 @@ fn config(engine: Engine, p: &Problem) -> Result<crate::config::Loaded> {
         Engine::Exact => "kind = \"exact\"".to_string(),
         Engine::Nufft { tolerance } => format!("kind = \"nufft\"\ntolerance = {tolerance:e}"),
     };
-    let text = format!(
-        "[scan]\nfile = \"the benchmark's problem\"\n\n[engine]\n{engine}\n\n\
-         [solver]\nlambda = 0.01\ntolerance = 0.0\n\n[q]\ncache = false\n\n\
-         [output]\ndir = \"unused\"\n"
-    );
     let scan = recon_io::scan::Scan {
         grid: p.grid,
         traj: p.traj.clone(),
@@ -56,23 +52,8 @@ fn config(engine: Engine, p: &Problem) -> Result<crate::config::Loaded> {
         truth: None,
         anatomy: None,
     };
-    Ok(crate::config::in_memory(&text, scan)?)
-}
-
-/// The smaller of each stage's seconds in `a` and `b`.
-fn fastest(a: &mut [(&'static str, f64)], b: &[(&'static str, f64)]) {
-    for (name, s) in a.iter_mut() {
-        if let Some((_, t)) = b.iter().find(|(n, _)| n == name) {
-            *s = s.min(*t);
-        }
-    }
-}
-
-fn seconds(stages: &[(&'static str, f64)], name: &str) -> f64 {
-    stages
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or(f64::NAN, |(_, s)| *s)
+    let keys = format!("[engine]\n{engine}\n\n[solver]\nlambda = 0.01\ntolerance = 0.0");
+    in_memory("the benchmark's problem", &keys, scan)
 }
 
 pub(super) fn stages<B>(
@@ -98,21 +79,8 @@ where
     // Built as a run builds it: once for the exact engine (its sums are
     // long and steady), else the better of two for each stage (the first
     // may initialise cuFFT), the first dropped before the second is built.
-    let exact = engine == Engine::Exact;
-    let mut built: Option<Built<'_, B>> = None;
-    let mut times: Vec<(&'static str, f64)> = Vec::new();
-    for _ in 0..if exact { 1 } else { 2 } {
-        drop(built.take());
-        let again = pipeline::build(b, &l, &inputs, ui)?;
-        b.synchronize()?;
-        if times.is_empty() {
-            times = again.seconds.clone();
-        } else {
-            fastest(&mut times, &again.seconds);
-        }
-        built = Some(again);
-    }
-    let mut built = built.expect("built once at least");
+    let builds = if engine == Engine::Exact { 1 } else { 2 };
+    let (mut built, times) = fastest_build(b, &l, &inputs, &Default::default(), builds, ui)?;
 
     // The solve as a run solves (the image brought back): k and 2k
     // iterations, so that the time per iteration leaves out the solve's
