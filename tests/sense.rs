@@ -371,3 +371,31 @@ fn version_2_files_whose_parts_disagree_are_refused_naming_the_dataset() {
     );
     fails_with(&out, &["sense.maps", "no /coils/maps"]);
 }
+
+#[test]
+fn the_library_loads_a_scan_config_in_process() {
+    // recon-pipeline's own reader (the binary reads in a child process):
+    // the scan comes back as written, to float32's rounding on disk.
+    let tmp = tempfile::tempdir().unwrap();
+    let scan = v2_scan(None, true);
+    let file = tmp.path().join("scan.h5");
+    recon_io::scan::write_scan(&file, &scan).unwrap();
+    let cfg = scan_run_config(tmp.path(), &file, "[sense]\nmaps = \"given\"");
+    let l = recon::config::load(&cfg, None, &recon::pipeline::read_in_process).unwrap();
+    let recon::config::Source::Scan(s) = &l.source else {
+        panic!("a scan config loads a scan");
+    };
+    assert_eq!((s.coils, s.traj.len()), (3, 100));
+    assert!(nrmse(&s.data, &scan.data) < 1e-6, "data");
+    assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+    // a missing file is named with its key
+    let cfg = scan_run_config(tmp.path(), &tmp.path().join("none.h5"), "");
+    let e = recon::config::load(&cfg, None, &recon::pipeline::read_in_process)
+        .err()
+        .unwrap();
+    let chain = format!(
+        "{e}: {}",
+        std::error::Error::source(&e).map_or(String::new(), |s| s.to_string())
+    );
+    assert!(chain.contains("scan.file"), "{chain}");
+}
