@@ -227,6 +227,72 @@ fn several_gpus_give_the_same_q_as_one() {
     assert_eq!(qa, q1, "each voxel is computed by the same code on any GPU");
 }
 
+/// What a split over GPUs rests on, on one: a slab of the targets by
+/// `first` is the same slice of the whole sum, for every variant's
+/// kernels. Slabs of whole rows (the split's slabs are whole planes) give
+/// the same values to the bit; a slab that cuts rows sends variants 5 and
+/// 6 from their row kernels to the per-target kernels, which round
+/// differently.
+#[test]
+fn a_slab_of_a_sum_is_the_same_slice_of_the_whole() {
+    let Some(b) = gpu(Options::default()) else {
+        return;
+    };
+    let grid = Grid::new([16, 16, 16], [200.0; 3]).unwrap();
+    let mut rng = Rng::new(36);
+    let traj = random_traj(&grid, 5000, &mut rng);
+    let coef: Vec<Complex<f32>> = rng
+        .complex(traj.len())
+        .iter()
+        .map(|c| Complex::new(c.re as f32, c.im as f32))
+        .collect();
+    let lattice = grid.displacements();
+    let plane = lattice.n[0] * lattice.n[1];
+    let row = lattice.n[0];
+    for variant in Variant::ALL {
+        let mut b = b.shard(0).unwrap();
+        b.options.variant = variant;
+        let sum = |first: usize, len: usize| {
+            let mut out = vec![Complex::default(); len];
+            b.sum_exp(
+                &mut out,
+                Targets::Lattice(lattice),
+                first,
+                &traj,
+                &coef,
+                Sign::Plus,
+                &mut |_, _| {},
+            )
+            .unwrap();
+            out
+        };
+        let whole = sum(0, lattice.len());
+        for (first, len) in [
+            (5 * plane, 7 * plane),
+            (3 * row, 5 * row),
+            (plane + 3, 2 * plane - 5),
+        ] {
+            let slab = sum(first, len);
+            let slice = &whole[first..first + len];
+            let cuts_rows = first % row != 0 || len % row != 0;
+            if cuts_rows && matches!(variant, Variant::Tuned | Variant::Streamed) {
+                let peak = slice.iter().map(|c| c.norm()).fold(0.0f32, f32::max);
+                let err = slab
+                    .iter()
+                    .zip(slice)
+                    .map(|(a, b)| (a - b).norm())
+                    .fold(0.0f32, f32::max)
+                    / peak;
+                // Two float32 evaluations of 5000 terms (the bench's max
+                // errors of these kernels are about 1e-7 of the peak).
+                assert!(err < 1e-5, "{variant:?} at {first}: {err:e}");
+            } else {
+                assert_eq!(slab, slice, "{variant:?} at {first}");
+            }
+        }
+    }
+}
+
 #[test]
 fn sum_exp_rejects_mismatched_lengths() {
     let Some(b) = gpu(Options::default()) else {
@@ -240,6 +306,7 @@ fn sum_exp_rejects_mismatched_lengths() {
         .sum_exp(
             &mut out,
             Targets::List(&pts),
+            0,
             &k,
             &c,
             Sign::Plus,

@@ -2,7 +2,8 @@
 //! backend's shards gives the same maps as the stack on one device. On the
 //! CPU's stand-in shards, SENSE split by coils (the one F shared by a
 //! part's coils) against the unsplit stack in float64; the checks of bad
-//! splits. The GPU version (two GPUs) is in tests/gpu_ops.rs.
+//! splits; the summation engine's slabs (Q's split). The GPU versions (two
+//! GPUs) are in tests/gpu_ops.rs and tests/gpu.rs.
 
 mod common;
 
@@ -110,4 +111,60 @@ fn bad_splits_are_refused() {
     one.forward(&be, &mut a, &x).unwrap();
     g.forward(&be, &mut b, &x).unwrap();
     assert_eq!(a, b);
+}
+
+/// Q's exact sums split over shards as slabs of the lattice: the same
+/// values as on one shard, to the bit, with progress counted to the end.
+#[test]
+fn sums_split_over_shards_are_the_unsplit_sums() {
+    use recon_core::{Sign, Targets};
+    let grid = Grid::new([6, 4, 10], [120.0, 80.0, 200.0]).unwrap();
+    let mut rng = Rng::new(21);
+    let traj = random_traj(&grid, 150, &mut rng);
+    let coef = rng.complex(traj.len());
+    let lattice = grid.displacements();
+    let points: Vec<[f64; 3]> = (0..grid.len()).map(|i| grid.voxels().point(i)).collect();
+    for targets in [Targets::Lattice(lattice), Targets::List(&points)] {
+        let one = Cpu::new();
+        let mut whole = vec![Complex::default(); targets.len()];
+        one.sum_exp(
+            &mut whole,
+            targets,
+            0,
+            &traj,
+            &coef,
+            Sign::Plus,
+            &mut |_, _| {},
+        )
+        .unwrap();
+        // 4 shards of a lattice of 2N = 20 planes, and of a list: uneven slabs.
+        let four = Cpu::with_shards(4).unwrap();
+        let mut split = vec![Complex::default(); targets.len()];
+        let mut last = (0, 0);
+        recon_ops::sum_exp_on_shards(
+            &four,
+            &mut split,
+            targets,
+            &traj,
+            &coef,
+            Sign::Plus,
+            &mut |d, t| last = (d, t),
+        )
+        .unwrap();
+        // Each target from its own index by the same code: equal to the bit.
+        assert_eq!(split, whole);
+        assert_eq!(last, (whole.len() as u64, whole.len() as u64));
+        // The output has one value per target.
+        let mut short = vec![Complex::default(); targets.len() - 1];
+        let err = recon_ops::sum_exp_on_shards(
+            &four,
+            &mut short,
+            targets,
+            &traj,
+            &coef,
+            Sign::Plus,
+            &mut |_, _| {},
+        );
+        assert!(err.is_err());
+    }
 }

@@ -122,13 +122,14 @@ impl Backend for Queued {
         &self,
         out: &mut [Complex<f64>],
         targets: Targets<'_>,
+        first: usize,
         sources: &[[f64; 3]],
         coef: &[Complex<f64>],
         sign: Sign,
         progress: Progress<'_>,
     ) -> Result<()> {
         self.cpu
-            .sum_exp(out, targets, sources, coef, sign, progress)
+            .sum_exp(out, targets, first, sources, coef, sign, progress)
     }
     fn shard(&self, i: usize) -> Result<Self> {
         Ok(Queued {

@@ -42,6 +42,23 @@ impl Targets<'_> {
         self.len() == 0
     }
 
+    /// Fails unless the targets `first .. first + len` exist: a slab for
+    /// [`Backend::sum_exp`].
+    pub fn check_slab(&self, first: usize, len: usize) -> Result<()> {
+        if first.checked_add(len).is_some_and(|end| end <= self.len()) {
+            Ok(())
+        } else {
+            Err(Error::Invalid {
+                what: "sum_exp output",
+                reason: format!(
+                    "targets {first} .. {} asked of {}",
+                    first.saturating_add(len),
+                    self.len()
+                ),
+            })
+        }
+    }
+
     #[inline]
     pub fn point(&self, idx: usize) -> [f64; 3] {
         match self {
@@ -148,7 +165,8 @@ pub trait Backend: Send + Sync {
     // --- several devices -------------------------------------------------
 
     /// Devices that can each compute a share of a sum of independent terms
-    /// (SENSE's coils) side by side: the GPUs in use; 1 for the CPU.
+    /// (SENSE's coils, Q's slabs) side by side: the GPUs in use; 1 for the
+    /// CPU.
     fn shards(&self) -> usize {
         1
     }
@@ -168,15 +186,23 @@ pub trait Backend: Send + Sync {
         Self: Sized;
 
     /// The summation engine shared by Q, F^H D and the forward model:
-    /// `out[n] = sum_m coef[m] exp(sign i 2pi sources[m] . targets[n])`.
+    /// `out[i] = sum_m coef[m] exp(sign i 2pi sources[m] . targets[first + i])`,
+    /// for the targets `first .. first + out.len()` (a slab of them: each
+    /// target's position comes from its own index in `targets`, so a slab
+    /// of whole rows of a lattice, or any slab of a list, gives the values
+    /// of the whole sum to the bit).
     ///
     /// Sources are host data (k-space positions, uploaded once per call);
     /// the output is returned to the host. Work is split into ranges of
-    /// targets, and `progress(done, total)` is called after each.
+    /// targets, and `progress(done, total)` is called after each. One
+    /// device computes it; `recon_ops::sum_exp_on_shards` splits the
+    /// targets over every shard.
+    #[allow(clippy::too_many_arguments)]
     fn sum_exp(
         &self,
         out: &mut [Complex<Self::Real>],
         targets: Targets<'_>,
+        first: usize,
         sources: &[[f64; 3]],
         coef: &[Complex<Self::Real>],
         sign: Sign,

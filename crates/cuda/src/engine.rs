@@ -1,14 +1,14 @@
-//! The summation engine on one GPU: a share of the targets of
+//! The summation engine on one GPU: a slab of the targets of
 //! `out[n] = sum_m c_m exp(sign i 2pi k_m . x_n)`, by the variant and
-//! tuning of the book's ladder (kernels in sum.cu).
+//! tuning of the book's ladder (kernels in sum.cu). Several GPUs share a
+//! sum above the backend (`recon_ops::sum_exp_on_shards`), each a slab.
 
 use crate::device::{as_floats_mut, Device};
 use crate::error::{err, Ctx};
 use crate::kernels::PER_THREAD;
 use crate::{Tuning, Variant};
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
-use recon_core::{Complex, Error, Progress, Result, Sign, Targets};
-use std::sync::atomic::{AtomicU64, Ordering};
+use recon_core::{Complex, Error, Result, Sign, Targets};
 
 /// Samples per constant-memory chunk; `CHUNK` in sum.cu.
 const CHUNK: usize = 3200;
@@ -68,13 +68,54 @@ pub(crate) enum TargetSpec {
     List(Vec<f32>),
 }
 
-/// One summation: shared by the GPUs, each taking a share of the targets.
-pub(crate) struct Job<'a> {
+/// One summation, in the kernels' terms.
+pub(crate) struct Job {
     pub targets: TargetSpec,
-    pub samples: &'a [Sample],
+    pub samples: Vec<Sample>,
     pub sign: f32,
     pub variant: Variant,
     pub tuning: Tuning,
+}
+
+impl Job {
+    /// [`recon_core::Backend::sum_exp`]'s arguments in float32, with the
+    /// ladder's `variant` and `tuning`.
+    pub fn new(
+        targets: Targets<'_>,
+        sources: &[[f64; 3]],
+        coef: &[Complex<f32>],
+        sign: Sign,
+        variant: Variant,
+        tuning: Tuning,
+    ) -> Result<Self> {
+        Error::check_len("sum_exp coefficients", sources.len(), coef.len())?;
+        let samples = sources
+            .iter()
+            .zip(coef)
+            .map(|(k, c)| Sample {
+                kx: k[0] as f32,
+                ky: k[1] as f32,
+                kz: k[2] as f32,
+                cr: c.re,
+                ci: c.im,
+            })
+            .collect();
+        Ok(Job {
+            targets: match targets {
+                Targets::Lattice(l) => TargetSpec::Lattice(Lattice::from(&l)),
+                Targets::List(p) => {
+                    TargetSpec::List(p.iter().flat_map(|x| x.map(|v| v as f32)).collect())
+                }
+            },
+            samples,
+            sign: match sign {
+                Sign::Plus => 1.0,
+                Sign::Minus => -1.0,
+            },
+            variant,
+            tuning,
+        })
+    }
 }
 
 /// Targets per launch: large enough to fill any current GPU, small enough
@@ -82,15 +123,13 @@ pub(crate) struct Job<'a> {
 const RANGE: usize = 1 << 22;
 
 impl Device {
-    /// This GPU's share of a summation: targets `first .. first + out.len()`.
-    /// `done` counts finished targets across GPUs; `progress` gets this
-    /// GPU's running total.
+    /// A slab of a summation on this GPU: targets `first .. first +
+    /// out.len()`; `progress` gets the running count of finished targets.
     pub fn sum_exp(
         &self,
         out: &mut [Complex<f32>],
         first: usize,
-        job: &Job<'_>,
-        done: &AtomicU64,
+        job: &Job,
         progress: &mut dyn FnMut(u64),
     ) -> Result<()> {
         let count = out.len();
@@ -122,7 +161,7 @@ impl Device {
         };
         let samples_dev = if !streamed && m > 0 {
             // Variants 1, 2 and 5 read them in place; 3 and 4 copy chunks to constant memory.
-            Some(self.stream.clone_htod(job.samples).at("upload samples")?)
+            Some(self.stream.clone_htod(&job.samples).at("upload samples")?)
         } else {
             None
         };
@@ -132,7 +171,7 @@ impl Device {
                 unsafe { self.ctx.alloc_pinned::<Sample>(m) }.at("allocate pinned samples")?;
             p.as_mut_slice()
                 .at("map pinned samples")?
-                .copy_from_slice(job.samples);
+                .copy_from_slice(&job.samples);
             Some(p)
         } else {
             None
@@ -207,7 +246,6 @@ impl Device {
             )
         })?;
 
-        let mut finished = 0u64;
         for r0 in (0..count).step_by(range) {
             let r1 = (r0 + range).min(count);
             let len = r1 - r0;
@@ -292,9 +330,7 @@ impl Device {
                 let now = r0 as u64 + (len as u64 * (c as u64 + 1)) / chunks as u64;
                 if c + 1 == chunks || c % 8 == 7 {
                     self.stream.synchronize().at(&format!("run {kernel}"))?;
-                    done.fetch_add(now - finished, Ordering::Relaxed);
-                    finished = now;
-                    progress(finished);
+                    progress(now);
                 }
             }
         }
@@ -303,95 +339,5 @@ impl Device {
             .at("copy sums to host")?;
         self.stream.synchronize().at("synchronize after sums")?;
         Ok(())
-    }
-}
-
-impl crate::CudaBackend {
-    /// [`Backend::sum_exp`]: the output points in contiguous, near-equal
-    /// shares, one per GPU, each computed on a host thread of its own.
-    pub(crate) fn sum_exp_on_devices(
-        &self,
-        out: &mut [Complex<f32>],
-        targets: Targets<'_>,
-        sources: &[[f64; 3]],
-        coef: &[Complex<f32>],
-        sign: Sign,
-        progress: Progress<'_>,
-    ) -> Result<()> {
-        Error::check_len("sum_exp output", targets.len(), out.len())?;
-        Error::check_len("sum_exp coefficients", sources.len(), coef.len())?;
-        let samples: Vec<Sample> = sources
-            .iter()
-            .zip(coef)
-            .map(|(k, c)| Sample {
-                kx: k[0] as f32,
-                ky: k[1] as f32,
-                kz: k[2] as f32,
-                cr: c.re,
-                ci: c.im,
-            })
-            .collect();
-        let job = Job {
-            targets: match targets {
-                Targets::Lattice(l) => TargetSpec::Lattice(Lattice::from(&l)),
-                Targets::List(p) => {
-                    TargetSpec::List(p.iter().flat_map(|x| x.map(|v| v as f32)).collect())
-                }
-            },
-            samples: &samples,
-            sign: match sign {
-                Sign::Plus => 1.0,
-                Sign::Minus => -1.0,
-            },
-            variant: self.options.variant,
-            tuning: self.options.tuning,
-        };
-        // Contiguous, near-equal shares of the output points, one per GPU:
-        // whole z-planes of a lattice, so every share suits the row kernels.
-        let total = out.len();
-        let shares = self.devices.len();
-        let unit = match targets {
-            Targets::Lattice(l) => (l.n[0] * l.n[1]).max(1),
-            Targets::List(_) => 1,
-        };
-        let done = AtomicU64::new(0);
-        let mut parts: Vec<(usize, &mut [Complex<f32>])> = Vec::new();
-        let mut rest = out;
-        let mut first = 0;
-        for d in 0..shares {
-            let units = total.div_ceil(unit);
-            let end = (units * (d + 1) / shares * unit).min(total);
-            let len = end - first;
-            let (head, tail) = rest.split_at_mut(len);
-            parts.push((first, head));
-            first += len;
-            rest = tail;
-        }
-        if shares == 1 {
-            let (first, part) = parts.pop().expect("one share");
-            return self.devices[0]
-                .sum_exp(part, first, &job, &done, &mut |d| progress(d, total as u64));
-        }
-        std::thread::scope(|s| {
-            let handles: Vec<_> = self
-                .devices
-                .iter()
-                .zip(parts)
-                .map(|(dev, (first, part))| {
-                    let (job, done) = (&job, &done);
-                    s.spawn(move || dev.sum_exp(part, first, job, done, &mut |_| {}))
-                })
-                .collect();
-            while !handles.iter().all(|h| h.is_finished()) {
-                progress(done.load(Ordering::Relaxed), total as u64);
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            progress(done.load(Ordering::Relaxed), total as u64);
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a GPU worker thread panicked"))
-                .collect::<Result<Vec<()>>>()
-                .map(|_| ())
-        })
     }
 }

@@ -8,14 +8,13 @@
 //! per process, and loaded into each device's context.
 //!
 //! The summation engine keeps the book's optimisation ladder as selectable
-//! [`Variant`]s, and splits its output points across every GPU of the host
-//! (each point is computed by the same code whatever the split, so the
-//! result does not depend on the number of GPUs). The CG primitives (cuFFT,
-//! the W^H W stencil, reductions) run on the first GPU; only scalars cross
-//! to the host per iteration. The NUFFT ([`recon_nufft::NufftBackend`],
-//! kernels in `kernels/nufft.cu`) runs on the first GPU too. Each GPU is
-//! also a shard ([`Backend::shard`]) for sums that recon-cg shares among
-//! them (SENSE's coils), with direct copies between them. Work is ordered
+//! [`Variant`]s and computes any slab of its output points (each point by
+//! the same code whatever the slab, so a sum split over GPUs does not
+//! depend on their number). Like every other primitive it runs on the
+//! first GPU; only scalars cross to the host per CG iteration. Each GPU is
+//! a shard ([`Backend::shard`]), and the work split over several (SENSE's
+//! coils, Q's slabs) is split above the backend, by recon-ops' sharded
+//! operator, with direct copies between the GPUs. Work is ordered
 //! by hand (one stream per GPU, events where two meet): cudarc's automatic
 //! event per buffer and launch is off (device.rs).
 
@@ -50,8 +49,8 @@ pub use probe::{probe, Unavailable};
 
 /// The CUDA backend.
 pub struct CudaBackend {
-    /// `devices[0]` holds the vectors and runs CG; all run the summation
-    /// engine, and each is a shard ([`Backend::shard`]) for SENSE's coils.
+    /// `devices[0]` holds the vectors and runs every primitive; each is a
+    /// shard ([`Backend::shard`]) for the work split over several.
     devices: Vec<Arc<Device>>,
     pub options: Options,
 }
@@ -154,12 +153,24 @@ impl Backend for CudaBackend {
         &self,
         out: &mut [Complex<f32>],
         targets: Targets<'_>,
+        first: usize,
         sources: &[[f64; 3]],
         coef: &[Complex<f32>],
         sign: Sign,
         progress: Progress<'_>,
     ) -> Result<()> {
-        self.sum_exp_on_devices(out, targets, sources, coef, sign, progress)
+        targets.check_slab(first, out.len())?;
+        let job = engine::Job::new(
+            targets,
+            sources,
+            coef,
+            sign,
+            self.options.variant,
+            self.options.tuning,
+        )?;
+        let total = out.len() as u64;
+        self.dev0()
+            .sum_exp(out, first, &job, &mut |d| progress(d, total))
     }
 
     fn shards(&self) -> usize {

@@ -2,7 +2,8 @@
 //! summation kernel, as in the book. F^H D gathers over all samples for
 //! each voxel (the "Mu" loop first, O(M), then O(N^3 M)), so no two threads
 //! write the same output; the forward model swaps the roles of samples and
-//! voxels.
+//! voxels. Every sum is split over the backend's shards (the GPUs of a
+//! host) as slabs of its targets.
 
 use recon_core::{Backend, Complex, Grid, Lattice, Progress, Result, Sign, Targets};
 
@@ -17,7 +18,8 @@ pub(crate) fn lattice_sum<B: Backend>(
     coef: &[Complex<B::Real>],
     progress: Progress<'_>,
 ) -> Result<()> {
-    backend.sum_exp(
+    recon_ops::sum_exp_on_shards(
+        backend,
         out,
         Targets::Lattice(lattice),
         traj,
@@ -38,7 +40,8 @@ pub(crate) fn forward<B: Backend>(
 ) -> Result<()> {
     let vox = grid.voxels();
     let positions: Vec<[f64; 3]> = (0..vox.len()).map(|i| vox.point(i)).collect();
-    backend.sum_exp(
+    recon_ops::sum_exp_on_shards(
+        backend,
         out,
         Targets::List(traj),
         &positions,

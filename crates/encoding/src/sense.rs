@@ -150,11 +150,11 @@ impl<'a, B: NufftBackend + 'a> SenseTerm<'a, B> {
         )?;
         let mut out = backend.zeros(self.grid.len())?;
         let (engine, grid, traj, parts) = (self.engine, self.grid, &self.traj, &self.parts);
-        let term = |p: usize, b: &B, sum: &mut B::Vector, tick: &dyn Fn()| -> Result<()> {
+        let term = |p: usize, b: &B, sum: &mut B::Vector, tick: &dyn Fn(u64)| -> Result<()> {
             let (coils, maps) = &parts[p];
             let maps: Vec<&B::Vector> = maps.iter().map(|s| s.as_ref()).collect();
             let d = &data[coils.start * m..coils.end * m];
-            let progress = &mut |_, _| tick();
+            let progress = &mut |_, _| tick(1);
             if p == 0 {
                 return plan.adjoint_coils_on_device(sum, d, &maps, progress);
             }

@@ -3,7 +3,8 @@
 //! `p`. Its forward map gathers the parts' rows, its adjoint and normal map
 //! the sum of the parts' own. SENSE's coils split this way, the parts'
 //! normal maps (a few coils' Toeplitz products each) running side by side;
-//! later, slices or contrasts.
+//! later, slices or contrasts. Q's exact sums split the same way, as a
+//! stack of slabs of the lattice ([`sum_exp_on_shards`]).
 //!
 //! Each part past the first runs its maps on a host thread of its own, so
 //! that one device's host work does not hold up another's; the first part
@@ -12,7 +13,7 @@
 //! part's result back.
 
 use crate::{check, LinearOp, Map};
-use recon_core::{Backend, Error, Progress, Result};
+use recon_core::{Backend, Complex, Error, Progress, Result, Sign, Targets};
 
 /// The stack `[A_0; A_1; ...]` of parts on different shards.
 pub struct Sharded<'a, B: Backend> {
@@ -111,14 +112,14 @@ impl<'a, B: Backend> Sharded<'a, B> {
     /// on its own device by `term(p, its backend, s_p, tick)` (SENSE's F^H
     /// D: its coils' terms). Every part runs on a host thread of its own,
     /// so that one device's host work (uploads) does not hold up another's;
-    /// `tick` is called after each unit of work, and `progress(done,
-    /// total)` counts them.
+    /// `tick(n)` counts `n` units of work done, and `progress(done, total)`
+    /// gets the count.
     pub fn sum_parts(
         &mut self,
         backend: &B,
         out: &mut B::Vector,
         total: u64,
-        term: impl Fn(usize, &B, &mut B::Vector, &dyn Fn()) -> Result<()> + Sync,
+        term: impl Fn(usize, &B, &mut B::Vector, &dyn Fn(u64)) -> Result<()> + Sync,
         progress: Progress<'_>,
     ) -> Result<()> {
         Error::check_len(
@@ -126,36 +127,14 @@ impl<'a, B: Backend> Sharded<'a, B> {
             self.cols,
             backend.len(out),
         )?;
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        std::thread::scope(|s| {
-            let term = &term;
-            let mut handles = Vec::with_capacity(self.others.len() + 1);
-            let first = &mut *out;
-            let tx0 = tx.clone();
-            handles.push(s.spawn(move || {
-                term(0, backend, first, &|| {
-                    let _ = tx0.send(());
-                })
-            }));
-            for (i, p) in self.others.iter_mut().enumerate() {
-                let tx = tx.clone();
-                handles.push(s.spawn(move || {
-                    term(i + 1, &p.backend, &mut p.sum, &|| {
-                        let _ = tx.send(());
-                    })
-                }));
-            }
-            drop(tx);
-            let mut done = 0;
-            for () in rx {
-                done += 1;
-                progress(done, total);
-            }
-            handles.into_iter().try_for_each(|h| {
-                h.join()
-                    .unwrap_or_else(|_| panic!("a sharded sum's part panicked"))
-            })
-        })?;
+        let parts = std::iter::once((backend, &mut *out))
+            .chain(self.others.iter_mut().map(|p| (&p.backend, &mut p.sum)));
+        on_threads(
+            parts.collect(),
+            total,
+            |p, (b, s), tick| term(p, b, s, tick),
+            progress,
+        )?;
         self.gather(backend, out)
     }
 
@@ -178,6 +157,100 @@ impl<'a, B: Backend> Sharded<'a, B> {
         }
         Ok(())
     }
+}
+
+/// Runs `work(p, task p, tick)` for each task, every one on a host thread
+/// of its own, while this thread reports progress: `tick(n)` counts `n`
+/// units of work done, and `progress(done, total)` gets the running count.
+/// The first error is returned once every task has ended.
+fn on_threads<T: Send>(
+    tasks: Vec<T>,
+    total: u64,
+    work: impl Fn(usize, T, &dyn Fn(u64)) -> Result<()> + Sync,
+    progress: Progress<'_>,
+) -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel::<u64>();
+    std::thread::scope(|s| {
+        let work = &work;
+        let handles: Vec<_> = tasks
+            .into_iter()
+            .enumerate()
+            .map(|(p, task)| {
+                let tx = tx.clone();
+                s.spawn(move || {
+                    work(p, task, &|n| {
+                        let _ = tx.send(n);
+                    })
+                })
+            })
+            .collect();
+        drop(tx);
+        let mut done = 0;
+        for n in rx {
+            done += n;
+            progress(done, total);
+        }
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .unwrap_or_else(|_| panic!("a sharded task panicked"))
+        })
+    })
+}
+
+/// [`Backend::sum_exp`] over every shard of `backend`: the targets a
+/// vertical stack of slabs, slab `p` summed on shard `p`, side by side on
+/// host threads as a [`Sharded`] stack's parts run (Q and the exact
+/// engine's F^H D on the GPUs of a host). A lattice splits into whole
+/// z-planes, so that every slab suits the row kernels. Each target is
+/// computed from its own index by the same code on every shard, so the
+/// result does not depend on the number of shards.
+pub fn sum_exp_on_shards<B: Backend>(
+    backend: &B,
+    out: &mut [Complex<B::Real>],
+    targets: Targets<'_>,
+    sources: &[[f64; 3]],
+    coef: &[Complex<B::Real>],
+    sign: Sign,
+    progress: Progress<'_>,
+) -> Result<()> {
+    Error::check_len("sum_exp output", targets.len(), out.len())?;
+    let total = out.len();
+    let shards = backend.shards();
+    if shards == 1 {
+        return backend.sum_exp(out, targets, 0, sources, coef, sign, progress);
+    }
+    // Near-equal slabs of whole units (planes of a lattice).
+    let unit = match targets {
+        Targets::Lattice(l) => (l.n[0] * l.n[1]).max(1),
+        Targets::List(_) => 1,
+    };
+    let units = total.div_ceil(unit);
+    let mut slabs = Vec::with_capacity(shards);
+    let (mut rest, mut first) = (out, 0);
+    for p in 0..shards {
+        let end = (units * (p + 1) / shards * unit).min(total);
+        let (slab, tail) = rest.split_at_mut(end - first);
+        let b = if p == 0 {
+            None
+        } else {
+            Some(backend.shard(p)?)
+        };
+        slabs.push((b, first, slab));
+        (rest, first) = (tail, end);
+    }
+    on_threads(
+        slabs,
+        total as u64,
+        |_, (b, first, slab), tick| {
+            let mut reported = 0;
+            let b = b.as_ref().unwrap_or(backend);
+            b.sum_exp(slab, targets, first, sources, coef, sign, &mut |d, _| {
+                tick(d - reported);
+                reported = d;
+            })
+        },
+        progress,
+    )
 }
 
 /// Runs `f` on each part of `others`, each on a host thread of its own,

@@ -180,7 +180,8 @@ pub fn compute_q<B: Backend>(
         .map(|&p| Complex::new(B::Real::of(p), B::Real::of(0.0)))
         .collect();
     let mut q = vec![Complex::default(); input.x.len()];
-    backend.sum_exp(
+    recon_ops::sum_exp_on_shards(
+        backend,
         &mut q,
         Targets::List(&input.x),
         &input.k,

@@ -81,12 +81,13 @@ const RANGE: usize = 1 << 14;
 pub fn sum_exp<T: Real>(
     out: &mut [Complex<T>],
     targets: Targets<'_>,
+    first: usize,
     sources: &[[f64; 3]],
     coef: &[Complex<T>],
     sign: Sign,
     progress: Progress<'_>,
 ) -> Result<()> {
-    Error::check_len("sum_exp output", targets.len(), out.len())?;
+    targets.check_slab(first, out.len())?;
     Error::check_len("sum_exp coefficients", sources.len(), coef.len())?;
     let samples = Samples::new(sources, coef);
     let s = match sign {
@@ -96,7 +97,7 @@ pub fn sum_exp<T: Real>(
     let total = out.len() as u64;
     let mut done = 0u64;
     for (r, range) in out.chunks_mut(RANGE).enumerate() {
-        let start = r * RANGE;
+        let start = first + r * RANGE;
         range.par_iter_mut().enumerate().for_each(|(i, o)| {
             let p = targets.point(start + i);
             *o = samples.gather([T::of(p[0]), T::of(p[1]), T::of(p[2])], s);
@@ -162,6 +163,7 @@ mod tests {
             sum_exp(
                 &mut out,
                 Targets::Lattice(lat),
+                0,
                 &k,
                 &c,
                 sign,
@@ -186,6 +188,7 @@ mod tests {
         sum_exp(
             &mut out,
             Targets::List(&pts),
+            0,
             &k,
             &c32,
             Sign::Plus,
@@ -201,14 +204,60 @@ mod tests {
     }
 
     #[test]
+    fn a_slab_of_targets_is_the_same_slice_of_the_whole() {
+        let (lat, k, c) = problem();
+        let mut whole = vec![Complex::default(); lat.len()];
+        sum_exp(
+            &mut whole,
+            Targets::Lattice(lat),
+            0,
+            &k,
+            &c,
+            Sign::Plus,
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let (first, len) = (lat.len() / 3, lat.len() / 2);
+        let mut slab = vec![Complex::default(); len];
+        sum_exp(
+            &mut slab,
+            Targets::Lattice(lat),
+            first,
+            &k,
+            &c,
+            Sign::Plus,
+            &mut |_, _| {},
+        )
+        .unwrap();
+        // Each target is computed from its own index, by the same code.
+        assert_eq!(slab, whole[first..first + len]);
+    }
+
+    #[test]
     fn lengths_are_checked() {
         let (lat, k, c) = problem();
-        let mut out = vec![Complex::default(); 3];
+        // More outputs than targets from `first` on.
+        for (first, len) in [(0, lat.len() + 1), (2, lat.len() - 1), (usize::MAX, 2)] {
+            let mut out = vec![Complex::default(); len];
+            let err = sum_exp(
+                &mut out,
+                Targets::Lattice(lat),
+                first,
+                &k,
+                &c,
+                Sign::Plus,
+                &mut |_, _| {},
+            );
+            assert!(matches!(err, Err(Error::Invalid { .. })), "{first} {len}");
+        }
+        // A coefficient per source.
+        let mut out = vec![Complex::default(); lat.len()];
         let err = sum_exp(
             &mut out,
             Targets::Lattice(lat),
+            0,
             &k,
-            &c,
+            &c[1..],
             Sign::Plus,
             &mut |_, _| {},
         );

@@ -82,12 +82,13 @@ impl<T: Real> Backend for CpuBackend<T> {
         &self,
         out: &mut [Complex<T>],
         targets: Targets<'_>,
+        first: usize,
         sources: &[[f64; 3]],
         coef: &[Complex<T>],
         sign: Sign,
         progress: Progress<'_>,
     ) -> Result<()> {
-        engine::sum_exp(out, targets, sources, coef, sign, progress)
+        engine::sum_exp(out, targets, first, sources, coef, sign, progress)
     }
 
     fn shards(&self) -> usize {

@@ -76,6 +76,7 @@ pub(super) fn problem(
         cpu.sum_exp(
             &mut out,
             Targets::List(&pts),
+            0,
             &traj,
             coef,
             Sign::Plus,
@@ -136,7 +137,8 @@ pub(super) fn time_fhd<B: NufftBackend>(
     let mut runs = 0;
     while runs < 2 || (spent < 1.0 && runs < 10) {
         let t = Instant::now();
-        b.sum_exp(
+        recon_ops::sum_exp_on_shards(
+            b,
             &mut out,
             Targets::Lattice(lat),
             &p.traj,
