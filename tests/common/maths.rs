@@ -34,10 +34,11 @@ impl Rng {
     }
 }
 
-/// Random k-space samples inside Nyquist.
+/// Random k-space samples inside Nyquist (at k_z = 0 on a 2-D grid).
 pub fn random_traj(grid: &Grid, m: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
+    let half = grid.n.map(|n| if n == 1 { 0.0 } else { n as f64 / 2.0 });
     (0..m)
-        .map(|_| [0, 1, 2].map(|d| rng.sym() * grid.n[d] as f64 / 2.0))
+        .map(|_| [0, 1, 2].map(|d| rng.sym() * half[d]))
         .collect()
 }
 

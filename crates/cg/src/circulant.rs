@@ -25,7 +25,7 @@ pub trait Preconditioner<B: Backend> {
 /// weighs `(N - k) / N` and the lag `k - N` weighs `k / N`.
 pub fn toeplitz_eigenvalues<T: Real>(grid: &Grid, q: &[Complex<T>]) -> Result<Vec<f64>> {
     let n = grid.n;
-    let d = grid.doubled();
+    let (d, zero) = (grid.doubled(), grid.lag_zero());
     Error::check_len("Q (2N)^3", d[0] * d[1] * d[2], q.len())?;
     let mut c = vec![Complex::<f64>::default(); grid.len()];
     // c[k] = sum over the 8 wraps of the weighted lags
@@ -40,8 +40,9 @@ pub fn toeplitz_eigenvalues<T: Real>(grid: &Grid, q: &[Complex<T>]) -> Result<Ve
         let k = recon_core::index3(n, i);
         for s in 0..8 {
             let wrapped = [s & 1 != 0, s & 2 != 0, s & 4 != 0];
-            // index of lag k (not wrapped) or k - N (wrapped) in Q
-            let at = |a: usize| if wrapped[a] { k[a] } else { k[a] + n[a] };
+            // index of lag k (not wrapped) or k - N (wrapped) in Q; a flat
+            // axis has lag 0 alone (its wrap weighs 0)
+            let at = |a: usize| if wrapped[a] { k[a] } else { k[a] + zero[a] };
             let w: f64 = (0..3).map(|a| weight(k[a], n[a], wrapped[a])).product();
             if w != 0.0 {
                 let v = q[(at(2) * d[1] + at(1)) * d[0] + at(0)];

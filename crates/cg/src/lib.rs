@@ -190,11 +190,13 @@ impl<B: Backend, A: Normal<B>> Normal<B> for Regularised<'_, B, A> {
 
 /// The peak of |Q|: Q at displacement 0, `sum_m |phi(k_m)|^2` (by the
 /// triangle inequality no |Q(y)| exceeds it), which is also every diagonal
-/// entry of F^H F. Read at index N along each axis (see recon-q).
+/// entry of F^H F. Read at index N along each axis (0 along a 2-D grid's
+/// flat z; see recon-q).
 pub fn q_peak<T: Real>(grid: &Grid, q: &[Complex<T>]) -> Result<f64> {
     let d = grid.doubled();
     Error::check_len("Q (2N)^3", d[0] * d[1] * d[2], q.len())?;
-    let centre = (grid.n[2] * d[1] + grid.n[1]) * d[0] + grid.n[0];
+    let [cx, cy, cz] = grid.lag_zero();
+    let centre = (cz * d[1] + cy) * d[0] + cx;
     Ok(q[centre].norm().f64())
 }
 

@@ -40,15 +40,17 @@ impl Basis {
 }
 
 impl Grid {
-    /// A grid with checked sizes: each `N` even, from 2 to
-    /// [`crate::MAX_N`], each FOV finite and positive.
+    /// A grid with checked sizes: `Nx` and `Ny` even, from 2 to
+    /// [`crate::MAX_N`]; `Nz` the same, or 1 for a 2-D grid (one plane,
+    /// k_z = 0); each FOV finite and positive.
     pub fn new(n: [usize; 3], fov_mm: [f64; 3]) -> Result<Self> {
         for d in 0..3 {
-            if n[d] < 2 || n[d] % 2 != 0 || n[d] > crate::MAX_N {
+            let flat = d == 2 && n[d] == 1;
+            if !flat && (n[d] < 2 || n[d] % 2 != 0 || n[d] > crate::MAX_N) {
                 return Err(Error::Invalid {
                     what: "grid matrix",
                     reason: format!(
-                        "each size must be even, from 2 to {}; got {:?}",
+                        "each size must be even, from 2 to {} (z may be 1: a 2-D grid); got {:?}",
                         crate::MAX_N,
                         n
                     ),
@@ -66,6 +68,11 @@ impl Grid {
             fov_mm,
             basis: Basis::Box,
         })
+    }
+
+    /// Whether this is a 2-D grid: one plane (`Nz = 1`), sampled at k_z = 0.
+    pub fn is_2d(&self) -> bool {
+        self.n[2] == 1
     }
 
     /// Number of voxels.
@@ -92,26 +99,35 @@ impl Grid {
         v[0] * v[1] * v[2]
     }
 
-    /// The doubled grid `(2N)^3` on which Q and the Toeplitz FFTs live.
+    /// The doubled grid `(2N)^3` on which Q and the Toeplitz FFTs live; an
+    /// axis of one voxel stays one (no displacement but 0 along it).
     pub fn doubled(&self) -> [usize; 3] {
-        self.n.map(|n| 2 * n)
+        doubled(self.n)
     }
 
-    /// Voxel centres in FOV units (`x / FOV`), so that `k . x` is in turns.
+    /// The index of displacement 0 in Q's lattice ([`Grid::displacements`])
+    /// along each axis: N, or 0 along an axis of one voxel.
+    pub fn lag_zero(&self) -> [usize; 3] {
+        self.n.map(|n| if n == 1 { 0 } else { n })
+    }
+
+    /// Voxel centres in FOV units (`x / FOV`), so that `k . x` is in turns;
+    /// the one plane of a 2-D grid at 0.
     pub fn voxels(&self) -> Lattice {
         Lattice {
             n: self.n,
-            origin: [-0.5; 3],
+            origin: self.n.map(|n| if n == 1 { 0.0 } else { -0.5 }),
             step: [0, 1, 2].map(|d| 1.0 / self.n[d] as f64),
         }
     }
 
     /// Displacements `y_j = (j - N) FOV / N`, `j = 0 .. 2N`, in FOV units:
-    /// the lattice on which Q is sampled.
+    /// the lattice on which Q is sampled (0 alone along an axis of one
+    /// voxel).
     pub fn displacements(&self) -> Lattice {
         Lattice {
             n: self.doubled(),
-            origin: [-1.0; 3],
+            origin: self.n.map(|n| if n == 1 { 0.0 } else { -1.0 }),
             step: [0, 1, 2].map(|d| 1.0 / self.n[d] as f64),
         }
     }
@@ -135,6 +151,30 @@ impl Grid {
             Basis::Delta => self.voxel_volume(),
         }
     }
+}
+
+/// The doubled shape of an image shape `n`: `2 n` along each axis, 1 along
+/// an axis of one voxel (a 2-D grid's z).
+pub fn doubled(n: [usize; 3]) -> [usize; 3] {
+    n.map(|n| if n == 1 { 1 } else { 2 * n })
+}
+
+/// The image shape whose doubled shape is `d` (the inverse of [`doubled`]).
+pub fn undoubled(d: [usize; 3]) -> [usize; 3] {
+    d.map(|d| if d == 1 { 1 } else { d / 2 })
+}
+
+/// The rule `n` breaks, if it cannot be a reconstruction matrix: `Nx` and
+/// `Ny` even, from 4 to [`crate::MAX_N`]; `Nz` the same, or 1 (a 2-D grid).
+pub fn matrix_problem(n: [usize; 3]) -> Option<String> {
+    let ok = |v: usize| (4..=crate::MAX_N).contains(&v) && v % 2 == 0;
+    if ok(n[0]) && ok(n[1]) && (ok(n[2]) || n[2] == 1) {
+        return None;
+    }
+    Some(format!(
+        "each size must be even, from 4 to {}, or z 1 for a 2-D grid",
+        crate::MAX_N
+    ))
 }
 
 /// The `(x, y, z)` index of linear index `idx` in an `n` array, x fastest.

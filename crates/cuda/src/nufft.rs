@@ -208,6 +208,15 @@ impl Device {
         points: &[[f64; 3]],
         options: &NufftOptions,
     ) -> Result<CudaNufft> {
+        if layout.fine[2] == 1 {
+            return Err(Error::Invalid {
+                what: "GPU NUFFT modes",
+                reason: format!(
+                    "{:?}: 2-D grids (one plane) run on the CPU in this version",
+                    layout.modes
+                ),
+            });
+        }
         let w = layout.kernel.width;
         if !WIDTHS.contains(&w) {
             return Err(Error::Invalid {

@@ -125,14 +125,30 @@ pub fn radians(grid: &Grid, traj: &[[f64; 3]]) -> Vec<[f64; 3]> {
         .collect()
 }
 
-/// The engine's tolerance for the precision `T`, and a finite trajectory.
-pub(crate) fn check_plan_inputs<T: Real>(engine: Engine, traj: &[[f64; 3]]) -> Result<()> {
+/// The engine's tolerance for the precision `T`, and a finite trajectory;
+/// on a 2-D grid, every sample in the plane k_z = 0.
+pub(crate) fn check_plan_inputs<T: Real>(
+    engine: Engine,
+    grid: &Grid,
+    traj: &[[f64; 3]],
+) -> Result<()> {
     engine.check(std::mem::size_of::<T>())?;
     if let Some(m) = traj.iter().position(|k| k.iter().any(|v| !v.is_finite())) {
         return Err(Error::Invalid {
             what: "trajectory",
             reason: format!("sample {m} is {:?}", traj[m]),
         });
+    }
+    if grid.is_2d() {
+        if let Some(m) = traj.iter().position(|k| k[2] != 0.0) {
+            return Err(Error::Invalid {
+                what: "trajectory",
+                reason: format!(
+                    "a 2-D grid (matrix z = 1) is sampled at k_z = 0, but sample {m} has k_z = {}",
+                    traj[m][2]
+                ),
+            });
+        }
     }
     Ok(())
 }
@@ -141,7 +157,7 @@ impl<'b, B: NufftBackend> Plan<'b, B> {
     /// Makes the plan: for the NUFFT engine, its kernel and FFT plans, and
     /// the points sorted once.
     pub fn new(backend: &'b B, engine: Engine, grid: &Grid, traj: &[[f64; 3]]) -> Result<Self> {
-        check_plan_inputs::<B::Real>(engine, traj)?;
+        check_plan_inputs::<B::Real>(engine, grid, traj)?;
         let nufft = match engine {
             Engine::Nufft { tolerance } => {
                 Some(backend.nufft_plan(grid.n, tolerance, 1, &radians(grid, traj))?)

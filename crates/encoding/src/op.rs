@@ -70,7 +70,7 @@ impl<B: NufftBackend> Encoding<B> {
         traj: &[[f64; 3]],
         toeplitz: Option<Toeplitz<B>>,
     ) -> Result<Self> {
-        crate::check_plan_inputs::<B::Real>(engine, traj)?;
+        crate::check_plan_inputs::<B::Real>(engine, grid, traj)?;
         let phi = traj.iter().map(|k| grid.phi(*k)).collect();
         Self::checked(engine, grid, traj.into(), phi, toeplitz)
     }

@@ -97,10 +97,19 @@ fn calibrate(mut w: Vec<f64>, grid: &Grid, traj: &[[f64; 3]]) -> Vec<f64> {
             .min(grid.n[d] as f64 / 2.0)
     });
     let s = extent.map(|e| (e / 10.0).max(1e-3));
-    let f = |k: &[f64; 3]| (-(0..3).map(|d| (k[d] / s[d]).powi(2) / 2.0).sum::<f64>()).exp();
-    let integral: f64 = s
+    // The integral runs over the axes the grid resolves: a 2-D grid's data
+    // lie in the plane k_z = 0, whose weights are areas, not volumes.
+    let axes: Vec<usize> = (0..3).filter(|&d| grid.n[d] > 1).collect();
+    let f = |k: &[f64; 3]| {
+        (-axes
+            .iter()
+            .map(|&d| (k[d] / s[d]).powi(2) / 2.0)
+            .sum::<f64>())
+        .exp()
+    };
+    let integral: f64 = axes
         .iter()
-        .map(|s| (2.0 * std::f64::consts::PI).sqrt() * s)
+        .map(|&d| (2.0 * std::f64::consts::PI).sqrt() * s[d])
         .product();
     let sum: f64 = traj.iter().zip(&w).map(|(k, w)| w * f(k)).sum();
     if sum > 0.0 && sum.is_finite() {

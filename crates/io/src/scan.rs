@@ -140,11 +140,27 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     };
 
     // Every shape first, checked against each other and the limits.
+    // [M, 3]; or [M, 2] (k_x, k_y) on a 2-D grid (matrix z = 1).
+    let tshape_stored = file.dataset("kspace/trajectory").map(|d| d.shape()).ok();
+    let planar = tshape_stored
+        .as_ref()
+        .is_some_and(|s| s.len() == 2 && s[1] == 2);
+    if planar && !grid.is_2d() {
+        return Err(bad(
+            path,
+            "kspace/trajectory",
+            format!(
+                "has shape {:?}, expected [M, 3]: a 2-D trajectory [M, 2] needs a 2-D /kspace matrix (z = 1), and {matrix:?} is 3-D",
+                tshape_stored.unwrap_or_default()
+            ),
+        ));
+    }
+    let width = if planar { 2 } else { 3 };
     let (tds, tshape) = open_f32(
         &file,
         path,
         "kspace/trajectory",
-        &[Axis::Any("M"), Axis::Is(3)],
+        &[Axis::Any("M"), Axis::Is(width)],
     )?;
     // [M, 2] (version 1) or [C, M, 2] (version 2).
     let rank = file.dataset("kspace/data").map_or(2, |d| d.ndim());
@@ -265,8 +281,8 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     // Then read.
     let t = read_checked(&tds, path, "kspace/trajectory", &tshape)?;
     let traj: Vec<[f64; 3]> = t
-        .chunks_exact(3)
-        .map(|k| [k[0], k[1], k[2]].map(f64::from))
+        .chunks_exact(width)
+        .map(|k| [k[0], k[1], k.get(2).copied().unwrap_or(0.0)].map(f64::from))
         .collect();
     drop(t);
     crate::check_spread(path, "kspace/trajectory", &traj)?;

@@ -46,11 +46,20 @@ use spread::Points;
 /// A plan for one mode shape, kernel, sign and precision `T` (f32 or f64).
 /// Points are float64 (radians); strengths, modes and the fine grid are
 /// `T`; kernel values are computed in float64 and rounded to `T`.
+///
+/// A 2-D plan (one mode along z) runs as the 3-D plan of modes `[M_x, 1,
+/// M_y]`, which holds its modes in the same order in memory: the flat axis
+/// is the middle one, so that spreading still splits the fine grid into
+/// slabs along the last axis (here y), and the spreader drops the flat
+/// axis from its loops (spread.rs).
 pub struct Plan<T: Real = f64> {
     /// Modes per axis, x y z.
     pub modes: [usize; 3],
-    /// The upsampled grid per axis (even, at least 2 modes and twice the kernel's width).
+    /// The upsampled grid per axis (even, at least 2 modes and twice the
+    /// kernel's width), one plane along a flat z.
     pub fine: [usize; 3],
+    /// Whether z is flat (one mode), so that axes run as x z y inside.
+    flat: bool,
     pub kernel: Kernel,
     /// +1 or -1: the sign of the exponent.
     pub sign: i32,
@@ -70,12 +79,14 @@ pub struct Plan<T: Real = f64> {
 pub struct Layout {
     /// Modes per axis, x y z.
     pub modes: [usize; 3],
-    /// The upsampled grid per axis (even, at least 2 modes and twice the kernel's width).
+    /// The upsampled grid per axis (even, at least 2 modes and twice the
+    /// kernel's width), or one plane along z where there is one mode.
     pub fine: [usize; 3],
     pub kernel: Kernel,
     /// +1 or -1: the sign of the exponent.
     pub sign: i32,
-    /// `1 / K^(k / fine)` per axis, for modes `-M/2 .. M/2` in order.
+    /// `1 / K^(k / fine)` per axis, for modes `-M/2 .. M/2` in order (1
+    /// along a flat z).
     pub correction: [Vec<f64>; 3],
 }
 
@@ -102,8 +113,16 @@ impl Layout {
             });
         }
         let kernel = Kernel::for_tolerance(tol)?;
-        let fine = modes.map(|m| (2 * m).max(2 * kernel.width).next_multiple_of(2));
+        let mut fine = modes.map(|m| (2 * m).max(2 * kernel.width).next_multiple_of(2));
+        if modes[2] == 1 {
+            // One mode along z (a 2-D grid): exp(i 0 z) = 1 whatever z, so
+            // the fine grid has one plane and the kernel nothing along z.
+            fine[2] = 1;
+        }
         let correction = [0, 1, 2].map(|d| {
+            if fine[d] == 1 {
+                return vec![1.0];
+            }
             let (m, n) = (modes[d] as i64, fine[d] as f64);
             let xis: Vec<f64> = (-m / 2..m - m / 2).map(|k| k as f64 / n).collect();
             kernel
@@ -336,15 +355,20 @@ impl<T: Real> Plan<T> {
     /// 1e-6 in float32, which cannot reach below).
     pub fn new(modes: [usize; 3], tol: f64, sign: i32) -> Result<Plan<T>> {
         let l = Layout::new(modes, tol, sign, std::mem::size_of::<T>())?;
+        let flat = modes[2] == 1;
+        let [cx, cy, cz] = l.correction.map(|c| c.into_iter().map(T::of).collect());
+        let correction = if flat { [cx, cz, cy] } else { [cx, cy, cz] };
+        let (inner_modes, inner_fine) = (inner(flat, modes), inner(flat, l.fine));
         Ok(Plan {
             modes,
             fine: l.fine,
+            flat,
             kernel: l.kernel,
             sign,
             horner: Horner::new(&l.kernel),
-            correction: l.correction.map(|c| c.into_iter().map(T::of).collect()),
-            fft: fft::Pruned::new(l.fine, modes, sign),
-            fft_opposite: fft::Pruned::new(l.fine, modes, -sign),
+            correction,
+            fft: fft::Pruned::new(inner_fine, inner_modes, sign),
+            fft_opposite: fft::Pruned::new(inner_fine, inner_modes, -sign),
             points: None,
         })
     }
@@ -353,8 +377,19 @@ impl<T: Real> Plan<T> {
     /// once for every later execution.
     pub fn set_points(&mut self, x: &[[f64; 3]]) -> Result<()> {
         check_points(x, u32::MAX as usize)?;
-        self.points = Some(Points::new(x, self.fine, &self.horner));
+        let fine = self.inner_fine();
+        self.points = Some(if self.flat {
+            let x: Vec<[f64; 3]> = x.iter().map(|p| inner(true, *p)).collect();
+            Points::new(&x, fine, &self.horner)
+        } else {
+            Points::new(x, fine, &self.horner)
+        });
         Ok(())
+    }
+
+    /// The fine grid's shape as the spreader and the FFTs see it.
+    fn inner_fine(&self) -> [usize; 3] {
+        inner(self.flat, self.fine)
     }
 
     /// The number of points set.
@@ -379,8 +414,8 @@ impl<T: Real> Plan<T> {
 
     /// Calls `f(mode index, fine-grid index, correction)` for every mode.
     fn each_mode(&self, mut f: impl FnMut(usize, usize, T)) {
-        let m = self.modes;
-        let n = self.fine;
+        let m = inner(self.flat, self.modes);
+        let n = self.inner_fine();
         let at =
             |k: usize, d: usize| (k as i64 - (m[d] / 2) as i64).rem_euclid(n[d] as i64) as usize;
         let mut i = 0;
@@ -404,7 +439,7 @@ impl<T: Real> Plan<T> {
         Error::check_len("NUFFT modes", self.modes_len(), out.len())?;
         Error::check_len("NUFFT strengths (one per point)", pts.u.len(), c.len())?;
         let mut grid = zeroed_grid(self.fine.iter().product());
-        spread::spread(&mut grid, self.fine, &self.horner, pts, c);
+        spread::spread(&mut grid, self.inner_fine(), &self.horner, pts, c);
         self.fft.forward_pruned(&mut grid);
         self.each_mode(|k, g, corr| out[k] = grid[g] * corr);
         Ok(())
@@ -419,8 +454,8 @@ impl<T: Real> Plan<T> {
         Error::check_len("NUFFT strengths (one per point)", pts.u.len(), c.len())?;
         Error::check_len("NUFFT outputs (one per point)", pts.u.len(), out.len())?;
         let mut grid = zeroed_grid(self.fine.iter().product());
-        spread::spread(&mut grid, self.fine, &self.horner, pts, c);
-        spread::interpolate(out, &grid, self.fine, &self.horner, pts);
+        spread::spread(&mut grid, self.inner_fine(), &self.horner, pts, c);
+        spread::interpolate(out, &grid, self.inner_fine(), &self.horner, pts);
         Ok(())
     }
 
@@ -447,8 +482,17 @@ impl<T: Real> Plan<T> {
         let mut grid = zeroed_grid(self.fine.iter().product());
         self.each_mode(|k, g, corr| grid[g] = f[k] * corr);
         fft.backward_pruned(&mut grid);
-        spread::interpolate(out, &grid, self.fine, &self.horner, pts);
+        spread::interpolate(out, &grid, self.inner_fine(), &self.horner, pts);
         Ok(())
+    }
+}
+
+/// Axes `x y z` in the order a plan runs them: `x z y` where z is flat.
+fn inner<V: Copy>(flat: bool, [x, y, z]: [V; 3]) -> [V; 3] {
+    if flat {
+        [x, z, y]
+    } else {
+        [x, y, z]
     }
 }
 

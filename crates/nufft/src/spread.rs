@@ -108,17 +108,26 @@ impl Points {
     }
 }
 
-/// A point's footprint: first cell per axis and the kernel's `W` values.
+/// A point's footprint: first cell per axis and the kernel's `W` values
+/// (along a flat y axis, `WY = 1`: the one cell, weight 1).
 struct Footprint<T, const W: usize> {
     first: [i64; 3],
     w: [[T; W]; 3],
 }
 
 #[inline(always)]
-fn footprint<T: Real, const W: usize>(h: &Horner, u: &[f64; 3]) -> Footprint<T, W> {
+fn footprint<T: Real, const W: usize, const WY: usize>(
+    h: &Horner,
+    u: &[f64; 3],
+) -> Footprint<T, W> {
     let mut first = [0; 3];
     let mut w = [[T::zero(); W]; 3];
     for d in 0..3 {
+        if d == 1 && WY == 1 {
+            // One mode along y: the grid has one cell, and every point sits on it.
+            w[1][0] = T::one();
+            continue;
+        }
         let mut v = [0.0; W];
         first[d] = h.footprint(u[d], &mut v);
         for (o, x) in w[d].iter_mut().zip(&v) {
@@ -128,29 +137,25 @@ fn footprint<T: Real, const W: usize>(h: &Horner, u: &[f64; 3]) -> Footprint<T, 
     Footprint { first, w }
 }
 
-/// Calls `$f::<T, W>($args)` with the kernel width as a constant, so that
-/// every loop over a footprint is unrolled for its width (FINUFFT
-/// instantiates its spreader per width the same way).
+/// Calls `$f::<T, W, WY>($args)` with the kernel width `W` as a constant,
+/// and `WY` the width along y (`W`, or 1 on a flat grid of one y cell), so
+/// that every loop over a footprint is unrolled for its width (FINUFFT
+/// instantiates its spreader per width the same way, and per dimension).
 macro_rules! with_width {
-    ($w:expr, $f:ident::<$t:ty>($($arg:expr),*)) => {
-        match $w {
-            2 => $f::<$t, 2>($($arg),*),
-            3 => $f::<$t, 3>($($arg),*),
-            4 => $f::<$t, 4>($($arg),*),
-            5 => $f::<$t, 5>($($arg),*),
-            6 => $f::<$t, 6>($($arg),*),
-            7 => $f::<$t, 7>($($arg),*),
-            8 => $f::<$t, 8>($($arg),*),
-            9 => $f::<$t, 9>($($arg),*),
-            10 => $f::<$t, 10>($($arg),*),
-            11 => $f::<$t, 11>($($arg),*),
-            12 => $f::<$t, 12>($($arg),*),
-            13 => $f::<$t, 13>($($arg),*),
-            14 => $f::<$t, 14>($($arg),*),
-            15 => $f::<$t, 15>($($arg),*),
-            16 => $f::<$t, 16>($($arg),*),
-            w => unreachable!("kernel width {w} outside 2 to {MAX_WIDTH}"),
+    ($w:expr, $flat:expr, $f:ident::<$t:ty>($($arg:expr),*)) => {
+        with_width!(@arms $w, $flat, $f, $t, ($($arg),*); 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+    };
+    (@arms $w:expr, $flat:expr, $f:ident, $t:ty, $args:tt; $($n:literal)*) => {
+        match ($w, $flat) {
+            $(
+                ($n, false) => with_width!(@call $f, $t, $n, $n, $args),
+                ($n, true) => with_width!(@call $f, $t, $n, 1, $args),
+            )*
+            (w, _) => unreachable!("kernel width {w} outside 2 to {MAX_WIDTH}"),
         }
+    };
+    (@call $f:ident, $t:ty, $w:tt, $wy:tt, ($($arg:expr),*)) => {
+        $f::<$t, $w, $wy>($($arg),*)
     };
 }
 
@@ -171,7 +176,7 @@ pub(crate) fn spread<T: Real>(
     c: &[Complex<T>],
 ) {
     assert_eq!(g.len(), n.iter().product::<usize>(), "fine grid");
-    with_width!(h.width, spread_w::<T>(g, n, h, pts, c))
+    with_width!(h.width, n[1] == 1, spread_w::<T>(g, n, h, pts, c))
 }
 
 /// Points a bin needs before a subproblem pays for adding its buffer
@@ -179,7 +184,7 @@ pub(crate) fn spread<T: Real>(
 /// point with scattered accesses).
 pub(crate) const SUBPROBLEM_POINTS: usize = 32;
 
-fn spread_w<T: Real, const W: usize>(
+fn spread_w<T: Real, const W: usize, const WY: usize>(
     g: &mut [Complex<T>],
     n: [usize; 3],
     h: &Horner,
@@ -194,9 +199,9 @@ fn spread_w<T: Real, const W: usize>(
         // version runs only where the CPU has AVX2 and FMA.
         unsafe {
             if avx {
-                slab_avx::<T, W>(grid, n, h, pts, c, s)
+                slab_avx::<T, W, WY>(grid, n, h, pts, c, s)
             } else {
-                slab::<T, W>(grid, n, h, pts, c, s)
+                slab::<T, W, WY>(grid, n, h, pts, c, s)
             }
         }
     };
@@ -240,7 +245,7 @@ pub(crate) static PLAIN_ONLY: std::sync::atomic::AtomicBool =
 /// # Safety
 /// As [`slab`], on a CPU with AVX2 and FMA.
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
-unsafe fn slab_avx<T: Real, const W: usize>(
+unsafe fn slab_avx<T: Real, const W: usize, const WY: usize>(
     grid: Shared<T>,
     n: [usize; 3],
     h: &Horner,
@@ -248,7 +253,7 @@ unsafe fn slab_avx<T: Real, const W: usize>(
     c: &[Complex<T>],
     s: usize,
 ) {
-    slab::<T, W>(grid, n, h, pts, c, s)
+    slab::<T, W, WY>(grid, n, h, pts, c, s)
 }
 
 /// Spreads the points of slab `s`, bin by bin.
@@ -257,7 +262,7 @@ unsafe fn slab_avx<T: Real, const W: usize>(
 /// `grid` holds `n[0] n[1] n[2]` values, and no other thread touches the
 /// slab's planes and the `W` after them while this runs.
 #[inline(always)]
-unsafe fn slab<T: Real, const W: usize>(
+unsafe fn slab<T: Real, const W: usize, const WY: usize>(
     grid: Shared<T>,
     n: [usize; 3],
     h: &Horner,
@@ -267,7 +272,7 @@ unsafe fn slab<T: Real, const W: usize>(
 ) {
     let z0 = pts.slab_planes[s];
     let depth = pts.slab_planes[s + 1] - z0 + W;
-    let (bx, by) = (BIN + W, BIN + W);
+    let (bx, by) = (BIN + W, if WY == 1 { 1 } else { BIN + W });
     let mut buf = vec![Complex::<T>::default(); bx * by * depth];
     let per_slab = pts.bins[0] * pts.bins[1];
     for b in s * per_slab..(s + 1) * per_slab {
@@ -275,14 +280,14 @@ unsafe fn slab<T: Real, const W: usize>(
         if range.len() < SUBPROBLEM_POINTS {
             // SAFETY: this task owns planes z0 .. z0 + depth (mod nz)
             // in this phase (module docs).
-            unsafe { spread_direct::<T, W>(grid, n, h, pts, c, range) };
+            unsafe { spread_direct::<T, W, WY>(grid, n, h, pts, c, range) };
             continue;
         }
         let (xb, yb) = ((b % per_slab) % pts.bins[0], (b % per_slab) / pts.bins[0]);
         let origin = [xb * BIN, yb * BIN, z0];
         buf.iter_mut().for_each(|v| *v = Complex::default());
         for i in range {
-            let f = footprint::<T, W>(h, &pts.u[i]);
+            let f = footprint::<T, W, WY>(h, &pts.u[i]);
             let ci = c[pts.order[i] as usize];
             let cx: [Complex<T>; W] = std::array::from_fn(|j| ci * f.w[0][j]);
             // Local cells: the footprint's first cell lies in this bin
@@ -290,7 +295,7 @@ unsafe fn slab<T: Real, const W: usize>(
             let local = |d: usize| (f.first[d].rem_euclid(n[d] as i64) as usize) - origin[d];
             let (lx, ly, lz) = (local(0), local(1), local(2));
             for a in 0..W {
-                for bb in 0..W {
+                for bb in 0..WY {
                     let wzy = f.w[2][a] * f.w[1][bb];
                     let row = ((lz + a) * by + ly + bb) * bx + lx;
                     let r: &mut [Complex<T>; W] =
@@ -327,7 +332,7 @@ unsafe fn slab<T: Real, const W: usize>(
 /// `grid` holds `n[0] n[1] n[2]` values, and no other thread touches the
 /// planes these points' footprints reach while this runs.
 #[inline(always)]
-unsafe fn spread_direct<T: Real, const W: usize>(
+unsafe fn spread_direct<T: Real, const W: usize, const WY: usize>(
     grid: Shared<T>,
     n: [usize; 3],
     h: &Horner,
@@ -336,14 +341,14 @@ unsafe fn spread_direct<T: Real, const W: usize>(
     range: Range<usize>,
 ) {
     for i in range {
-        let f = footprint::<T, W>(h, &pts.u[i]);
+        let f = footprint::<T, W, WY>(h, &pts.u[i]);
         let ci = c[pts.order[i] as usize];
         let cx: [Complex<T>; W] = std::array::from_fn(|j| ci * f.w[0][j]);
         let x0 = f.first[0].rem_euclid(n[0] as i64) as usize;
         let contiguous = x0 + W <= n[0];
         for a in 0..W {
             let z = (f.first[2] + a as i64).rem_euclid(n[2] as i64) as usize;
-            for b in 0..W {
+            for b in 0..WY {
                 let y = (f.first[1] + b as i64).rem_euclid(n[1] as i64) as usize;
                 let wzy = f.w[2][a] * f.w[1][b];
                 let row = (z * n[1] + y) * n[0];
@@ -376,10 +381,10 @@ pub(crate) fn interpolate<T: Real>(
     pts: &Points,
 ) {
     assert_eq!(g.len(), n.iter().product::<usize>(), "fine grid");
-    with_width!(h.width, interpolate_w::<T>(out, g, n, h, pts))
+    with_width!(h.width, n[1] == 1, interpolate_w::<T>(out, g, n, h, pts))
 }
 
-fn interpolate_w<T: Real, const W: usize>(
+fn interpolate_w<T: Real, const W: usize, const WY: usize>(
     out: &mut [Complex<T>],
     g: &[Complex<T>],
     n: [usize; 3],
@@ -394,9 +399,9 @@ fn interpolate_w<T: Real, const W: usize>(
         .for_each(|(o, u)| {
             if avx {
                 // SAFETY: this CPU has AVX2 and FMA.
-                unsafe { points_avx::<T, W>(o, u, g, n, h) }
+                unsafe { points_avx::<T, W, WY>(o, u, g, n, h) }
             } else {
-                points::<T, W>(o, u, g, n, h)
+                points::<T, W, WY>(o, u, g, n, h)
             }
         });
     for (v, &m) in sorted.iter().zip(&pts.order) {
@@ -409,19 +414,19 @@ fn interpolate_w<T: Real, const W: usize>(
 /// # Safety
 /// Only on a CPU with AVX2 and FMA.
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
-unsafe fn points_avx<T: Real, const W: usize>(
+unsafe fn points_avx<T: Real, const W: usize, const WY: usize>(
     out: &mut [Complex<T>],
     u: &[[f64; 3]],
     g: &[Complex<T>],
     n: [usize; 3],
     h: &Horner,
 ) {
-    points::<T, W>(out, u, g, n, h)
+    points::<T, W, WY>(out, u, g, n, h)
 }
 
 /// Interpolates the grid at each of `u` into `out`.
 #[inline(always)]
-fn points<T: Real, const W: usize>(
+fn points<T: Real, const W: usize, const WY: usize>(
     out: &mut [Complex<T>],
     u: &[[f64; 3]],
     g: &[Complex<T>],
@@ -429,25 +434,25 @@ fn points<T: Real, const W: usize>(
     h: &Horner,
 ) {
     for (o, u) in out.iter_mut().zip(u) {
-        *o = point::<T, W>(u, g, n, h);
+        *o = point::<T, W, WY>(u, g, n, h);
     }
 }
 
 #[inline(always)]
-fn point<T: Real, const W: usize>(
+fn point<T: Real, const W: usize, const WY: usize>(
     u: &[f64; 3],
     g: &[Complex<T>],
     n: [usize; 3],
     h: &Horner,
 ) -> Complex<T> {
-    let f = footprint::<T, W>(h, u);
+    let f = footprint::<T, W, WY>(h, u);
     let x0 = f.first[0].rem_euclid(n[0] as i64) as usize;
     let contiguous = x0 + W <= n[0];
     let mut acc = Complex::default();
     for a in 0..W {
         let z = (f.first[2] + a as i64).rem_euclid(n[2] as i64) as usize;
         let mut acc_z = Complex::default();
-        for b in 0..W {
+        for b in 0..WY {
             let y = (f.first[1] + b as i64).rem_euclid(n[1] as i64) as usize;
             let row = &g[(z * n[1] + y) * n[0]..][..n[0]];
             let mut acc_y = Complex::default();

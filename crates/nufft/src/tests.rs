@@ -102,6 +102,46 @@ fn type1_and_type2_meet_the_tolerance_against_direct_sums() {
 }
 
 #[test]
+fn flat_plans_of_one_z_mode_meet_the_tolerance_against_direct_sums() {
+    // 2-D plans (modes [M_x, M_y, 1]): the points' z does not matter
+    // (exp(i 0 z) = 1), and a cluster fills bins past SUBPROBLEM_POINTS so
+    // that both spreading paths run on the flat grid.
+    let m = [18, 14, 1];
+    let (mut x, _, ks, _) = problem(5, m, 400);
+    let mut rng = Rng(6);
+    x.extend((0..2000).map(|_| {
+        [
+            2.9 + 0.2 * rng.sym(),
+            -0.3 + 0.2 * rng.sym(),
+            3.0 * rng.sym(),
+        ]
+    }));
+    let c: Vec<Complex<f64>> = (0..x.len())
+        .map(|_| Complex::new(rng.sym(), rng.sym()))
+        .collect();
+    let f: Vec<Complex<f64>> = (0..ks.len())
+        .map(|_| Complex::new(rng.sym(), rng.sym()))
+        .collect();
+    for sign in [1, -1] {
+        let want1 = direct(&ks, &x, &c, sign as f64);
+        let want2 = direct(&x, &ks, &f, sign as f64);
+        for tol in [1e-3, 1e-6, 1e-12] {
+            let mut plan = Plan::new(m, tol, sign).unwrap();
+            assert_eq!(plan.fine[2], 1, "one plane along a flat z");
+            plan.set_points(&x).unwrap();
+            let mut got1 = vec![Complex::default(); ks.len()];
+            plan.type1(&mut got1, &c).unwrap();
+            let mut got2 = vec![Complex::default(); x.len()];
+            plan.type2(&mut got2, &f).unwrap();
+            let (e1, e2) = (rel_l2(&got1, &want1), rel_l2(&got2, &want2));
+            // As in 3-D: the kernel's width is chosen for the tolerance.
+            assert!(e1 < tol, "flat type 1, sign {sign}, tol {tol:e}: {e1:e}");
+            assert!(e2 < tol, "flat type 2, sign {sign}, tol {tol:e}: {e2:e}");
+        }
+    }
+}
+
+#[test]
 fn clustered_points_at_the_periodic_edge_meet_the_tolerance() {
     // 3000 points in a small cluster straddling x = ±pi: every bin they
     // fill holds far more than SUBPROBLEM_POINTS, so they spread through

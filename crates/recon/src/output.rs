@@ -188,7 +188,8 @@ fn write_h5(
 
 /// Writes a magnitude image as NIfTI-1 (`.nii`): float32, voxel size in mm,
 /// and the same voxel-to-scanner transform in qform and sform: image axes x,
-/// y, z along scanner +x, +y, +z (RAS), voxel centres `(i - N/2) * voxel`.
+/// y, z along scanner +x, +y, +z (RAS), voxel centres `(i - N/2) * voxel`
+/// (0 along a 2-D grid's z).
 fn write_nifti(
     path: &Path,
     grid: &recon_core::Grid,
@@ -197,7 +198,14 @@ fn write_nifti(
 ) -> Result<(), recon_io::IoError> {
     let n = grid.n;
     let v = grid.voxel_mm().map(|x| x as f32);
-    let origin = [0, 1, 2].map(|d| -(n[d] as f32 / 2.0) * v[d]);
+    // A 2-D grid's one plane is centred on z = 0.
+    let origin = [0, 1, 2].map(|d| {
+        if n[d] == 1 {
+            0.0
+        } else {
+            -(n[d] as f32 / 2.0) * v[d]
+        }
+    });
     let header = nifti::NiftiHeader {
         pixdim: [1.0, v[0], v[1], v[2], 1.0, 1.0, 1.0, 1.0],
         xyzt_units: 2, // NIFTI_UNITS_MM

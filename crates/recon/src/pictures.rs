@@ -214,7 +214,8 @@ impl Column {
     }
 }
 
-/// Central axial, coronal and sagittal slices (rows) of each column.
+/// Central axial, coronal and sagittal slices (rows) of each column; the
+/// one plane of a 2-D grid.
 pub fn montage_columns(path: &Path, grid: &Grid, cols: &[Column]) -> Result<(), recon_io::IoError> {
     let peak = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
     let shared = |scale: Scale| -> Option<f64> {
@@ -231,7 +232,9 @@ pub fn montage_columns(path: &Path, grid: &Grid, cols: &[Column]) -> Result<(), 
     let cell = big as i64 * s + 12;
     let (left, top) = (72i64, 28i64);
     let w = (left + cols.len() as i64 * cell + 8).max(420);
-    let h = top + 3 * cell + 70;
+    // A 2-D grid has its one plane to show.
+    let rows = if grid.is_2d() { 1 } else { 3 };
+    let h = top + rows as i64 * cell + 70;
     let mut c = Canvas::new(w as usize, h as usize, WHITE);
     for (j, col) in cols.iter().enumerate() {
         let (name, vol) = (&col.name, &col.values);
@@ -242,7 +245,7 @@ pub fn montage_columns(path: &Path, grid: &Grid, cols: &[Column]) -> Result<(), 
             Scale::Own => None,
         }
         .unwrap_or_else(|| peak(vol));
-        for (r, sl) in central_slices(grid, vol).iter().enumerate() {
+        for (r, sl) in central_slices(grid, vol).iter().take(rows).enumerate() {
             let (x0, y0) = (left + j as i64 * cell, top + r as i64 * cell);
             for (i, v) in sl.v.iter().enumerate() {
                 let (x, y) = ((i % sl.w) as i64, (i / sl.w) as i64);
@@ -250,10 +253,15 @@ pub fn montage_columns(path: &Path, grid: &Grid, cols: &[Column]) -> Result<(), 
             }
         }
     }
-    for (r, name) in ["axial", "coronal", "sagittal"].iter().enumerate() {
+    let names: &[&str] = if rows == 1 {
+        &["plane"]
+    } else {
+        &["axial", "coronal", "sagittal"]
+    };
+    for (r, name) in names.iter().enumerate() {
         c.text(4, top + r as i64 * cell + cell / 2 - 4, name, BLACK);
     }
-    let y = top + 3 * cell + 24;
+    let y = top + rows as i64 * cell + 24;
     if let Some(m) = img_max {
         colour_bar(&mut c, left, y, 160, "images", m);
     }

@@ -26,6 +26,19 @@ pub enum Trajectory {
         #[serde(default = "one")]
         kmax: f64,
     },
+    /// Stack of stars: Cartesian kz partitions, each with the same
+    /// `spokes` full-diameter spokes through the centre, each rotated by
+    /// the golden angle (111.25 degrees) from the last, so that any prefix
+    /// is near-uniform (Winkelmann et al. 2007). On a 2-D grid, one
+    /// partition at k_z = 0: 2-D golden-angle radial.
+    StackOfStars {
+        spokes: usize,
+        samples: usize,
+        /// kz partitions; default Nz.
+        partitions: Option<usize>,
+        #[serde(default = "one")]
+        kmax: f64,
+    },
     /// Stack of spirals: Cartesian kz partitions, each with `interleaves`
     /// Archimedean spirals of `turns` turns out to kmax.
     StackOfSpirals {
@@ -60,6 +73,19 @@ fn along(i: usize, samples: usize) -> f64 {
     } else {
         i as f64 / (samples - 1) as f64
     }
+}
+
+/// The golden angle between successive full-diameter spokes: 180 degrees
+/// over the golden ratio (Winkelmann et al. 2007).
+const GOLDEN_ANGLE: f64 = PI * 0.618_033_988_749_894_8;
+
+/// Partition `p` of `parts` Cartesian kz partitions, in [-1, 1) of kmax;
+/// 0 for a single partition.
+fn partition_kz(p: usize, parts: usize) -> f64 {
+    if parts == 1 {
+        return 0.0;
+    }
+    (p as f64 - parts as f64 / 2.0) / (parts as f64 / 2.0)
 }
 
 /// Golden means of the 3-D golden-angle radial scheme (Chan et al. 2009).
@@ -120,6 +146,19 @@ impl Trajectory {
                 positive("samples", samples)?;
                 fraction("kmax", kmax, true)
             }
+            Trajectory::StackOfStars {
+                spokes,
+                samples,
+                partitions,
+                kmax,
+            } => {
+                positive("spokes", spokes)?;
+                positive("samples", samples)?;
+                if let Some(p) = partitions {
+                    positive("partitions", p)?;
+                }
+                fraction("kmax", kmax, true)
+            }
             Trajectory::StackOfSpirals {
                 interleaves,
                 turns,
@@ -173,10 +212,20 @@ impl Trajectory {
     /// [`recon_core::MAX_SAMPLES`].
     pub fn len(&self, grid: &Grid) -> Result<usize, SynthError> {
         self.check()?;
+        self.check_planes(grid)?;
         let count: Option<usize> = match *self {
             Trajectory::Radial {
                 spokes, samples, ..
             } => spokes.checked_mul(samples),
+            Trajectory::StackOfStars {
+                spokes,
+                samples,
+                partitions,
+                ..
+            } => partitions
+                .unwrap_or(grid.n[2])
+                .checked_mul(spokes)
+                .and_then(|v| v.checked_mul(samples)),
             Trajectory::StackOfSpirals {
                 interleaves,
                 samples,
@@ -210,6 +259,32 @@ impl Trajectory {
         }
     }
 
+    /// A 2-D grid (one plane) is sampled at k_z = 0 only: by a stack of
+    /// one partition, or the Cartesian plane.
+    fn check_planes(&self, grid: &Grid) -> Result<(), SynthError> {
+        if !grid.is_2d() {
+            return Ok(());
+        }
+        let stack = |p: Option<usize>| match p {
+            Some(p) if p > 1 => Err(SynthError::Invalid {
+                what: "trajectory.partitions".into(),
+                reason: format!("a 2-D grid (matrix z = 1) takes one partition, got {p}"),
+            }),
+            _ => Ok(()),
+        };
+        match *self {
+            Trajectory::StackOfStars { partitions, .. }
+            | Trajectory::StackOfSpirals { partitions, .. } => stack(partitions),
+            Trajectory::Cartesian {} => Ok(()),
+            Trajectory::Radial { .. } | Trajectory::Tpi { .. } => Err(SynthError::Invalid {
+                what: "trajectory.kind".into(),
+                reason: "is 3-D; a 2-D grid (matrix z = 1) takes stack-of-stars, \
+                         stack-of-spirals or cartesian"
+                    .into(),
+            }),
+        }
+    }
+
     /// Sample positions in cycles/FOV, in acquisition order.
     pub fn generate(&self, grid: &Grid) -> Result<Vec<[f64; 3]>, SynthError> {
         let count = self.len(grid)?;
@@ -234,6 +309,25 @@ impl Trajectory {
                     }
                 }
             }
+            Trajectory::StackOfStars {
+                spokes,
+                samples,
+                partitions,
+                kmax,
+            } => {
+                let parts = partitions.unwrap_or(grid.n[2]);
+                for p in 0..parts {
+                    let kz = partition_kz(p, parts);
+                    for s in 0..spokes {
+                        let (sin, cos) = (s as f64 * GOLDEN_ANGLE).sin_cos();
+                        for i in 0..samples {
+                            // From -kmax to just short of kmax, the centre sampled.
+                            let t = (i as f64 - (samples / 2) as f64) / (samples as f64 / 2.0);
+                            k.push(scale([t * cos, t * sin, kz], kmax));
+                        }
+                    }
+                }
+            }
             Trajectory::StackOfSpirals {
                 interleaves,
                 turns,
@@ -243,8 +337,7 @@ impl Trajectory {
             } => {
                 let parts = partitions.unwrap_or(grid.n[2]);
                 for p in 0..parts {
-                    // Cartesian kz in [-1, 1) of kmax.
-                    let kz = (p as f64 - parts as f64 / 2.0) / (parts as f64 / 2.0);
+                    let kz = partition_kz(p, parts);
                     for l in 0..interleaves {
                         for i in 0..samples {
                             let t = along(i, samples);
@@ -291,10 +384,16 @@ impl Trajectory {
             }
             Trajectory::Cartesian {} => {
                 let n = grid.n;
+                // -N/2 .. N/2 along each axis; 0 alone along a 2-D grid's z.
+                let first = n.map(|n| (n / 2) as f64);
                 for z in 0..n[2] {
                     for y in 0..n[1] {
                         for x in 0..n[0] {
-                            k.push([x as f64 - half[0], y as f64 - half[1], z as f64 - half[2]]);
+                            k.push([
+                                x as f64 - first[0],
+                                y as f64 - first[1],
+                                z as f64 - first[2],
+                            ]);
                         }
                     }
                 }
@@ -339,6 +438,12 @@ mod tests {
                 p: 0.3,
                 kmax: 1.0,
             },
+            Trajectory::StackOfStars {
+                spokes: 13,
+                samples: 16,
+                partitions: None,
+                kmax: 1.0,
+            },
             Trajectory::Cartesian {},
         ];
         for t in &all {
@@ -346,7 +451,66 @@ mod tests {
             assert_eq!(a, t.generate(&grid()).unwrap());
             assert!(within_nyquist(&a), "{t:?}");
             assert!(!a.is_empty());
+            assert_eq!(a.len(), t.len(&grid()).unwrap());
         }
+    }
+
+    #[test]
+    fn a_2d_grid_is_sampled_in_the_plane_kz_0() {
+        let flat = Grid::new([16, 12, 1], [200.0, 150.0, 5.0]).unwrap();
+        let stars = Trajectory::StackOfStars {
+            spokes: 21,
+            samples: 16,
+            partitions: None,
+            kmax: 1.0,
+        };
+        let spirals = Trajectory::StackOfSpirals {
+            interleaves: 4,
+            turns: 3.0,
+            samples: 50,
+            partitions: Some(1),
+            kmax: 1.0,
+        };
+        for t in [&stars, &spirals, &Trajectory::Cartesian {}] {
+            let k = t.generate(&flat).unwrap();
+            assert!(k.iter().all(|k| k[2] == 0.0), "{t:?}");
+            assert!(
+                k.iter()
+                    .all(|k| k[0].abs() <= 8.0 && k[1].abs() <= 6.0 + 1e-12),
+                "{t:?}"
+            );
+        }
+        // Stars: 21 spokes of 16 samples, each through the centre, each
+        // spoke turned by the golden angle from the last.
+        let k = stars.generate(&flat).unwrap();
+        assert_eq!(k.len(), 21 * 16);
+        assert!(k.chunks(16).all(|s| s[8] == [0.0, 0.0, 0.0]));
+        let angle = |s: &[[f64; 3]]| (s[15][1] / 6.0).atan2(s[15][0] / 8.0);
+        let turn = (angle(&k[16..32]) - angle(&k[..16])).rem_euclid(PI);
+        assert!((turn - GOLDEN_ANGLE).abs() < 1e-12, "{turn}");
+        assert_eq!(
+            Trajectory::Cartesian {}.generate(&flat).unwrap().len(),
+            16 * 12
+        );
+        // 3-D trajectories and several partitions are refused, by name.
+        let radial = Trajectory::Radial {
+            spokes: 5,
+            samples: 4,
+            kmax: 1.0,
+        };
+        let err = radial.generate(&flat).unwrap_err().to_string();
+        assert!(
+            err.contains("trajectory.kind") && err.contains("2-D"),
+            "{err}"
+        );
+        let many = Trajectory::StackOfStars {
+            spokes: 5,
+            samples: 4,
+            partitions: Some(2),
+            kmax: 1.0,
+        };
+        let err = many.generate(&flat).unwrap_err().to_string();
+        assert!(err.contains("trajectory.partitions"), "{err}");
     }
 
     #[test]

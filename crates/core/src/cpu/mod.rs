@@ -262,7 +262,7 @@ impl<T: Real> Backend for CpuBackend<T> {
 
     /// The line FFTs of the `2n` grid.
     fn toeplitz_plan(&self, n: [usize; 3]) -> Result<Self::ToeplitzPlan> {
-        Ok(Plan3::new(n.map(|v| 2 * v)))
+        Ok(Plan3::new(crate::doubled(n)))
     }
 
     fn toeplitz(
@@ -273,11 +273,13 @@ impl<T: Real> Backend for CpuBackend<T> {
         fq: &Self::Vector,
         work: &mut Self::Vector,
     ) -> Result<()> {
-        let len: usize = plan.shape().iter().product::<usize>() / 8;
+        let d = plan.shape();
+        let len: usize = crate::undoubled(d).iter().product();
+        let big: usize = d.iter().product();
         Error::check_len("Toeplitz input", len, x.len())?;
         Error::check_len("Toeplitz output", len, out.len())?;
-        Error::check_len("FFT(Q) (2N)^3", 8 * len, fq.len())?;
-        Error::check_len("Toeplitz work (2N)^3", 8 * len, work.len())?;
+        Error::check_len("FFT(Q) (2N)^3", big, fq.len())?;
+        Error::check_len("Toeplitz work (2N)^3", big, work.len())?;
         toeplitz::toeplitz(plan, out, x, fq, work);
         Ok(())
     }
@@ -285,7 +287,7 @@ impl<T: Real> Backend for CpuBackend<T> {
     fn pad(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
         let [nx, ny, nz] = n;
         Error::check_len("pad input", nx * ny * nz, x.len())?;
-        Error::check_len("pad output", 8 * nx * ny * nz, out.len())?;
+        Error::check_len("pad output", crate::doubled(n).iter().product(), out.len())?;
         // Each padded z-plane (2nx * 2ny) gets its first ny rows from x.
         out.par_chunks_mut(4 * nx * ny)
             .enumerate()
@@ -303,7 +305,7 @@ impl<T: Real> Backend for CpuBackend<T> {
 
     fn crop(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
         let [nx, ny, nz] = n;
-        Error::check_len("crop input", 8 * nx * ny * nz, x.len())?;
+        Error::check_len("crop input", crate::doubled(n).iter().product(), x.len())?;
         Error::check_len("crop output", nx * ny * nz, out.len())?;
         out.par_chunks_mut(nx * ny)
             .enumerate()

@@ -29,7 +29,7 @@ pub fn toeplitz<T: Real>(
     work: &mut [Complex<T>],
 ) {
     let d = plan.shape;
-    let n = d.map(|v| v / 2);
+    let n = crate::undoubled(d);
     let plane = d[0] * d[1];
     let zero = Complex::<T>::default();
     let [fx, fy, fz] = &plan.forward;

@@ -271,16 +271,13 @@ pub(crate) fn check_fits(
     Ok(())
 }
 
-/// A reconstruction matrix from a file, held to the config's limits: each
-/// size even, from 4 to [`recon_core::MAX_N`].
+/// A reconstruction matrix from a file, held to the config's limits
+/// ([`recon_core::matrix_problem`]).
 pub(crate) fn check_matrix(path: &Path, what: &str, n: [i64; 3]) -> Result<[usize; 3], IoError> {
-    let max = recon_core::MAX_N as i64;
-    if n.iter().any(|&v| v < 4 || v % 2 != 0 || v > max) {
-        return Err(bad(
-            path,
-            what,
-            format!("is {n:?}: each size must be even, from 4 to {max}"),
-        ));
+    // Negative or huge sizes become 0, which breaks the rule too.
+    let sizes = n.map(|v| usize::try_from(v).unwrap_or(0));
+    if let Some(rule) = recon_core::matrix_problem(sizes) {
+        return Err(bad(path, what, format!("is {n:?}: {rule}")));
     }
     Ok(n.map(|v| v as usize))
 }

@@ -64,13 +64,8 @@ impl Config {
         let (Some(grid), Some(phantom)) = (&self.grid, &self.phantom) else {
             return self.validate_common();
         };
-        for n in grid.matrix.0 {
-            if n < 4 || n % 2 != 0 || n > 1024 {
-                return fail(
-                    "grid.matrix",
-                    format!("each size must be even, from 4 to 1024; got {n}"),
-                );
-            }
+        if let Some(rule) = recon_core::matrix_problem(grid.matrix.0) {
+            return fail("grid.matrix", format!("{rule}; got {:?}", grid.matrix.0));
         }
         for f in grid.fov_mm.0 {
             if !(f.is_finite() && f > 0.0) {
