@@ -6,8 +6,9 @@
 
 mod common;
 
-use common::{config_with, fails_with, recon, recon_bin, repo, scan_run_config, stderr};
-use recon_io::hdf5;
+use common::{
+    config_with, fails_with, kspace_group, recon, recon_bin, repo, scan_run_config, stderr,
+};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -70,20 +71,7 @@ fn a_run_too_large_for_the_host_is_refused_at_once() {
 
 /// A scan file with the given matrix attribute and datasets (float32).
 fn write_scan_raw(path: &Path, matrix: [i64; 3], m: usize, declared_m: Option<usize>) {
-    let f = hdf5::File::create(path).unwrap();
-    let ks = f.create_group("kspace").unwrap();
-    ks.new_attr::<f64>()
-        .shape([3])
-        .create("fov_mm")
-        .unwrap()
-        .write_raw(&[240.0; 3])
-        .unwrap();
-    ks.new_attr::<i64>()
-        .shape([3])
-        .create("matrix")
-        .unwrap()
-        .write_raw(&matrix)
-        .unwrap();
+    let ks = kspace_group(path, matrix);
     match declared_m {
         // Declared huge, chunked and never written: 50 KB on disk.
         Some(big) => {
@@ -108,7 +96,8 @@ fn write_scan_raw(path: &Path, matrix: [i64; 3], m: usize, declared_m: Option<us
         .unwrap()
         .write_raw(&vec![1.0f32; 2 * m])
         .unwrap();
-    f.close().unwrap();
+    // The file closes with its last handle, the group.
+    drop(ks);
 }
 
 // 2. Overflowing voxel count.

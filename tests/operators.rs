@@ -51,14 +51,8 @@ fn toeplitz_matches_explicit_normal_product() {
     let mut rng = Rng::new(3);
     let traj = random_traj(&grid, 120, &mut rng);
     let x = rng.complex(grid.len());
-    let f = explicit_f(&grid, &traj);
     let n = grid.len();
-    let fx: Vec<Complex<f64>> = (0..traj.len())
-        .map(|m| (0..n).map(|j| f[m * n + j] * x[j]).sum())
-        .collect();
-    let want: Vec<Complex<f64>> = (0..n)
-        .map(|j| (0..traj.len()).map(|m| f[m * n + j].conj() * fx[m]).sum())
-        .collect();
+    let (_, want) = explicit_normal(&explicit_f(&grid, &traj), n, &x);
 
     let be = CpuBackend::<f64>::new();
     let q = common::q(&be, &grid, &traj);

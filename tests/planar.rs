@@ -10,7 +10,6 @@ use common::*;
 use recon_cg::{Normal, Toeplitz};
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid};
 use recon_encoding::{Engine, Plan};
-use recon_io::hdf5;
 use recon_ops::testing::{adjoint_error, normal_error};
 use recon_ops::{Gradient, LinearOp, Wavelet};
 
@@ -27,14 +26,8 @@ fn flat_encoding_and_toeplitz_match_the_explicit_matrix() {
     let mut rng = Rng::new(71);
     let traj = random_traj(&grid, 200, &mut rng);
     let x = rng.complex(grid.len());
-    let f = explicit_f(&grid, &traj);
     let n = grid.len();
-    let fx: Vec<Complex<f64>> = (0..traj.len())
-        .map(|m| (0..n).map(|j| f[m * n + j] * x[j]).sum())
-        .collect();
-    let want: Vec<Complex<f64>> = (0..n)
-        .map(|j| (0..traj.len()).map(|m| f[m * n + j].conj() * fx[m]).sum())
-        .collect();
+    let (fx, want) = explicit_normal(&explicit_f(&grid, &traj), n, &x);
     let be = Cpu::new();
     // The exact engine's F against the matrix: f64 sums of 80 terms.
     assert!(nrmse(&common::forward(&be, &grid, &traj, &x), &fx) < 1e-12);
@@ -223,20 +216,7 @@ fn write_flat_scan(
     width: usize,
     data: &[Complex<f64>],
 ) {
-    let f = hdf5::File::create(path).unwrap();
-    let ks = f.create_group("kspace").unwrap();
-    ks.new_attr::<f64>()
-        .shape([3])
-        .create("fov_mm")
-        .unwrap()
-        .write_raw(&[240.0; 3])
-        .unwrap();
-    ks.new_attr::<i64>()
-        .shape([3])
-        .create("matrix")
-        .unwrap()
-        .write_raw(&matrix)
-        .unwrap();
+    let ks = kspace_group(path, matrix);
     let t: Vec<f32> = traj
         .iter()
         .flat_map(|k| k[..width].iter().map(|v| *v as f32).collect::<Vec<_>>())

@@ -88,6 +88,22 @@ pub fn explicit_f(grid: &Grid, traj: &[[f64; 3]]) -> Vec<Complex<f64>> {
     f
 }
 
+/// `(F x, F^H F x)` by the explicit matrix `f` (M x N, as [`explicit_f`]).
+pub fn explicit_normal(
+    f: &[Complex<f64>],
+    n: usize,
+    x: &[Complex<f64>],
+) -> (Vec<Complex<f64>>, Vec<Complex<f64>>) {
+    let m = f.len() / n;
+    let fx: Vec<Complex<f64>> = (0..m)
+        .map(|i| (0..n).map(|j| f[i * n + j] * x[j]).sum())
+        .collect();
+    let fhfx = (0..n)
+        .map(|j| (0..m).map(|i| f[i * n + j].conj() * fx[i]).sum())
+        .collect();
+    (fx, fhfx)
+}
+
 pub fn no_progress() -> impl FnMut(u64, u64) {
     |_, _| {}
 }

@@ -267,6 +267,26 @@ pub fn readers_of(file: &Path) -> Vec<u32> {
 
 /// Writes a text attribute `name` = `text` on `g` (a wrong type where a
 /// number belongs, for the readers' tests).
+/// A new scan file's `/kspace` group with its attributes `fov_mm` (240 mm
+/// per axis) and `matrix`.
+pub fn kspace_group(path: &Path, matrix: [i64; 3]) -> recon_io::hdf5::Group {
+    let f = recon_io::hdf5::File::create(path).unwrap();
+    let ks = f.create_group("kspace").unwrap();
+    ks.new_attr::<f64>()
+        .shape([3])
+        .create("fov_mm")
+        .unwrap()
+        .write_raw(&[240.0; 3])
+        .unwrap();
+    ks.new_attr::<i64>()
+        .shape([3])
+        .create("matrix")
+        .unwrap()
+        .write_raw(&matrix)
+        .unwrap();
+    ks
+}
+
 pub fn text_attr(g: &recon_io::hdf5::Group, name: &str, text: &str) {
     let v: recon_io::hdf5::types::VarLenUnicode = text.parse().unwrap();
     g.new_attr::<recon_io::hdf5::types::VarLenUnicode>()

@@ -114,6 +114,22 @@ fn fraction(what: &str, v: f64, allow_one: bool) -> Result<(), SynthError> {
     Ok(())
 }
 
+/// A stack's checks: its counts at least 1, `partitions` (when given) at
+/// least 1, `kmax` in (0, 1].
+fn stack(
+    counts: [(&str, usize); 2],
+    partitions: Option<usize>,
+    kmax: f64,
+) -> Result<(), SynthError> {
+    for (what, v) in counts {
+        positive(what, v)?;
+    }
+    if let Some(p) = partitions {
+        positive("partitions", p)?;
+    }
+    fraction("kmax", kmax, true)
+}
+
 /// Polar angle of TPI cone `j` of `cones`.
 fn tpi_theta(j: usize, cones: usize) -> f64 {
     PI * (j as f64 + 0.5) / cones as f64
@@ -151,14 +167,7 @@ impl Trajectory {
                 samples,
                 partitions,
                 kmax,
-            } => {
-                positive("spokes", spokes)?;
-                positive("samples", samples)?;
-                if let Some(p) = partitions {
-                    positive("partitions", p)?;
-                }
-                fraction("kmax", kmax, true)
-            }
+            } => stack([("spokes", spokes), ("samples", samples)], partitions, kmax),
             Trajectory::StackOfSpirals {
                 interleaves,
                 turns,
@@ -166,18 +175,18 @@ impl Trajectory {
                 partitions,
                 kmax,
             } => {
-                positive("interleaves", interleaves)?;
-                positive("samples", samples)?;
-                if let Some(p) = partitions {
-                    positive("partitions", p)?;
-                }
+                stack(
+                    [("interleaves", interleaves), ("samples", samples)],
+                    partitions,
+                    kmax,
+                )?;
                 if !(turns.is_finite() && turns > 0.0) {
                     return Err(SynthError::Invalid {
                         what: "trajectory.turns".into(),
                         reason: format!("must be positive, got {turns}"),
                     });
                 }
-                fraction("kmax", kmax, true)
+                Ok(())
             }
             Trajectory::Tpi {
                 cones,
