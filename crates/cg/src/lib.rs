@@ -280,6 +280,16 @@ impl<'d, B: Backend + 'd> Problem<'d, B> {
         &self.fhd
     }
 
+    /// Another right-hand side `F^H D` for the same data term: the next
+    /// slice of a stack, whose slices share one trajectory, Q and plan.
+    pub fn set_rhs(&mut self, backend: &B, fhd: &[Complex<B::Real>]) -> Result<()> {
+        Error::check_len("F^H D (one value per voxel)", self.grid.len(), fhd.len())?;
+        self.fhd = backend.upload(fhd)?;
+        self.b_peak = std::sync::OnceLock::new();
+        let _ = self.b_peak.set(peak_abs(fhd));
+        Ok(())
+    }
+
     pub fn grid(&self) -> &Grid {
         &self.grid
     }

@@ -26,9 +26,11 @@ pub use recon_nufft::{type1_coils_by_pieces, weighted, NufftBackend};
 mod exact;
 mod op;
 mod sense;
+mod stack;
 
 pub use op::Encoding;
 pub use sense::{SenseTerm, SHARE_FROM_VOXELS};
+pub use stack::{plane, Stack};
 
 /// How the sums are computed.
 #[derive(Debug, Clone, Copy, PartialEq)]

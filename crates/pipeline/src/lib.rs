@@ -23,6 +23,7 @@ mod memory;
 mod run;
 pub mod scan;
 mod solve;
+mod stack;
 
 pub use backend::{backend_for, choose_backend, Chosen};
 pub use build::{build, build_with, BuildParams, Built};

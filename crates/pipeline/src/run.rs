@@ -31,7 +31,7 @@ pub struct Outputs {
     pub coil_devices: usize,
 }
 
-fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
+pub(crate) fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
     v.iter()
         .map(|c| Complex::new(c.re.f64(), c.im.f64()))
         .collect()
@@ -130,6 +130,9 @@ where
     B: NufftBackend,
     B::Real: Stored,
 {
+    if let Some(stack) = crate::stack::choose(l, inputs, ui)? {
+        return crate::stack::reconstruct(backend, l, inputs, &stack, ui);
+    }
     let mut built = crate::build(backend, l, inputs, ui)?;
 
     // (F^H F + lambda W^H W) rho = F^H D

@@ -182,6 +182,24 @@ pub struct SolverCfg {
     /// ADMM: over-relaxation in [1, 2) (1: plain ADMM).
     #[serde(default = "default_relaxation")]
     pub relaxation: f64,
+    /// A stack (one 2-D trajectory on every Cartesian k_z partition): as
+    /// one 2-D problem per slice, or as the 3-D problem.
+    #[serde(default)]
+    pub stack: StackMode,
+}
+
+/// How a stack of 2-D trajectories is solved (`solver.stack`).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StackMode {
+    /// Slices when the trajectory is a stack (and there is one coil), the
+    /// 3-D problem otherwise.
+    #[default]
+    Auto,
+    /// One 2-D problem per slice; an error unless the trajectory is a stack.
+    Slices,
+    /// The 3-D problem, stack or not (for comparison).
+    Volume,
 }
 
 fn default_relaxation() -> f64 {
@@ -207,6 +225,7 @@ impl Default for SolverCfg {
             rho: default_rho(),
             relaxation: default_relaxation(),
             precondition: true,
+            stack: StackMode::Auto,
         }
     }
 }

@@ -1,0 +1,137 @@
+//! Stacks: one 2-D trajectory repeated on the Cartesian k_z partitions of a
+//! 3-D grid (stack of stars, stack of spirals), split into one 2-D problem
+//! per slice.
+//!
+//! On partition `k_z = p - Nz/2` (`p = 0 .. Nz`) the 3-D model is
+//! `D_p(m) = r_p sum_j exp(-i 2pi k_z z_j) G_j(m)`, with `z_j = (j - Nz/2)
+//! / Nz` the slices' centres in FOV units, `G_j = F_2D rho_j` slice j's 2-D
+//! encoding on the slice grid (`[Nx, Ny, 1]`, `FOV_z / Nz` thick) and
+//! `r_p` the voxel basis's factor along z (`sinc(k_z / Nz)` for the box, 1
+//! for the delta). The partitions are a full DFT of length Nz, so
+//! `G_j(m) = 1/Nz sum_p exp(+i 2pi k_z z_j) D_p(m) / r_p` exactly: each
+//! slice is a 2-D problem of its own ([`Stack::slices`]), and a scan that
+//! is a stack reconstructs as a batch of 2-D problems that share one
+//! trajectory (and so one plan and one Q).
+
+use recon_core::{Complex, Error, Grid, Result};
+
+/// A 3-D trajectory found to be a stack: its plane and partitions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stack {
+    /// The 3-D grid.
+    pub grid: Grid,
+    /// One slice's grid: `[Nx, Ny, 1]`, `FOV_z / Nz` thick, same basis.
+    pub slice: Grid,
+    /// The 2-D trajectory every partition repeats, at k_z = 0.
+    pub plane: Vec<[f64; 3]>,
+    /// `order[p][m]`: the index in the 3-D trajectory of sample m of
+    /// partition p (`k_z = p - Nz/2`).
+    order: Vec<Vec<usize>>,
+}
+
+impl Stack {
+    /// The stack `traj` is on `grid`, if it is one: every sample's k_z one
+    /// of the Nz Cartesian partitions `p - Nz/2`, each partition present,
+    /// and each holding the same in-plane positions in the same order.
+    /// `None` otherwise (or on a 2-D grid, which is one plane already).
+    pub fn detect(grid: &Grid, traj: &[[f64; 3]]) -> Option<Stack> {
+        let nz = grid.n[2];
+        if grid.is_2d() || traj.is_empty() || traj.len() % nz != 0 {
+            return None;
+        }
+        let mut order = vec![Vec::with_capacity(traj.len() / nz); nz];
+        for (i, k) in traj.iter().enumerate() {
+            let p = k[2] + (nz / 2) as f64;
+            if p != p.round() || p < 0.0 || p >= nz as f64 {
+                return None;
+            }
+            order[p as usize].push(i);
+        }
+        let first = &order[0];
+        let same = order.iter().all(|o| {
+            o.len() == first.len()
+                && o.iter()
+                    .zip(first)
+                    .all(|(&a, &b)| traj[a][..2] == traj[b][..2])
+        });
+        if !same {
+            return None;
+        }
+        let plane = first
+            .iter()
+            .map(|&i| [traj[i][0], traj[i][1], 0.0])
+            .collect();
+        let thick = grid.fov_mm[2] / nz as f64;
+        let slice = Grid::new(
+            [grid.n[0], grid.n[1], 1],
+            [grid.fov_mm[0], grid.fov_mm[1], thick],
+        )
+        .ok()?
+        .with_basis(grid.basis);
+        Some(Stack {
+            grid: *grid,
+            slice,
+            plane,
+            order,
+        })
+    }
+
+    /// Slices (partitions).
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The basis's factor along z on partition `p`: `phi_3D / phi_slice`.
+    fn factor(&self, p: usize) -> f64 {
+        let kz = p as f64 - (self.len() / 2) as f64;
+        self.grid.phi([0.0, 0.0, kz]) / self.slice.phi([0.0; 3])
+    }
+
+    /// Each slice's 2-D data, `[Nz][M_2D]`, from the 3-D data (one value per
+    /// sample of the 3-D trajectory): the inverse DFT along k_z of the
+    /// partitions, each divided by its basis factor (module docs), so that
+    /// slice j's data are exactly `F_2D rho_j` of the 3-D model.
+    pub fn slices(&self, data: &[Complex<f64>]) -> Result<Vec<Vec<Complex<f64>>>> {
+        self.split(data, true)
+    }
+
+    /// The inverse DFT along k_z alone, without the basis factor: what the
+    /// 3-D gridding baseline, which does not model the voxel basis, sees of
+    /// each slice.
+    pub fn slices_unweighted(&self, data: &[Complex<f64>]) -> Result<Vec<Vec<Complex<f64>>>> {
+        self.split(data, false)
+    }
+
+    fn split(&self, data: &[Complex<f64>], basis: bool) -> Result<Vec<Vec<Complex<f64>>>> {
+        let nz = self.len();
+        let m = self.plane.len();
+        Error::check_len("stack data (one value per sample)", nz * m, data.len())?;
+        let centre = (nz / 2) as f64;
+        Ok((0..nz)
+            .map(|j| {
+                let z = (j as f64 - centre) / nz as f64;
+                let mut out = vec![Complex::default(); m];
+                for (p, idx) in self.order.iter().enumerate() {
+                    let kz = p as f64 - centre;
+                    let r = if basis { self.factor(p) } else { 1.0 };
+                    let w =
+                        Complex::from_polar(1.0 / (nz as f64 * r), std::f64::consts::TAU * kz * z);
+                    for (o, &i) in out.iter_mut().zip(idx) {
+                        *o += data[i] * w;
+                    }
+                }
+                out
+            })
+            .collect())
+    }
+}
+
+/// Plane `j` of an `[Nz, Ny, Nx]` volume (x fastest).
+pub fn plane<'v, T: Copy>(grid: &Grid, volume: &'v [T], j: usize) -> &'v [T] {
+    let len = grid.n[0] * grid.n[1];
+    &volume[j * len..(j + 1) * len]
+}
