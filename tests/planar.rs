@@ -290,3 +290,39 @@ fn a_scan_file_with_a_2d_trajectory_reconstructs() {
         assert!(!dir.join("out").exists());
     }
 }
+
+#[test]
+fn a_2d_ismrmrd_file_reads_its_2d_trajectories() {
+    // tests/fixtures/test-flat.ismrmrd.h5: the ismrmrd package's file
+    // (trajectory_dimensions = 2) of `recon simulate` of Shepp-Logan's
+    // projection, 32 x 32 x 1, stack of stars of 40 spokes of 40 samples
+    // (tests/fixtures/README.md).
+    use recon_synth::{Phantom, Trajectory};
+    let fixture = common::repo().join("tests/fixtures/test-flat.ismrmrd.h5");
+    let s = recon_io::ismrmrd::read_ismrmrd(&fixture, recon_io::ismrmrd::Units::Normalized, false)
+        .unwrap();
+    assert_eq!(s.grid.n, [32, 32, 1]);
+    let traj = Trajectory::StackOfStars {
+        spokes: 40,
+        samples: 40,
+        partitions: None,
+        kmax: 1.0,
+    }
+    .generate(&s.grid)
+    .unwrap();
+    assert_eq!(s.traj.len(), traj.len());
+    // float32 in the file; normalised k times 32 is exact in float32.
+    for (a, b) in s.traj.iter().zip(&traj) {
+        assert!(
+            a[2] == 0.0 && (a[0] - b[0]).abs() < 1e-5 && (a[1] - b[1]).abs() < 1e-5,
+            "{a:?} {b:?}"
+        );
+    }
+    let phantom = Phantom::load(&common::repo().join("phantoms/shepp-logan.toml")).unwrap();
+    let want = phantom.kspace(&s.grid, &traj);
+    // The data, float32 and normalised by `recon simulate` by a power of
+    // two: the same up to that scale and float32 rounding.
+    let scale = s.data[0].norm() / want[0].norm();
+    let e = nrmse(&s.data, &want.iter().map(|v| v * scale).collect::<Vec<_>>());
+    assert!(e < 1e-6, "{e:e}");
+}

@@ -545,3 +545,34 @@ fn multi_coil_ismrmrd_fixture_gives_every_channel_and_its_noise() {
     };
     assert_eq!(run(&scan, "a"), run(&fixture, "b"));
 }
+
+#[test]
+fn ismrmrd_contrasts_are_refused_not_merged() {
+    // tests/fixtures/test-small-2contrasts.ismrmrd.h5: the ismrmrd package's
+    // file of configs/test-small.toml written twice, idx.contrast 0 and 1
+    // (the second at half the signal; scripts/make-ismrmrd-fixture.py with
+    // CONTRASTS = 2). Until contrasts reconstruct as images of their own,
+    // such a file is refused, naming the counter, and nothing is written.
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/test-small-2contrasts.ismrmrd.h5");
+    let e = recon_io::ismrmrd::read_ismrmrd(&fixture, recon_io::ismrmrd::Units::Normalized, false)
+        .err()
+        .expect("two contrasts are refused")
+        .to_string();
+    assert!(
+        e.contains("idx.contrast = 0, 1") && e.contains("2 contrasts"),
+        "{e}"
+    );
+    let cfg = scan_config(tmp.path(), &fixture, "trajectory_units = \"normalized\"");
+    let o = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
+    common::fails_with(&o, &["idx.contrast", "does not merge"]);
+    assert!(!tmp.path().join("out").exists());
+    // The one-contrast fixture (idx all 0) still reads.
+    let one = repo().join("tests/fixtures/test-small.ismrmrd.h5");
+    let s =
+        recon_io::ismrmrd::read_ismrmrd(&one, recon_io::ismrmrd::Units::Normalized, false).unwrap();
+    assert_eq!(s.traj.len(), 6000);
+}

@@ -9,7 +9,11 @@
 //! `discard_post` samples are dropped; noise measurement acquisitions give
 //! the coils' noise samples (for prewhitening); acquisitions flagged as
 //! navigation, phase correction, HP or RT feedback, dummy scan or
-//! surface-coil correction scan are skipped.
+//! surface-coil correction scan are skipped. A 2-D matrix (z = 1) also takes
+//! `trajectory_dimensions = 2` (k_z = 0). Averages (`idx.average`) are
+//! combined; a file whose imaging acquisitions span several slices,
+//! contrasts, phases, repetitions or sets, or refer to another `<encoding>`
+//! than the first, is refused, naming the counter, rather than merged.
 //! Trajectory units are not fixed by ISMRMRD: `Units::Normalized` (the
 //! default, as Gadgetron's non-Cartesian gadgets use) is cycles per pixel
 //! in [-0.5, 0.5], multiplied by the matrix size to give cycles/FOV;
@@ -41,6 +45,43 @@ struct Head {
     discard_pre: u16,
     discard_post: u16,
     trajectory_dimensions: u16,
+    encoding_space_ref: u16,
+    idx: Counters,
+}
+
+/// The counters of `idx` that say which image an acquisition belongs to
+/// (ISMRMRD's `EncodingCounters`, by field name).
+#[derive(H5Type, Clone, Debug)]
+#[repr(C)]
+struct Counters {
+    average: u16,
+    slice: u16,
+    contrast: u16,
+    phase: u16,
+    repetition: u16,
+    set: u16,
+}
+
+/// The `idx` counters whose values are separate images, which a reader
+/// must not merge: name, and what it counts.
+const IMAGE_COUNTERS: [(&str, &str); 5] = [
+    ("slice", "slices"),
+    ("contrast", "contrasts (echoes)"),
+    ("phase", "phases"),
+    ("repetition", "repetitions"),
+    ("set", "sets"),
+];
+
+impl Counters {
+    fn images(&self) -> [u16; 5] {
+        [
+            self.slice,
+            self.contrast,
+            self.phase,
+            self.repetition,
+            self.set,
+        ]
+    }
 }
 
 #[derive(H5Type, Clone, Debug)]
@@ -104,6 +145,8 @@ struct Gathered {
     data: Vec<Vec<Complex<f64>>>,
     /// Per channel, its noise samples (noise measurement acquisitions).
     noise: Vec<Vec<Complex<f64>>>,
+    /// The values of each of [`IMAGE_COUNTERS`] among imaging acquisitions.
+    images: [std::collections::BTreeSet<u16>; 5],
 }
 
 impl Gathered {
@@ -208,29 +251,55 @@ fn add_acquisition(
         }
         return Ok(());
     }
-    if h.trajectory_dimensions != 3 {
+    if h.encoding_space_ref != 0 {
         return Err(bad(
             path,
             &name,
             format!(
-                "has trajectory_dimensions = {}, expected 3 (kx, ky, kz)",
-                h.trajectory_dimensions
+                "has encoding_space_ref = {}: recon reconstructs the header's first <encoding> only",
+                h.encoding_space_ref
             ),
         ));
     }
-    if a.traj.len() != 3 * ns {
+    // kx, ky, kz; or kx, ky on a 2-D matrix (z = 1), at k_z = 0.
+    let dims = h.trajectory_dimensions as usize;
+    if !(dims == 3 || (dims == 2 && n[2] == 1)) {
+        return Err(bad(
+            path,
+            &name,
+            format!(
+                "has trajectory_dimensions = {dims}, expected 3 (kx, ky, kz){}",
+                if n[2] == 1 {
+                    " or 2 (kx, ky)"
+                } else {
+                    ", or 2 on a 2-D matrix (z = 1)"
+                }
+            ),
+        ));
+    }
+    if a.traj.len() != dims * ns {
         return Err(bad(
             path,
             &name,
             format!(
                 "holds {} trajectory values for {ns} samples (expected {})",
                 a.traj.len(),
-                3 * ns
+                dims * ns
             ),
         ));
     }
+    for (seen, v) in g.images.iter_mut().zip(h.idx.images()) {
+        seen.insert(v);
+    }
     for s in kept {
-        let k = [0, 1, 2].map(|d| a.traj.as_slice()[3 * s + d] as f64);
+        let at = |d: usize| {
+            if d < dims {
+                a.traj.as_slice()[dims * s + d] as f64
+            } else {
+                0.0
+            }
+        };
+        let k = [0, 1, 2].map(at);
         if k.iter().any(|x| !x.is_finite()) {
             return Err(bad(
                 path,
@@ -369,6 +438,23 @@ pub fn read_ismrmrd_with(path: &Path, units: Units, opts: &ReadOptions) -> Resul
     }
     if g.traj.is_empty() {
         return Err(bad(path, "dataset/data", "holds no imaging samples"));
+    }
+    // Averages are combined (their samples are all data of one image);
+    // slices, contrasts, phases, repetitions and sets are images of their
+    // own, never merged.
+    for ((field, what), seen) in IMAGE_COUNTERS.iter().zip(&g.images) {
+        if seen.len() > 1 {
+            let values: Vec<String> = seen.iter().map(|v| v.to_string()).collect();
+            return Err(bad(
+                path,
+                "dataset/data",
+                format!(
+                    "holds {} {what} (idx.{field} = {}): recon reconstructs one image per run and does not merge them",
+                    seen.len(),
+                    values.join(", ")
+                ),
+            ));
+        }
     }
     crate::check_spread(path, "dataset/data (its trajectories)", &g.traj)?;
     let coils = g.data.len();
