@@ -41,6 +41,28 @@ fn four_coil_run_beats_its_gridding_and_reports_its_coils() {
     // was written (true maps: 23.5 dB); 1 dB is well clear of chance.
     assert!(it > gr + 1.0, "SENSE {it} vs gridding {gr}");
     assert!(r["seconds"]["maps"].as_f64().is_some());
+    // The maps SENSE used are in recon.h5, [C, Nz, Ny, Nx]: estimated maps
+    // are normalised, their root sum of squares 1 wherever it is not 0.
+    let f = recon_io::hdf5::File::open(tmp.path().join("out/recon.h5")).unwrap();
+    let ds = f.dataset("coil_maps").unwrap();
+    assert_eq!(ds.shape(), [4, 24, 24, 24]);
+    let maps: Vec<recon_core::Complex<f32>> = ds.read_raw().unwrap();
+    let voxels = 24 * 24 * 24;
+    let rss: Vec<f32> = (0..voxels)
+        .map(|v| {
+            (0..4)
+                .map(|c| maps[c * voxels + v].norm_sqr())
+                .sum::<f32>()
+                .sqrt()
+        })
+        .collect();
+    // float32 storage of unit-norm maps.
+    assert!(
+        rss.iter().all(|r| *r == 0.0 || (r - 1.0).abs() < 1e-5),
+        "{:?}",
+        &rss[..8]
+    );
+    assert!(rss.iter().filter(|r| **r > 0.5).count() > voxels / 2);
 }
 
 #[test]

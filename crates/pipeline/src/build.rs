@@ -28,8 +28,10 @@ pub struct Built<'b, B: NufftBackend> {
     /// F^H D on the host (for the outputs).
     pub fhd: Vec<Complex<B::Real>>,
     /// For several coils, the gridding plan the maps were estimated on
-    /// (the baseline grids each coil by it).
+    /// (the baseline grids each coil by it) ...
     pub gridder: Option<recon_gridding::Gridding<'b, B>>,
+    /// ... and the coil maps SENSE used, one per coil (for the outputs).
+    pub maps: Option<Vec<Vec<Complex<f64>>>>,
     /// The config's prior.
     pub prior: Regulariser,
     /// The config's lambda (relative) and what it multiplies the prior by.
@@ -88,7 +90,7 @@ where
     seconds.push(("q", t.elapsed().as_secs_f64()));
 
     // F^H D and FFT(Q) on the device (and the maps, for several coils).
-    let (problem, fhd, gridder) = stage_problem(
+    let (problem, fhd, gridder, maps) = stage_problem(
         backend,
         &plan,
         l,
@@ -129,6 +131,7 @@ where
         problem,
         fhd,
         gridder,
+        maps,
         prior,
         lambda,
         lambda_abs,

@@ -77,7 +77,8 @@ pub fn prepare(
 /// SENSE's sum over the coils with their maps) and the right-hand side
 /// (F^H D, or `sum_c S_c^H F^H D_c`). Returns it with the right-hand side
 /// on the host (for the outputs) and, for several coils, the gridding plan
-/// the maps were estimated on (for the baseline). Times "maps", "fft_q"
+/// the maps were estimated on (for the baseline) and the maps used (for
+/// the outputs). Times "maps", "fft_q"
 /// (with the maps' upload) and "fhd". `coil_devices`: the devices that
 /// share the coils (`None`: as [`SenseTerm::new`] decides).
 #[allow(clippy::type_complexity, clippy::too_many_arguments)]
@@ -94,6 +95,7 @@ pub fn stage_problem<'b, B: NufftBackend>(
     Problem<'b, B>,
     Vec<Complex<B::Real>>,
     Option<recon_gridding::Gridding<'b, B>>,
+    Option<Vec<Vec<Complex<f64>>>>,
 )> {
     let grid = &l.grid;
     if inputs.coils == 1 && inputs.true_maps.is_none() {
@@ -107,7 +109,7 @@ pub fn stage_problem<'b, B: NufftBackend>(
         }
         backend.synchronize()?;
         seconds.push(("fft_q", t.elapsed().as_secs_f64()));
-        return Ok((problem, fhd, None));
+        return Ok((problem, fhd, None, None));
     }
     let t = Instant::now();
     let g = gridder(backend, l, inputs)?;
@@ -115,10 +117,10 @@ pub fn stage_problem<'b, B: NufftBackend>(
     seconds.push(("maps", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
-    let maps: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| from_f64(m)).collect();
+    let on_device: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| from_f64(m)).collect();
     let toeplitz = Toeplitz::new(backend, grid, q)?;
-    let mut sense = SenseTerm::new(backend, plan, toeplitz, &maps, coil_devices)?;
-    drop(maps);
+    let mut sense = SenseTerm::new(backend, plan, toeplitz, &on_device, coil_devices)?;
+    drop(on_device);
     backend.synchronize()?;
     seconds.push(("fft_q", t.elapsed().as_secs_f64()));
 
@@ -135,7 +137,7 @@ pub fn stage_problem<'b, B: NufftBackend>(
     if preconditioned(l) {
         problem.precondition(backend, q)?;
     }
-    Ok((problem, fhd, Some(g)))
+    Ok((problem, fhd, Some(g), Some(maps)))
 }
 
 /// The gridding plan of a run (density weights made once).

@@ -29,6 +29,8 @@ pub struct Outputs {
     /// GPUs that shared SENSE's coils (1 for one coil, a small grid or one
     /// device).
     pub coil_devices: usize,
+    /// The coil maps SENSE used (several coils), one per coil on the grid.
+    pub maps: Option<Vec<Vec<Complex<f64>>>>,
 }
 
 pub(crate) fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
@@ -163,6 +165,7 @@ where
         seconds,
         device: backend.describe(),
         coil_devices,
+        maps: built.maps.take(),
     })
 }
 

@@ -167,5 +167,6 @@ where
         seconds,
         device: backend.describe(),
         coil_devices: 1,
+        maps: None,
     })
 }

@@ -153,6 +153,18 @@ fn write_h5(
         // The reference as the prior saw it: averaged onto the grid.
         recon_io::write_dataset(path, &file, "anatomy", &shape, &f32s(a), false)?;
     }
+    if let Some(maps) = &out.maps {
+        // The maps SENSE used, [C, Nz, Ny, Nx], to inspect and to reuse.
+        let all: Vec<Complex<f64>> = maps.concat();
+        recon_io::write_dataset(
+            path,
+            &file,
+            "coil_maps",
+            &[maps.len(), n[2], n[1], n[0]],
+            &to_c32(&all),
+            false,
+        )?;
+    }
     // W as a weighted stencil (recon_core::Stencil): edge weights
     // [3 (x, y, z), Nz, Ny, Nx] and, with a support term, the diagonal.
     let s = &out.stencil;
