@@ -114,7 +114,7 @@ where
     let (mut cg, mut grid_s) = (0.0, 0.0);
     let mut info: Option<recon_cg::Info> = None;
     let (mut stencil, mut prior) = (None, None);
-    for j in 0..nz {
+    for (j, raw) in raw.iter().enumerate() {
         if j > 0 {
             // The next slice: its F^H D, and its prior (its plane of a reference).
             let next = slice_inputs(stack, inputs, data.next().expect("a slice"), j);
@@ -129,10 +129,10 @@ where
         }
         ui.log(&format!("slice {} of {nz}", j + 1));
         let t = Instant::now();
-        let solved = built.solve(backend, &l.cfg.algorithm().describe(), ui)?;
+        let solved = built.solve(backend, l.cfg.algorithm().describe(), ui)?;
         cg += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let g = grid0.image(&raw[j], None).context("gridding")?;
+        let g = grid0.image(raw, None).context("gridding")?;
         grid_s += t.elapsed().as_secs_f64();
         let at = j * per..(j + 1) * per;
         recon[at.clone()].copy_from_slice(&to_f64(&solved.x));
