@@ -340,3 +340,79 @@ fn gridding_on_the_gpu_matches_the_cpu_f64_baseline() {
     println!("gridding, GPU against CPU f64: {e:.2e}");
     assert!(e < 1e-5, "{e:e}");
 }
+
+#[test]
+fn flat_z_nufft_and_toeplitz_on_the_gpu_match_the_cpu_f64() {
+    // A 2-D grid (one z mode): both spreading methods against direct sums
+    // (points at z = 0, as a 2-D trajectory's); then the encoding plan's Q
+    // and F^H D and the Toeplitz product on a [24, 20, 1] grid against the
+    // exact engine on the CPU in float64.
+    for spreading in [Spreading::Shared, Spreading::Global] {
+        let Some(b) = gpu_with(NufftOptions {
+            spreading,
+            ..NufftOptions::default()
+        }) else {
+            return;
+        };
+        let m = [24, 18, 1];
+        let mut rng = Rng::new(9);
+        let x: Vec<[f64; 3]> = (0..3000)
+            .map(|_| {
+                [
+                    3.0 * std::f64::consts::PI * rng.sym(),
+                    3.0 * std::f64::consts::PI * rng.sym(),
+                    0.0,
+                ]
+            })
+            .collect();
+        let c = rng.complex(x.len());
+        let ks = modes_of(m);
+        let f = rng.complex(ks.len());
+        let (want1, want2) = (direct(&ks, &x, &c, 1.0), direct(&x, &ks, &f, -1.0));
+        for tol in [1e-3, 1e-6] {
+            let (got1, got2) = gpu_pair(&b, m, tol, &x, &c, &f);
+            let (e1, e2) = (nrmse(&got1, &want1), nrmse(&got2, &want2));
+            println!("flat {spreading:?} tol {tol:e}: type 1 {e1:.2e}, adjoint {e2:.2e}");
+            assert!(
+                e1 < allowed(tol),
+                "flat {spreading:?} tol {tol:e}: type 1 {e1:e}"
+            );
+            assert!(
+                e2 < allowed(tol),
+                "flat {spreading:?} tol {tol:e}: adjoint {e2:e}"
+            );
+        }
+    }
+    let Some(b) = gpu(Options::default()) else {
+        return;
+    };
+    let grid = Grid::new([24, 20, 1], [240.0, 200.0, 5.0]).unwrap();
+    let mut rng = Rng::new(10);
+    let traj = random_traj(&grid, 1500, &mut rng);
+    let cpu = CpuBackend::<f64>::new();
+    let q64 = common::q(&cpu, &grid, &traj);
+    let plan = Plan::new(&b, Engine::Nufft { tolerance: 1e-6 }, &grid, &traj).unwrap();
+    let q32 = recon_q::compute(&plan, &mut no_progress()).unwrap();
+    let eq = nrmse(&up(&q32), &q64);
+    let d = rng.complex(traj.len());
+    let mut fhd = vec![Complex::default(); grid.len()];
+    plan.adjoint(&mut fhd, &d, &mut no_progress()).unwrap();
+    let ef = nrmse(&up(&fhd), &common::fhd(&cpu, &grid, &traj, &d));
+    let x = rng.complex(grid.len());
+    let mut t32 = recon_cg::Toeplitz::new(&b, &grid, &q32).unwrap();
+    let mut t64 = recon_cg::Toeplitz::new(&cpu, &grid, &q64).unwrap();
+    let (mut o32, mut o64) = (b.zeros(grid.len()).unwrap(), cpu.zeros(grid.len()).unwrap());
+    use recon_cg::Normal;
+    t32.apply(&b, &mut o32, &b.upload(&down(&x)).unwrap())
+        .unwrap();
+    t64.apply(&cpu, &mut o64, &cpu.upload(&x).unwrap()).unwrap();
+    let mut h = vec![Complex::default(); grid.len()];
+    b.download(&mut h, &o32).unwrap();
+    let et = nrmse(&up(&h), &o64);
+    println!("flat [24, 20, 1] on the GPU: Q {eq:.2e}, F^H D {ef:.2e}, Toeplitz {et:.2e}");
+    // The NUFFT's tolerance and float32 (as the 3-D test of the plan).
+    assert!(
+        eq < 1e-5 && ef < 1e-5 && et < 1e-5,
+        "Q {eq:e}, F^H D {ef:e}, Toeplitz {et:e}"
+    );
+}

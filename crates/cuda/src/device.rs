@@ -213,14 +213,19 @@ impl Device {
         let bytes = 8 * shape.iter().product::<usize>();
         self.ensure_fits(bytes, &format!("a cuFFT plan for {shape:?}"))?;
         let [nx, ny, nz] = shape.map(|v| v as i32);
-        CudaFft::plan_3d(
-            nz,
-            ny,
-            nx,
-            fft_sys::cufftType::CUFFT_C2C,
-            self.stream.clone(),
-        )
-        .at(&format!("cuFFT plan for {shape:?}"))
+        let plan = if nz == 1 {
+            // A flat z (a 2-D grid): the 2-D transform of its one plane.
+            CudaFft::plan_2d(ny, nx, fft_sys::cufftType::CUFFT_C2C, self.stream.clone())
+        } else {
+            CudaFft::plan_3d(
+                nz,
+                ny,
+                nx,
+                fft_sys::cufftType::CUFFT_C2C,
+                self.stream.clone(),
+            )
+        };
+        plan.at(&format!("cuFFT plan for {shape:?}"))
     }
 
     /// Runs `plan` in place on `x` (of the plan's size), unnormalised:

@@ -318,14 +318,16 @@ impl Backend for CudaBackend {
 
     fn pad(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
         let len: usize = n.iter().product();
+        let big: usize = recon_core::doubled(n).iter().product();
         Error::check_len("pad input", 2 * len, x.len())?;
-        Error::check_len("pad output", 16 * len, out.len())?;
+        Error::check_len("pad output", 2 * big, out.len())?;
         self.dev0().pad(out, x, n)
     }
 
     fn crop(&self, out: &mut Self::Vector, x: &Self::Vector, n: [usize; 3]) -> Result<()> {
         let len: usize = n.iter().product();
-        Error::check_len("crop input", 16 * len, x.len())?;
+        let big: usize = recon_core::doubled(n).iter().product();
+        Error::check_len("crop input", 2 * big, x.len())?;
         Error::check_len("crop output", 2 * len, out.len())?;
         self.dev0().crop(out, x, n)
     }

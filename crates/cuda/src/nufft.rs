@@ -208,15 +208,6 @@ impl Device {
         points: &[[f64; 3]],
         options: &NufftOptions,
     ) -> Result<CudaNufft> {
-        if layout.fine[2] == 1 {
-            return Err(Error::Invalid {
-                what: "GPU NUFFT modes",
-                reason: format!(
-                    "{:?}: 2-D grids (one plane) run on the CPU in this version",
-                    layout.modes
-                ),
-            });
-        }
         let w = layout.kernel.width;
         if !WIDTHS.contains(&w) {
             return Err(Error::Invalid {
@@ -333,8 +324,35 @@ impl Device {
                 .arg(&maxsub);
             unsafe { b.launch(self.cfg(bins)) }.at("launch nufft_subproblems")?;
         }
+        // A flat z (one fine plane): every point sits at offset 0 there, so
+        // the W-wide footprint along z lands in the one plane with the
+        // constant weight S = sum_j K(j - W/2) (as kernel_values in
+        // nufft.cu computes it, in float32); dividing the z correction by S
+        // makes both types exact, at W times the z work of a 2-D spreader.
+        let flat = if layout.fine[2] == 1 {
+            let w = layout.kernel.width;
+            let beta = layout.kernel.beta as f32;
+            let s: f32 = (0..w)
+                .map(|j| {
+                    let z = (2.0 * j as f32 - w as f32) / w as f32;
+                    let t = 1.0 - z * z;
+                    if t > 0.0 {
+                        (beta * (t.sqrt() - 1.0)).exp()
+                    } else {
+                        0.0
+                    }
+                })
+                .sum();
+            1.0 / s as f64
+        } else {
+            1.0
+        };
         let correction = [0, 1, 2].map(|d| {
-            let c: Vec<f32> = layout.correction[d].iter().map(|&v| v as f32).collect();
+            let scale = if d == 2 { flat } else { 1.0 };
+            let c: Vec<f32> = layout.correction[d]
+                .iter()
+                .map(|&v| (v * scale) as f32)
+                .collect();
             self.upload(&c)
         });
         let [cx, cy, cz] = correction;

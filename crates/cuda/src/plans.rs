@@ -51,13 +51,14 @@ impl CudaBackend {
     /// `options.pruned_toeplitz` allows them; else a cuFFT plan of `2n`.
     pub(crate) fn toeplitz_plan_for(&self, n: [usize; 3]) -> Result<CudaToeplitz> {
         let dev = self.dev0();
-        let fused = match self.options.pruned_toeplitz {
+        // The fused passes are 3-D; a flat z (2-D grid) takes the pieces.
+        let fused = match self.options.pruned_toeplitz && n[2] > 1 {
             true => dev.passes(n)?,
             false => None,
         };
         let how = match fused {
             Some(p) => How::Fused(p),
-            None => How::Pieces(Self::fft_plan_on(dev, n.map(|v| 2 * v))?),
+            None => How::Pieces(Self::fft_plan_on(dev, recon_core::doubled(n))?),
         };
         Ok(CudaToeplitz { n, how })
     }
@@ -109,9 +110,10 @@ fn check_toeplitz<const K: usize>(
     n: [usize; 3],
 ) -> Result<()> {
     let len: usize = n.iter().product();
+    let big: usize = recon_core::doubled(n).iter().product();
     for (what, v) in images {
         Error::check_len(what, 2 * len, v.len())?;
     }
-    Error::check_len("FFT(Q)", 16 * len, fq.len())?;
-    Error::check_len("Toeplitz work", 16 * len, work.len())
+    Error::check_len("FFT(Q)", 2 * big, fq.len())?;
+    Error::check_len("Toeplitz work", 2 * big, work.len())
 }

@@ -153,12 +153,14 @@ impl Device {
             .map(|_| ())
     }
 
-    /// The 2n grid `out` = x zero-padded.
+    /// The 2n grid `out` = x zero-padded (one plane along a flat z).
     pub fn pad(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
         let mut b = self.stream.launch_builder(&self.vector.pad);
         b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
-        unsafe { b.launch(self.rows_cfg(4 * n[1] * n[2], 2 * n[0])) }
+        // Rows of out: 2ny per plane, 2nz planes (one along a flat z).
+        let planes = recon_core::doubled(n)[2];
+        unsafe { b.launch(self.rows_cfg(2 * n[1] * planes, 2 * n[0])) }
             .at("launch pad")
             .map(|_| ())
     }

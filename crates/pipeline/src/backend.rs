@@ -40,20 +40,6 @@ pub fn backend_for(
     if let Some(d) = device {
         l.cfg.engine.device = d;
     }
-    if l.grid.is_2d() {
-        // The GPU's NUFFT and Toeplitz kernels are 3-D only so far.
-        match l.cfg.engine.device {
-            DeviceChoice::Cuda => crate::bail!(
-                "engine.device = \"cuda\": a 2-D grid (matrix {:?}) runs on the CPU in this version; use device = \"cpu\" or \"auto\"",
-                l.grid.n
-            ),
-            DeviceChoice::Auto => {
-                note("device auto: a 2-D grid runs on the CPU in this version");
-                return Ok(Chosen::Cpu(l.cfg.engine.precision));
-            }
-            DeviceChoice::Cpu => {}
-        }
-    }
     choose_backend(&l.cfg.engine, note)
 }
 
