@@ -17,10 +17,13 @@ fn four_coil_run_beats_its_gridding_and_reports_its_coils() {
     let cfg = config_with(tmp.path(), |t| {
         // lambda 0.3: the data are noisy (lambda 0.01 suits the noiseless
         // single-coil run of this config).
-        t.replace("matrix = 16", "matrix = 24").replace("lambda = 0.01", "lambda = 0.3").replace(
-            "[solver]",
-            "[noise]\nsnr = 20.0\nseed = 2\n[coils]\ncount = 4\nnoise_correlation = 0.3\n[solver]",
-        )
+        t.replace("matrix = 16", "matrix = 24")
+            .replace("lambda = 0.01", "lambda = 0.3")
+            .replace(
+                "[solver]",
+                "[noise]\nsnr = 20.0\nseed = 2\n[coils]\ncount = 4\nnoise_correlation = 0.3\n[solver]",
+            )
+            .replace("dir = \"out\"", "dir = \"out\"\nmaps_nifti = true")
     });
     let out = recon(
         &["--config", cfg.to_str().unwrap()],
@@ -63,6 +66,12 @@ fn four_coil_run_beats_its_gridding_and_reports_its_coils() {
         &rss[..8]
     );
     assert!(rss.iter().filter(|r| **r > 0.5).count() > voxels / 2);
+    // And, asked for, as a 4-D NIfTI: one volume per coil, the magnitudes.
+    let nii = std::fs::read(tmp.path().join("out/maps.nii")).unwrap();
+    let dim: Vec<i16> = (0..5)
+        .map(|i| i16::from_le_bytes([nii[40 + 2 * i], nii[41 + 2 * i]]))
+        .collect();
+    assert_eq!(dim, [4, 24, 24, 24, 4]);
 }
 
 #[test]

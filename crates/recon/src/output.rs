@@ -198,10 +198,11 @@ fn write_h5(
     file.close().at(path, "close")
 }
 
-/// Writes a magnitude image as NIfTI-1 (`.nii`): float32, voxel size in mm,
-/// and the same voxel-to-scanner transform in qform and sform: image axes x,
-/// y, z along scanner +x, +y, +z (RAS), voxel centres `(i - N/2) * voxel`
-/// (0 along a 2-D grid's z).
+/// Writes magnitudes as NIfTI-1 (`.nii`): float32, one volume, or several
+/// (a 4-D file, one volume per frame, `values` frame after frame), voxel
+/// size in mm, and the same voxel-to-scanner transform in qform and sform:
+/// image axes x, y, z along scanner +x, +y, +z (RAS), voxel centres
+/// `(i - N/2) * voxel` (0 along a 2-D grid's z).
 fn write_nifti(
     path: &Path,
     grid: &recon_core::Grid,
@@ -235,18 +236,26 @@ fn write_nifti(
         descrip: format!("recon: {what}").into_bytes(),
         ..nifti::NiftiHeader::default()
     };
-    // Our arrays are [Nz, Ny, Nx], x fastest; the writer takes [x, y, z].
-    let image = ndarray::ArrayView3::from_shape((n[2], n[1], n[0]), values)
-        .expect("one value per voxel")
-        .reversed_axes();
-    nifti::writer::WriterOptions::new(path)
-        .reference_header(&header)
-        .write_nifti(&image)
-        .map_err(|e| recon_io::IoError::Encode {
-            path: path.display().to_string(),
-            format: "NIfTI",
-            message: e.to_string(),
-        })
+    // Our arrays are [frames, Nz, Ny, Nx], x fastest; the writer takes
+    // [x, y, z(, frame)].
+    let frames = values.len() / grid.len();
+    let options = nifti::writer::WriterOptions::new(path).reference_header(&header);
+    let written = if frames == 1 {
+        let image = ndarray::ArrayView3::from_shape((n[2], n[1], n[0]), values)
+            .expect("one value per voxel")
+            .reversed_axes();
+        options.write_nifti(&image)
+    } else {
+        let image = ndarray::ArrayView4::from_shape((frames, n[2], n[1], n[0]), values)
+            .expect("one value per voxel and frame")
+            .reversed_axes();
+        options.write_nifti(&image)
+    };
+    written.map_err(|e| recon_io::IoError::Encode {
+        path: path.display().to_string(),
+        format: "NIfTI",
+        message: e.to_string(),
+    })
 }
 
 fn magnitude(v: &[Complex<f64>]) -> Vec<f32> {
@@ -280,6 +289,9 @@ pub fn write(
             t.iter().map(|v| *v as f32).collect(),
             "true image",
         ));
+    }
+    if let (true, Some(maps)) = (l.cfg.output.maps_nifti, &out.maps) {
+        images.push(("maps.nii", magnitude(&maps.concat()), "|coil maps|"));
     }
     for (name, values, what) in images {
         dir.stage(name, |tmp| write_nifti(tmp, &l.grid, &values, what))

@@ -349,6 +349,10 @@ pub struct OutputCfg {
     /// Also store Q in recon.h5.
     #[serde(default)]
     pub q: bool,
+    /// Also write the coil maps SENSE used as a 4-D NIfTI (`maps.nii`,
+    /// their magnitudes, one volume per coil).
+    #[serde(default)]
+    pub maps_nifti: bool,
 }
 
 /// A whole run configuration.
