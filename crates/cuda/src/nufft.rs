@@ -326,24 +326,15 @@ impl Device {
         }
         // A flat z (one fine plane): every point sits at offset 0 there, so
         // the W-wide footprint along z lands in the one plane with the
-        // constant weight S = sum_j K(j - W/2) (as kernel_values in
-        // nufft.cu computes it, in float32); dividing the z correction by S
+        // constant weight S = sum_j K(j - W/2) (kernel_values in nufft.cu
+        // computes the same values in float32); dividing the z correction by S
         // makes both types exact, at W times the z work of a 2-D spreader.
         let flat = if layout.fine[2] == 1 {
             let w = layout.kernel.width;
-            let beta = layout.kernel.beta as f32;
-            let s: f32 = (0..w)
-                .map(|j| {
-                    let z = (2.0 * j as f32 - w as f32) / w as f32;
-                    let t = 1.0 - z * z;
-                    if t > 0.0 {
-                        (beta * (t.sqrt() - 1.0)).exp()
-                    } else {
-                        0.0
-                    }
-                })
+            let s: f64 = (0..w)
+                .map(|j| layout.kernel.at(j as f64 - w as f64 / 2.0))
                 .sum();
-            1.0 / s as f64
+            1.0 / s
         } else {
             1.0
         };
