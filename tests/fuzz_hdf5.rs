@@ -136,6 +136,8 @@ fn base_scan(dir: &Path) -> PathBuf {
         traj,
         truth: Some((0..grid.len()).map(|i| i as f64).collect()),
         anatomy: Some(Volume::new(ag, (0..ag.len()).map(|i| i as f64).collect()).unwrap()),
+        geometry: None,
+        parts: Vec::new(),
     };
     let path = dir.join("base.h5");
     recon_io::scan::write_scan(&path, &scan).unwrap();
@@ -380,6 +382,8 @@ fn base_multicoil_scan(dir: &Path) -> PathBuf {
         maps: Some((0..3).map(|_| rng.complex(grid.len())).collect()),
         truth: Some((0..grid.len()).map(|i| i as f64).collect()),
         anatomy: None,
+        geometry: None,
+        parts: Vec::new(),
     };
     let path = dir.join("base-v2.h5");
     recon_io::scan::write_scan(&path, &scan).unwrap();

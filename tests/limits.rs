@@ -342,6 +342,8 @@ fn declared_noise_scan(path: &Path, k: usize) {
         maps: None,
         truth: None,
         anatomy: None,
+        geometry: None,
+        parts: Vec::new(),
     };
     recon_io::scan::write_scan(path, &scan).unwrap();
     let f = hdf5::File::open_rw(path).unwrap();

@@ -547,32 +547,51 @@ fn multi_coil_ismrmrd_fixture_gives_every_channel_and_its_noise() {
 }
 
 #[test]
-fn ismrmrd_contrasts_are_refused_not_merged() {
+fn ismrmrd_contrasts_are_images_of_their_own_not_merged() {
     // tests/fixtures/test-small-2contrasts.ismrmrd.h5: the ismrmrd package's
     // file of configs/test-small.toml written twice, idx.contrast 0 and 1
     // (the second at half the signal; scripts/make-ismrmrd-fixture.py with
-    // CONTRASTS = 2). Until contrasts reconstruct as images of their own,
-    // such a file is refused, naming the counter, and nothing is written.
+    // CONTRASTS = 2). It reads as two images, and reconstructs as two: the
+    // one-contrast file's image, and half of it.
     let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
     let fixture = repo().join("tests/fixtures/test-small-2contrasts.ismrmrd.h5");
-    let e = recon_io::ismrmrd::read_ismrmrd(&fixture, recon_io::ismrmrd::Units::Normalized, false)
-        .err()
-        .expect("two contrasts are refused")
-        .to_string();
+    let s = recon_io::ismrmrd::read_ismrmrd(&fixture, recon_io::ismrmrd::Units::Normalized, false)
+        .unwrap();
+    assert_eq!(s.traj.len(), 12000);
+    assert_eq!(s.parts.len(), 2);
+    assert_eq!(s.parts[1].index.0, [0, 1, 0, 0, 0]);
+    let read = |file: &Path, dir: &str| -> (Vec<usize>, Vec<recon_core::Complex<f64>>, String) {
+        let cfg = scan_config(tmp.path(), file, "trajectory_units = \"normalized\"");
+        let out = ok(&recon(
+            &[
+                "--config",
+                cfg.to_str().unwrap(),
+                "--out",
+                tmp.path().join(dir).to_str().unwrap(),
+            ],
+            &cache,
+        ));
+        let f = hdf5::File::open(tmp.path().join(dir).join("recon.h5")).unwrap();
+        let ds = f.dataset("recon").unwrap();
+        let v: Vec<recon_core::Complex<f32>> = ds.read_raw().unwrap();
+        let v = v
+            .iter()
+            .map(|c| recon_core::Complex::new(c.re as f64, c.im as f64))
+            .collect();
+        (ds.shape(), v, out)
+    };
+    let (shape, two, stdout) = read(&fixture, "two");
+    assert_eq!(shape, vec![2, 16, 16, 16]);
     assert!(
-        e.contains("idx.contrast = 0, 1") && e.contains("2 contrasts"),
-        "{e}"
+        stdout.contains("slice 0, contrast 1: ") && stdout.contains("plan and Q shared"),
+        "{stdout}"
     );
-    let cfg = scan_config(tmp.path(), &fixture, "trajectory_units = \"normalized\"");
-    let o = recon(
-        &["--config", cfg.to_str().unwrap()],
-        &tmp.path().join("cache"),
-    );
-    common::fails_with(&o, &["idx.contrast", "does not merge"]);
-    assert!(!tmp.path().join("out").exists());
-    // The one-contrast fixture (idx all 0) still reads.
-    let one = repo().join("tests/fixtures/test-small.ismrmrd.h5");
-    let s =
-        recon_io::ismrmrd::read_ismrmrd(&one, recon_io::ismrmrd::Units::Normalized, false).unwrap();
-    assert_eq!(s.traj.len(), 6000);
+    let (_, one, _) = read(&repo().join("tests/fixtures/test-small.ismrmrd.h5"), "one");
+    let n = one.len();
+    // Contrast 0 is the one-contrast file's image; contrast 1 half of it
+    // (normalised by a power of two, float32 outputs: the same numbers).
+    assert_eq!(two[..n], one[..]);
+    let half: Vec<_> = one.iter().map(|v| v * 0.5).collect();
+    assert_eq!(two[n..], half[..]);
 }

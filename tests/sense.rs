@@ -238,6 +238,8 @@ fn v2_scan(noise: Option<recon_io::scan::CoilNoise>, with_maps: bool) -> recon_i
         maps: with_maps.then(|| random_maps(3, grid.len(), &mut rng)),
         truth: None,
         anatomy: None,
+        geometry: None,
+        parts: Vec::new(),
     }
 }
 

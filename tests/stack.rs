@@ -162,3 +162,84 @@ fn slices_of_what_is_not_a_stack_are_refused() {
     let o = recon(&["run", "--config", cfg.to_str().unwrap()], tmp.path());
     fails_with(&o, &["stack", "sometimes"]);
 }
+
+/// recon.h5's `name` of a run in `dir` (magnitudes of a complex dataset).
+fn magnitudes(dir: &std::path::Path, name: &str) -> Vec<f64> {
+    common::no_hdf5_locking();
+    let f = recon_io::hdf5::File::open(dir.join("out/recon.h5")).unwrap();
+    let ds = f.dataset(name).unwrap();
+    match ds.read_raw::<recon_core::Complex<f32>>() {
+        Ok(v) => v.iter().map(|c| c.norm() as f64).collect(),
+        Err(_) => ds
+            .read_raw::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| *v as f64)
+            .collect(),
+    }
+}
+
+#[test]
+fn a_stack_of_stars_ismrmrd_file_is_solved_as_slices_like_its_scan_file() {
+    // tests/fixtures/test-stack.ismrmrd.h5: the ismrmrd package's file
+    // (scripts/make-ismrmrd-fixture.py) of `recon simulate` of this
+    // config without [engine] and [solver]: Shepp-Logan on 24 x 24 x 8,
+    // 24 spokes of 40 samples on every partition (tests/fixtures/README.md).
+    let tmp = tempfile::tempdir().unwrap();
+    let stars = "kind = \"stack-of-stars\"\nspokes = 24\nsamples = 40";
+    let synth = stack_config(tmp.path(), stars, "");
+    let scan = tmp.path().join("scan.h5");
+    let o = recon(
+        &[
+            "simulate",
+            "--config",
+            synth.to_str().unwrap(),
+            "--out",
+            scan.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let fixture = common::repo().join("tests/fixtures/test-stack.ismrmrd.h5");
+    let run = |file: &std::path::Path, dir: &std::path::Path| {
+        let cfg = common::scan_run_config(dir, file, "");
+        let o = recon(&["run", "--config", cfg.to_str().unwrap()], dir);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("solved as 8 2-D slices"),
+            "{}",
+            stderr(&o)
+        );
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    run(&scan, a.path());
+    run(&fixture, b.path());
+    let (x, y) = (magnitudes(a.path(), "recon"), magnitudes(b.path(), "recon"));
+    let e = (x.iter().zip(&y).map(|(p, q)| (p - q).powi(2)).sum::<f64>()
+        / x.iter().map(|p| p * p).sum::<f64>())
+    .sqrt();
+    // The same samples; the ISMRMRD trajectory is stored normalised in
+    // float32 (k / N), so its points differ by float32 rounding.
+    assert!(e < 1e-4, "ISMRMRD against scan file: nrmse {e:e}");
+}
+
+#[test]
+fn the_gridding_of_stacked_data_has_the_truths_mean_inside_the_object() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = stack_config(tmp.path(), STARS, "");
+    let o = recon(&["run", "--config", cfg.to_str().unwrap()], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (g, t) = (
+        magnitudes(tmp.path(), "gridding"),
+        magnitudes(tmp.path(), "truth"),
+    );
+    let peak = t.iter().cloned().fold(0.0, f64::max);
+    let inside: Vec<usize> = (0..t.len()).filter(|&i| t[i] >= 0.1 * peak).collect();
+    let mean = |v: &[f64]| inside.iter().map(|&i| v[i]).sum::<f64>() / inside.len() as f64;
+    let (mg, mt) = (mean(&g), mean(&t));
+    // The bound: within 5% of the truth inside the object.
+    assert!(
+        (mg / mt - 1.0).abs() < 0.05,
+        "gridding mean {mg:.4} against the truth's {mt:.4}"
+    );
+}

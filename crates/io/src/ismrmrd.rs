@@ -11,18 +11,25 @@
 //! navigation, phase correction, HP or RT feedback, dummy scan or
 //! surface-coil correction scan are skipped. A 2-D matrix (z = 1) also takes
 //! `trajectory_dimensions = 2` (k_z = 0). Averages (`idx.average`) are
-//! combined; a file whose imaging acquisitions span several slices,
-//! contrasts, phases, repetitions or sets, or refer to another `<encoding>`
-//! than the first, is refused, naming the counter, rather than merged.
+//! combined; slices, contrasts, phases, repetitions and sets (`idx`) are
+//! separate images ([`Part`]s of the scan, in the order of their
+//! [`Index`]), which must cover every combination of the counters used and
+//! hold the same number of samples each. Each image's geometry comes from
+//! its acquisitions' `position`, `read_dir`, `phase_dir` and `slice_dir`
+//! (LPS; all directions zero: none given), the same in every acquisition
+//! of the image. Acquisitions that refer to another `<encoding>` than the
+//! first are refused.
 //! Trajectory units are not fixed by ISMRMRD: `Units::Normalized` (the
 //! default, as Gadgetron's non-Cartesian gadgets use) is cycles per pixel
 //! in [-0.5, 0.5], multiplied by the matrix size to give cycles/FOV;
 //! `Units::CyclesPerFov` takes them as they are.
 
+use crate::geometry::{Geometry, Index, Part, AXES};
 use crate::hdf5::{self, types::VarLenArray, types::VarLenAscii, types::VarLenUnicode, H5Type};
 use crate::scan::{CoilNoise, ReadOptions, Scan};
 use crate::{beyond_nyquist, layout as bad, Context, IoError};
 use recon_core::{Complex, Grid};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// How the file's trajectory is scaled.
@@ -46,7 +53,33 @@ struct Head {
     discard_post: u16,
     trajectory_dimensions: u16,
     encoding_space_ref: u16,
+    position: [f32; 3],
+    read_dir: [f32; 3],
+    phase_dir: [f32; 3],
+    slice_dir: [f32; 3],
     idx: Counters,
+}
+
+impl Head {
+    /// The acquisition's geometry; `Ok(None)` when its directions are all
+    /// zero (a converter that does not fill them), an error when they are
+    /// not orthonormal.
+    fn geometry(&self) -> Result<Option<Geometry>, String> {
+        let f = |v: [f32; 3]| v.map(f64::from);
+        let g = Geometry {
+            position_mm: f(self.position),
+            read_dir: f(self.read_dir),
+            phase_dir: f(self.phase_dir),
+            slice_dir: f(self.slice_dir),
+        };
+        if g.directions()
+            .iter()
+            .all(|(_, d)| d.iter().all(|v| *v == 0.0))
+        {
+            return Ok(None);
+        }
+        g.check().map(|()| Some(g))
+    }
 }
 
 /// The counters of `idx` that say which image an acquisition belongs to
@@ -62,25 +95,16 @@ struct Counters {
     set: u16,
 }
 
-/// The `idx` counters whose values are separate images, which a reader
-/// must not merge: name, and what it counts.
-const IMAGE_COUNTERS: [(&str, &str); 5] = [
-    ("slice", "slices"),
-    ("contrast", "contrasts (echoes)"),
-    ("phase", "phases"),
-    ("repetition", "repetitions"),
-    ("set", "sets"),
-];
-
 impl Counters {
-    fn images(&self) -> [u16; 5] {
-        [
+    /// The image the acquisition belongs to (averages are combined).
+    fn index(&self) -> Index {
+        Index([
             self.slice,
             self.contrast,
             self.phase,
             self.repetition,
             self.set,
-        ]
+        ])
     }
 }
 
@@ -136,32 +160,47 @@ fn xml_number(
     })
 }
 
-/// What the acquisitions hold, gathered in file order.
+/// One image's acquisitions, gathered in file order.
 #[derive(Default)]
-struct Gathered {
+struct Image {
     /// Cycles/FOV, one per imaging sample.
     traj: Vec<[f64; 3]>,
-    /// Per channel, its imaging samples.
+    /// Per channel, its samples.
     data: Vec<Vec<Complex<f64>>>,
+    /// Its geometry, and the acquisition it was first read from.
+    geometry: Option<Geometry>,
+    first: usize,
+}
+
+/// What the acquisitions hold.
+#[derive(Default)]
+struct Gathered {
+    /// The images, by index.
+    images: BTreeMap<Index, Image>,
+    /// Channels of the imaging acquisitions (of the first).
+    channels: Option<usize>,
     /// Per channel, its noise samples (noise measurement acquisitions).
     noise: Vec<Vec<Complex<f64>>>,
-    /// The values of each of [`IMAGE_COUNTERS`] among imaging acquisitions.
-    images: [std::collections::BTreeSet<u16>; 5],
 }
 
 impl Gathered {
+    fn samples(&self) -> usize {
+        self.images.values().map(|i| i.traj.len()).sum()
+    }
+
     /// The memory held so far, and at the end, when each kind's channels
     /// are joined into one array beside them (the vectors' capacities
     /// count: they grow by doubling).
     fn need(&self) -> crate::scan::ReadNeed {
         let caps = |v: &[Vec<Complex<f64>>]| v.iter().map(Vec::capacity).sum::<usize>() as u64;
         let lens = |v: &[Vec<Complex<f64>>]| v.iter().map(Vec::len).sum::<usize>() as u64;
-        let joined = 16 * (lens(&self.data) + lens(&self.noise));
-        let decoded = 24 * self.traj.len() as u64 + joined;
+        let data: u64 = self.images.values().map(|i| lens(&i.data)).sum();
+        let data_caps: u64 = self.images.values().map(|i| caps(&i.data)).sum();
+        let traj_caps: u64 = self.images.values().map(|i| i.traj.capacity() as u64).sum();
+        let joined = 16 * (data + lens(&self.noise));
+        let decoded = 24 * self.samples() as u64 + joined;
         crate::scan::ReadNeed {
-            own: 24 * self.traj.capacity() as u64
-                + 16 * (caps(&self.data) + caps(&self.noise))
-                + joined,
+            own: 24 * traj_caps + 16 * (data_caps + caps(&self.noise)) + joined,
             decoded,
         }
     }
@@ -228,19 +267,24 @@ fn add_acquisition(
         Ok(Complex::new(v[0] as f64, v[1] as f64))
     };
     // Every acquisition of a kind has the channels of the first.
-    let target = if is_noise { &mut g.noise } else { &mut g.data };
-    if target.is_empty() {
-        target.resize(channels, Vec::new());
-    } else if target.len() != channels {
-        return Err(bad(
-            path,
-            &name,
-            format!(
-                "has {channels} channels but the first {} acquisition has {}",
-                if is_noise { "noise" } else { "imaging" },
-                target.len()
-            ),
-        ));
+    let first = if is_noise {
+        (!g.noise.is_empty()).then_some(g.noise.len())
+    } else {
+        g.channels
+    };
+    match first {
+        Some(c) if c != channels => {
+            return Err(bad(
+                path,
+                &name,
+                format!(
+                    "has {channels} channels but the first {} acquisition has {c}",
+                    if is_noise { "noise" } else { "imaging" },
+                ),
+            ));
+        }
+        _ if is_noise => g.noise.resize(channels, Vec::new()),
+        _ => g.channels = Some(channels),
     }
     if is_noise {
         for c in 0..channels {
@@ -288,8 +332,35 @@ fn add_acquisition(
             ),
         ));
     }
-    for (seen, v) in g.images.iter_mut().zip(h.idx.images()) {
-        seen.insert(v);
+    let geometry = h.geometry().map_err(|why| {
+        bad(
+            path,
+            &name,
+            format!("position, read_dir, phase_dir, slice_dir: {why}"),
+        )
+    })?;
+    let index = h.idx.index();
+    let image = g.images.entry(index).or_insert_with(|| Image {
+        data: vec![Vec::new(); channels],
+        geometry,
+        first: i,
+        ..Default::default()
+    });
+    let same = match (&image.geometry, &geometry) {
+        (Some(a), Some(b)) => a.same(b),
+        (None, None) => true,
+        _ => false,
+    };
+    if !same {
+        return Err(bad(
+            path,
+            &name,
+            format!(
+                "lies elsewhere than dataset/data[{}] of the same image ({}): its position or directions differ, and recon reconstructs an image in one geometry",
+                image.first,
+                index.describe()
+            ),
+        ));
     }
     for s in kept {
         let at = |d: usize| {
@@ -323,10 +394,10 @@ fn add_acquisition(
                 ));
             }
         }
-        g.traj.push(k);
+        image.traj.push(k);
         for c in 0..channels {
             let v = sample(c, s)?;
-            g.data[c].push(v);
+            image.data[c].push(v);
         }
     }
     Ok(())
@@ -427,7 +498,7 @@ pub fn read_ismrmrd_with(path: &Path, units: Units, opts: &ReadOptions) -> Resul
         for (j, a) in acqs.iter().enumerate() {
             add_acquisition(path, start + j, a, units, n, allow_beyond_nyquist, &mut g)?;
         }
-        if g.traj.len() > recon_core::MAX_SAMPLES {
+        if g.samples() > recon_core::MAX_SAMPLES {
             return Err(bad(
                 path,
                 "dataset/data",
@@ -436,28 +507,19 @@ pub fn read_ismrmrd_with(path: &Path, units: Units, opts: &ReadOptions) -> Resul
         }
         crate::scan::check_fits(path, "dataset/data", g.need(), opts.handed_to)?;
     }
-    if g.traj.is_empty() {
+    if g.images.is_empty() {
         return Err(bad(path, "dataset/data", "holds no imaging samples"));
     }
-    // Averages are combined (their samples are all data of one image);
-    // slices, contrasts, phases, repetitions and sets are images of their
-    // own, never merged.
-    for ((field, what), seen) in IMAGE_COUNTERS.iter().zip(&g.images) {
-        if seen.len() > 1 {
-            let values: Vec<String> = seen.iter().map(|v| v.to_string()).collect();
-            return Err(bad(
-                path,
-                "dataset/data",
-                format!(
-                    "holds {} {what} (idx.{field} = {}): recon reconstructs one image per run and does not merge them",
-                    seen.len(),
-                    values.join(", ")
-                ),
-            ));
-        }
+    check_images(path, &g.images)?;
+    for (index, image) in &g.images {
+        let what = if g.images.len() == 1 {
+            "dataset/data (its trajectories)".to_string()
+        } else {
+            format!("dataset/data ({}'s trajectory)", index.describe())
+        };
+        crate::check_spread(path, &what, &image.traj)?;
     }
-    crate::check_spread(path, "dataset/data (its trajectories)", &g.traj)?;
-    let coils = g.data.len();
+    let coils = g.channels.expect("imaging acquisitions");
     let noise = if g.noise.is_empty() {
         None
     } else if g.noise.len() != coils {
@@ -482,14 +544,105 @@ pub fn read_ismrmrd_with(path: &Path, units: Units, opts: &ReadOptions) -> Resul
     } else {
         Some(CoilNoise::Samples(g.noise.concat()))
     };
+    // One trajectory, the images' in turn; each coil's samples likewise.
+    let mut parts = Vec::with_capacity(g.images.len());
+    let mut traj = Vec::with_capacity(g.samples());
+    for (index, image) in &mut g.images {
+        let start = traj.len();
+        traj.append(&mut image.traj);
+        parts.push(Part {
+            index: *index,
+            samples: start..traj.len(),
+            geometry: image.geometry,
+        });
+    }
+    let mut data = Vec::with_capacity(coils * traj.len());
+    for c in 0..coils {
+        for image in g.images.values_mut() {
+            data.append(&mut image.data[c]);
+        }
+    }
+    let geometry = match parts.len() {
+        1 => parts.pop().expect("one part").geometry,
+        _ => None,
+    };
     Ok(Scan {
         grid,
-        traj: g.traj,
+        traj,
         coils,
-        data: g.data.concat(),
+        data,
         noise,
         maps: None,
         truth: None,
         anatomy: None,
+        geometry,
+        parts,
     })
+}
+
+/// The images of a file of several must cover every combination of the
+/// counters they use (no slice without a contrast that the others have)
+/// and hold the same number of samples each.
+fn check_images(path: &Path, images: &BTreeMap<Index, Image>) -> Result<(), IoError> {
+    // The values each counter takes.
+    let mut values: [std::collections::BTreeSet<u16>; 5] = Default::default();
+    for index in images.keys() {
+        for (seen, v) in values.iter_mut().zip(index.0) {
+            seen.insert(v);
+        }
+    }
+    let count: usize = values.iter().map(|v| v.len()).product();
+    if count != images.len() {
+        // Every combination, and the first one missing.
+        let mut each = vec![Index::default()];
+        for (d, vals) in values.iter().enumerate() {
+            each = each
+                .into_iter()
+                .flat_map(|i| {
+                    vals.iter().map(move |v| {
+                        let mut j = i;
+                        j.0[d] = *v;
+                        j
+                    })
+                })
+                .collect();
+        }
+        let missing = each
+            .into_iter()
+            .find(|i| !images.contains_key(i))
+            .expect("fewer images than combinations");
+        let used: Vec<String> = AXES
+            .iter()
+            .zip(&values)
+            .filter(|(_, v)| v.len() > 1)
+            .map(|((field, _), v)| format!("idx.{field} takes {}", v.len()))
+            .collect();
+        return Err(bad(
+            path,
+            "dataset/data",
+            format!(
+                "has no imaging acquisitions for {}: its images ({}) must cover every combination, {count} images, but {} are present",
+                missing.describe(),
+                used.join(", "),
+                images.len()
+            ),
+        ));
+    }
+    let (first, one) = images.iter().next().expect("an image");
+    for (index, image) in images {
+        if image.traj.len() != one.traj.len() {
+            return Err(bad(
+                path,
+                "dataset/data",
+                format!(
+                    "{} holds {} samples but {} holds {}: every image of a file must have as many samples",
+                    index.describe(),
+                    image.traj.len(),
+                    first.describe(),
+                    one.traj.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

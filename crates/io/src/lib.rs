@@ -9,6 +9,7 @@ use hdf5::types::VarLenUnicode;
 use hdf5::{Dataset, Group, H5Type};
 pub use hdf5_metno as hdf5;
 mod atomic;
+pub mod geometry;
 pub mod ismrmrd;
 pub mod scan;
 

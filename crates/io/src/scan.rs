@@ -11,6 +11,9 @@
 //!   coils' noise covariance; not both;
 //! - optional `/coils/maps`: float32 [C, Nz, Ny, Nx, 2], coil sensitivities;
 //! - attributes of `/kspace`: `fov_mm` (3 floats, x y z), `matrix` (3 ints, x y z);
+//! - optional attributes of `/kspace`, all four or none: `position_mm`,
+//!   `read_dir`, `phase_dir`, `slice_dir` (3 floats each), where the image
+//!   lies in the scanner, with ISMRMRD's meaning ([`crate::geometry`]);
 //! - optional `/reference/truth`: float32 [Nz, Ny, Nx];
 //! - optional `/reference/anatomy`: float32 [Az, Ay, Ax], a proton-density
 //!   reference for the anatomical prior, on its own matrix (each size even)
@@ -25,6 +28,7 @@
 //! names the dataset and what was expected. A group that is present but
 //! cannot be read is an error, never taken for an absent one.
 
+use crate::geometry::{Geometry, Part};
 use crate::hdf5;
 use crate::{beyond_nyquist, layout as bad, Context, IoError};
 use datasets::{attr3, check_f32, open_f32, optional, read_checked, Axis, Need};
@@ -33,6 +37,7 @@ use std::path::Path;
 
 mod bytes;
 mod datasets;
+mod series;
 mod write;
 pub(crate) use datasets::Need as ReadNeed;
 pub(crate) use datasets::{check_fits, check_matrix};
@@ -64,6 +69,13 @@ pub struct Scan {
     pub truth: Option<Vec<f64>>,
     /// A proton-density reference image, on its own grid.
     pub anatomy: Option<Volume>,
+    /// Where the image lies in the scanner; `None`: centred on the
+    /// isocentre along the scanner's axes (synthetic data).
+    pub geometry: Option<Geometry>,
+    /// A scan of several images (an ISMRMRD file's slices, contrasts, ...):
+    /// the samples of each, in order, each with its own geometry (and
+    /// `geometry` is `None`). Empty for a scan of one image.
+    pub parts: Vec<Part>,
 }
 
 /// How a file is read.
@@ -120,6 +132,7 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     let n = check_matrix(path, "/kspace attribute matrix", matrix)?;
     let grid = Grid::new(n, fov)
         .map_err(|e| bad(path, "/kspace attributes matrix and fov_mm", e.to_string()))?;
+    let geometry = read_geometry(&ks, path)?;
     let voxels = [
         Axis::Named("Nz", n[2]),
         Axis::Named("Ny", n[1]),
@@ -344,7 +357,57 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
         maps,
         truth,
         anatomy,
+        geometry,
+        parts: Vec::new(),
     })
+}
+
+/// The optional attributes of `/kspace` that place the image in the
+/// scanner, as ISMRMRD's acquisition headers do (LPS): `position_mm` and
+/// the direction cosines `read_dir`, `phase_dir`, `slice_dir`, all four
+/// or none, orthonormal.
+pub const GEOMETRY_ATTRIBUTES: [&str; 4] = ["position_mm", "read_dir", "phase_dir", "slice_dir"];
+
+fn read_geometry(ks: &hdf5::Group, path: &Path) -> Result<Option<Geometry>, IoError> {
+    let present: Vec<&str> = GEOMETRY_ATTRIBUTES
+        .iter()
+        .copied()
+        .filter(|a| ks.attr(a).is_ok())
+        .collect();
+    if present.is_empty() {
+        return Ok(None);
+    }
+    if present.len() < GEOMETRY_ATTRIBUTES.len() {
+        let missing: Vec<&str> = GEOMETRY_ATTRIBUTES
+            .iter()
+            .copied()
+            .filter(|a| !present.contains(a))
+            .collect();
+        return Err(bad(
+            path,
+            "/kspace attributes position_mm, read_dir, phase_dir, slice_dir",
+            format!(
+                "are incomplete: {} given without {} (give all four, or none for the isocentre)",
+                present.join(", "),
+                missing.join(", ")
+            ),
+        ));
+    }
+    let v = |name: &str| attr3::<f64>(ks, path, "/kspace", name);
+    let g = Geometry {
+        position_mm: v("position_mm")?,
+        read_dir: v("read_dir")?,
+        phase_dir: v("phase_dir")?,
+        slice_dir: v("slice_dir")?,
+    };
+    g.check().map_err(|why| {
+        bad(
+            path,
+            "/kspace attributes position_mm, read_dir, phase_dir, slice_dir",
+            why,
+        )
+    })?;
+    Ok(Some(g))
 }
 
 /// Float32 pairs `[..., 2]` as complex numbers.

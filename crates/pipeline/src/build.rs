@@ -104,10 +104,7 @@ where
     let t = Instant::now();
     let lambda = l.cfg.lambda();
     let prior = regulariser(l, inputs)?;
-    let lambda_abs = match prior {
-        Regulariser::Sparse { .. } => problem.sparse_lambda_abs(backend, lambda)?,
-        _ => problem.lambda_abs(lambda),
-    };
+    let lambda_abs = lambda_abs(backend, &problem, &prior, lambda)?;
     if let Regulariser::Anatomical(p) = &prior {
         let i = &p.info;
         ui.log(&format!(
@@ -143,7 +140,38 @@ where
     })
 }
 
+/// What lambda (relative) multiplies the prior by: the data term's
+/// diagonal peak for the quadratic prior, `max |F^H D|` for the sparse ones.
+fn lambda_abs<B: NufftBackend>(
+    backend: &B,
+    problem: &Problem<'_, B>,
+    prior: &Regulariser,
+    lambda: f64,
+) -> Result<f64> {
+    Ok(match prior {
+        Regulariser::Sparse { .. } => problem.sparse_lambda_abs(backend, lambda)?,
+        _ => problem.lambda_abs(lambda),
+    })
+}
+
 impl<B: NufftBackend> Built<'_, B> {
+    /// Another image on the same problem: its right-hand side `fhd` (F^H D,
+    /// or SENSE's sum over the coils with the built maps) and its prior
+    /// (its own reference), the data term, Q and the maps kept.
+    pub fn set_image(
+        &mut self,
+        backend: &B,
+        l: &Loaded,
+        inputs: &Inputs,
+        fhd: Vec<Complex<B::Real>>,
+    ) -> Result<()> {
+        self.problem.set_rhs(backend, &fhd)?;
+        self.fhd = fhd;
+        self.prior = regulariser(l, inputs)?;
+        self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda)?;
+        Ok(())
+    }
+
     /// Solves with the config's prior, lambda and solver settings, with
     /// progress through `ui`; `what` says which algorithm, for errors.
     pub fn solve(&mut self, backend: &B, what: &str, ui: &impl Ui) -> Result<Solved<B::Real>> {

@@ -22,6 +22,7 @@ mod inputs;
 mod memory;
 mod run;
 pub mod scan;
+mod series;
 mod solve;
 mod stack;
 
@@ -33,6 +34,7 @@ pub use inputs::{inputs, normalise, prepared, raw_inputs, trajectory, truth_seen
 pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};
 pub use run::{gridding, plan, q_only, quality, reconstruct, stage_fhd, stage_q, Outputs, Quality};
 pub use scan::{read_in_process, read_scan, units_warning, Kind, ReadScan, Units};
+pub use series::{reconstruct_series, split, Image};
 pub use solve::{regulariser, solve, sparse, Regulariser, Solved, SparsePrior};
 
 pub use run::from_f64;

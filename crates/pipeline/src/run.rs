@@ -136,18 +136,38 @@ where
         return crate::stack::reconstruct(backend, l, inputs, &stack, ui);
     }
     let mut built = crate::build(backend, l, inputs, ui)?;
+    let seconds = std::mem::take(&mut built.seconds);
+    finish(backend, l, inputs, &mut built, None, seconds, ui)
+}
 
+/// Solves a built problem for `inputs` and grids the baseline (by the
+/// built problem's gridding plan with coils, else by `gridder` if given,
+/// else by one made here): a run's outputs, `seconds` timing what came
+/// before.
+pub(crate) fn finish<'b, B>(
+    backend: &'b B,
+    l: &Loaded,
+    inputs: &Inputs,
+    built: &mut crate::Built<'b, B>,
+    gridder: Option<&recon_gridding::Gridding<'b, B>>,
+    mut seconds: Vec<(&'static str, f64)>,
+    ui: &impl Ui,
+) -> Result<Outputs>
+where
+    B: NufftBackend,
+    B::Real: Stored,
+{
     // (F^H F + lambda W^H W) rho = F^H D
     let t = Instant::now();
     let coil_devices = built.problem.devices();
     let solved = built.solve(backend, &l.cfg.algorithm().describe(), ui)?;
-    let mut seconds = built.seconds;
     seconds.push(("cg", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
-    let gridding = ui.stage("gridding", |_| match &built.gridder {
-        None => gridding(backend, l, inputs),
-        Some(g) => gridding_rss(g, inputs),
+    let gridding = ui.stage("gridding", |_| match (&built.gridder, gridder) {
+        (Some(g), _) => gridding_rss(g, inputs),
+        (None, Some(g)) => g.image(&inputs.data, None).context("gridding"),
+        (None, None) => gridding(backend, l, inputs),
     })?;
     seconds.push(("gridding", t.elapsed().as_secs_f64()));
 
@@ -157,15 +177,15 @@ where
         fhd: to_f64(&built.fhd),
         info: solved.info,
         q: l.cfg.output.q.then(|| to_f64(&built.q)),
-        q_cache: built.q_cache,
-        q_file: built.q_file,
+        q_cache: built.q_cache.clone(),
+        q_file: built.q_file.clone(),
         lambda_abs: built.lambda_abs,
         stencil: solved.stencil,
         prior: solved.prior,
         seconds,
         device: backend.describe(),
         coil_devices,
-        maps: built.maps.take(),
+        maps: built.maps.clone(),
     })
 }
 

@@ -290,6 +290,8 @@ fn config(
         maps: Some(maps),
         truth: None,
         anatomy: None,
+        geometry: None,
+        parts: Vec::new(),
     };
     in_memory("the SENSE benchmark's problem", &keys, scan)
 }

@@ -56,8 +56,34 @@ pub fn run(args: &InspectArgs) -> Result<()> {
         },
         if s.maps.is_some() { "yes" } else { "no" }
     );
+    let geometry = |g: &Option<recon_io::geometry::Geometry>| match g {
+        None => "isocentre, scanner axes".to_string(),
+        Some(g) => format!(
+            "position {:?} mm, read_dir {:?}, phase_dir {:?}, slice_dir {:?} (LPS)",
+            g.position_mm.map(round3),
+            g.read_dir.map(round3),
+            g.phase_dir.map(round3),
+            g.slice_dir.map(round3)
+        ),
+    };
+    if s.parts.is_empty() {
+        println!("  one image; geometry: {}", geometry(&s.geometry));
+    } else {
+        println!(
+            "  {} images of {} samples each:",
+            s.parts.len(),
+            s.parts[0].samples.len()
+        );
+        for p in &s.parts {
+            println!("    {}: {}", p.index.describe(), geometry(&p.geometry));
+        }
+    }
     if let Some(w) = recon_pipeline::units_warning(kind, args.trajectory_units, &s) {
         eprintln!("warning: {w}");
     }
     Ok(())
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
 }

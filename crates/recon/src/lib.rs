@@ -8,6 +8,7 @@
 //! [`config`]. `src/main.rs` only calls [`main`]; the rest is a library so
 //! that tests and fuzz targets can drive the config parser in-process.
 
+mod arrange;
 mod bench;
 mod bench_nufft;
 mod bench_sense;
@@ -240,7 +241,7 @@ fn run(cli: Cli) -> Result<()> {
             let outputs = recon_io::OutputDir::prepare(&l.cfg.output.dir)
                 .context("preparing the output folder")?;
             let chosen = backend_for(&mut l, args.device)?;
-            on_backend!(chosen, b => run_pipeline(b, &l, outputs))
+            on_backend!(chosen, b => run_pipeline(b, l, outputs))
         }
     }
 }
@@ -329,6 +330,8 @@ fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
         maps: raw.maps,
         truth,
         anatomy: raw.anatomy,
+        geometry: None,
+        parts: Vec::new(),
     };
     recon_io::scan::write_scan(out, &scan).context("writing the scan file")?;
     println!(
@@ -354,7 +357,7 @@ fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn run_pipeline<B>(backend: &B, l: &Loaded, outputs: recon_io::OutputDir) -> Result<()>
+fn run_pipeline<B>(backend: &B, l: Loaded, outputs: recon_io::OutputDir) -> Result<()>
 where
     B: recon_encoding::NufftBackend,
     B::Real: Stored,
@@ -362,36 +365,40 @@ where
     let start = Instant::now();
     let ui = Bars;
     ui.log(&format!("device: {}", backend.describe()));
-    let t = Instant::now();
+    // A scan of several images: one config per image, reconstructed in turn.
+    let images = pipeline::split(l);
+    let count = images.len();
+    let l = &images[0].1;
     // Before anything large is made: do the device and the host hold it?
     pipeline::check_memory(backend, l, pipeline::Work::Reconstruct)?;
-    let traj = pipeline::trajectory(l)?;
-    let mut inputs = pipeline::inputs(l, traj, &Bars)?;
-    let synth_s = t.elapsed().as_secs_f64();
+    if count > 1 {
+        ui.log(&format!(
+            "{count} images in `{}`: {}",
+            l.data_name(),
+            images
+                .iter()
+                .map(|(i, _)| i.describe())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    let done = pipeline::reconstruct_series(backend, &images, &ui)?;
+    let first = &done[0];
     ui.log(&format!(
-        "{} {} samples of `{}` on a {:?} grid in {synth_s:.2} s",
+        "{} {} samples of `{}` on a {:?} grid{}",
         match l.source {
             config::Source::Synthetic { .. } => "synthesised",
             config::Source::Scan(_) => "read",
         },
-        inputs.traj.len(),
+        first.inputs.traj.len(),
         l.data_name(),
-        l.grid.n
+        l.grid.n,
+        if count > 1 { " per image" } else { "" }
     ));
-    let mut out = pipeline::reconstruct(backend, l, &inputs, &ui)?;
-    inputs.unscale(&mut out);
-    out.seconds.insert(0, ("synthesis", synth_s));
-    let iterative = pipeline::quality(&out.recon, inputs.truth.as_deref());
-    let gridding = pipeline::quality(&out.gridding, inputs.truth.as_deref());
-    let report = output::report(
-        l,
-        &inputs,
-        &out,
-        iterative.as_ref(),
-        gridding.as_ref(),
-        start.elapsed().as_secs_f64(),
-    );
-    let files = output::write(outputs, l, &inputs, &out, &report)?;
+    let indices: Vec<_> = done.iter().map(|i| i.index).collect();
+    let arrangement = arrange::Arrangement::of(&indices);
+    let report = output::report(l, &done, &arrangement, start.elapsed().as_secs_f64());
+    let files = output::write(outputs, l, &done, &arrangement, &report)?;
 
     // One-screen summary.
     println!(
@@ -401,8 +408,17 @@ where
         report.engine
     );
     println!(
-        "  data {}, {} samples, matrix {:?}, FOV {:?} mm, noise sigma {:.3e}",
-        report.data, report.samples, report.matrix, report.fov_mm, report.noise_sigma
+        "  data {}, {} samples{}, matrix {:?}, FOV {:?} mm, noise sigma {:.3e}",
+        report.data,
+        report.samples,
+        if count > 1 {
+            format!(" in each of {count} images")
+        } else {
+            String::new()
+        },
+        report.matrix,
+        report.fov_mm,
+        report.noise_sigma
     );
     let (unit, prior) = if report.prior_kind.sparse() {
         (
@@ -416,27 +432,44 @@ where
         )
     };
     println!(
-        "  {}: {} iterations, relative residual {:.3e}, lambda {} x {unit} = {:.3e}, {prior}",
+        "  {}: {} iterations, relative residual {:.3e}, lambda {} x {unit} = {:.3e}, {prior}{}",
         report.algorithm.describe(),
         report.iterations,
         report.relative_residual,
         report.lambda,
         report.lambda_abs,
+        if count > 1 { " (first image)" } else { "" }
     );
     println!("  Q cache: {}", report.q_cache);
-    match (&iterative, &gridding) {
-        (Some(i), Some(g)) => {
-            println!("                 PSNR (dB)   error (%)");
+    for image in &done {
+        if count > 1 {
             println!(
-                "  iterative    {:>10.2}  {:>10.2}",
-                i.psnr_db, i.percent_error
-            );
-            println!(
-                "  gridding     {:>10.2}  {:>10.2}",
-                g.psnr_db, g.percent_error
+                "  {}: {} iterations, relative residual {:.3e}{}",
+                image.index.describe(),
+                image.out.info.iterations,
+                image.out.info.relative_residual,
+                if image.shared {
+                    ", plan and Q shared with the image before"
+                } else {
+                    ""
+                }
             );
         }
-        _ => println!("  no true image in the scan file: PSNR not computed"),
+        match output::quality(image) {
+            (Some(i), Some(g)) => {
+                println!("                 PSNR (dB)   error (%)");
+                println!(
+                    "  iterative    {:>10.2}  {:>10.2}",
+                    i.psnr_db, i.percent_error
+                );
+                println!(
+                    "  gridding     {:>10.2}  {:>10.2}",
+                    g.psnr_db, g.percent_error
+                );
+            }
+            _ if count == 1 => println!("  no true image in the scan file: PSNR not computed"),
+            _ => {}
+        }
     }
     let secs: Vec<String> = report
         .seconds

@@ -1,7 +1,8 @@
 //! The files of a run: `recon.h5` and `report.json`, written atomically.
 
+use crate::arrange::{Arrangement, Nifti};
 use crate::config::Loaded;
-use crate::pipeline::{Inputs, Outputs, Quality};
+use crate::pipeline::{Image, Quality};
 use anyhow::{Context as _, Result};
 use recon_core::Complex;
 use recon_io::hdf5;
@@ -65,22 +66,74 @@ pub struct Report {
     pub q_cache: String,
     pub q_cache_file: Option<PathBuf>,
     pub seconds: BTreeMap<String, f64>,
+    /// A scan of several images: each one's figures (the fields above are
+    /// the first image's, `seconds` the whole run's). Absent for one image.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images: Option<Vec<ImageReport>>,
 }
 
-pub fn report(
-    l: &Loaded,
-    inputs: &Inputs,
-    out: &Outputs,
-    iterative: Option<&Quality>,
-    gridding: Option<&Quality>,
-    total_s: f64,
-) -> Report {
-    let mut seconds: BTreeMap<String, f64> = out
-        .seconds
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
-        .collect();
+/// One image of a scan of several, in `report.json`.
+#[derive(Debug, Serialize)]
+pub struct ImageReport {
+    /// Its counters (those that vary over the run's images).
+    pub index: BTreeMap<String, u16>,
+    /// Whether it reused the image before's plan and Q (and coil maps).
+    pub shared: bool,
+    pub iterations: usize,
+    pub relative_residual: f64,
+    pub lambda_abs: f64,
+    pub psnr_db: Option<f64>,
+    pub gridding_psnr_db: Option<f64>,
+    pub seconds: BTreeMap<String, f64>,
+}
+
+fn seconds(s: &[(&'static str, f64)]) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    for (k, v) in s {
+        *m.entry(k.to_string()).or_insert(0.0) += v;
+    }
+    m
+}
+
+/// The figures of one image against its truth: iterative and gridding.
+pub fn quality(image: &Image) -> (Option<Quality>, Option<Quality>) {
+    let truth = image.inputs.truth.as_deref();
+    (
+        crate::pipeline::quality(&image.out.recon, truth),
+        crate::pipeline::quality(&image.out.gridding, truth),
+    )
+}
+
+/// `report.json` of a run of `images` (in index order), `total_s` long.
+pub fn report(l: &Loaded, images: &[Image], arrangement: &Arrangement, total_s: f64) -> Report {
+    let first = &images[0];
+    let (inputs, out) = (&first.inputs, &first.out);
+    let (iterative, gridding) = quality(first);
+    let all: Vec<(&'static str, f64)> = images.iter().flat_map(|i| i.out.seconds.clone()).collect();
+    let mut seconds = seconds(&all);
     seconds.insert("total".into(), total_s);
+    let per_image = (images.len() > 1).then(|| {
+        images
+            .iter()
+            .map(|i| {
+                let (it, g) = quality(i);
+                ImageReport {
+                    index: arrangement
+                        .axes
+                        .iter()
+                        .map(|(d, name, _)| (name.to_string(), i.index.0[*d]))
+                        .collect(),
+                    shared: i.shared,
+                    iterations: i.out.info.iterations,
+                    relative_residual: i.out.info.relative_residual,
+                    lambda_abs: i.out.lambda_abs,
+                    psnr_db: it.map(|q| q.psnr_db),
+                    gridding_psnr_db: g.map(|q| q.psnr_db),
+                    seconds: self::seconds(&i.out.seconds),
+                }
+            })
+            .collect()
+    });
     Report {
         config: l.path.display().to_string(),
         data: l.data_name(),
@@ -106,16 +159,17 @@ pub fn report(
         lambda_abs: out.lambda_abs,
         regulariser: l.cfg.regulariser.kind,
         prior: out.prior.clone(),
-        psnr_db: iterative.map(|q| q.psnr_db),
-        percent_error: iterative.map(|q| q.percent_error),
-        gridding_psnr_db: gridding.map(|q| q.psnr_db),
-        gridding_percent_error: gridding.map(|q| q.percent_error),
+        psnr_db: iterative.as_ref().map(|q| q.psnr_db),
+        percent_error: iterative.as_ref().map(|q| q.percent_error),
+        gridding_psnr_db: gridding.as_ref().map(|q| q.psnr_db),
+        gridding_percent_error: gridding.as_ref().map(|q| q.percent_error),
         iterations: out.info.iterations,
         relative_residual: out.info.relative_residual,
         residuals: out.info.residuals.clone(),
         q_cache: out.q_cache.word().to_string(),
         q_cache_file: out.q_file.clone(),
         seconds,
+        images: per_image,
     }
 }
 
@@ -125,49 +179,62 @@ fn to_c32(v: &[Complex<f64>]) -> Vec<Complex<f32>> {
         .collect()
 }
 
-/// Writes `recon.h5` (layout in the README) to `path`.
+/// The images' values of `pick`, image after image.
+fn gather<T: Copy>(images: &[Image], pick: impl Fn(&Image) -> &[T]) -> Vec<T> {
+    images
+        .iter()
+        .flat_map(|i| pick(i).iter().copied())
+        .collect()
+}
+
+/// Writes `recon.h5` (layout in the README) to `path`: each image array
+/// `[series..., Nz, Ny, Nx]`, the series' axes (none for one image)
+/// outermost, each with a dataset `/series/<axis>` of its counter's values.
 fn write_h5(
     path: &Path,
     l: &Loaded,
-    inputs: &Inputs,
-    out: &Outputs,
+    images: &[Image],
+    arrangement: &Arrangement,
 ) -> Result<(), recon_io::IoError> {
     let n = l.grid.n;
-    let shape = [n[2], n[1], n[0]];
+    let series = arrangement.shape();
+    let with = |inner: &[usize]| -> Vec<usize> { series.iter().chain(inner).copied().collect() };
+    let shape = with(&[n[2], n[1], n[0]]);
+    let first = &images[0];
     let file = hdf5::File::create(path).at(path, "create")?;
-    recon_io::write_dataset(path, &file, "recon", &shape, &to_c32(&out.recon), false)?;
-    recon_io::write_dataset(
-        path,
-        &file,
-        "gridding",
-        &shape,
-        &to_c32(&out.gridding),
-        false,
-    )?;
-    recon_io::write_dataset(path, &file, "fhd", &shape, &to_c32(&out.fhd), false)?;
+    let complex = |name: &str, pick: &dyn Fn(&Image) -> &[Complex<f64>]| {
+        let all = gather(images, pick);
+        recon_io::write_dataset(path, &file, name, &shape, &to_c32(&all), false).map(|_| ())
+    };
+    complex("recon", &|i| &i.out.recon)?;
+    complex("gridding", &|i| &i.out.gridding)?;
+    complex("fhd", &|i| &i.out.fhd)?;
     let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|x| *x as f32).collect() };
-    if let Some(t) = &inputs.truth {
-        recon_io::write_dataset(path, &file, "truth", &shape, &f32s(t), false)?;
+    if images.iter().all(|i| i.inputs.truth.is_some()) {
+        let all = gather(images, |i| i.inputs.truth.as_deref().expect("checked"));
+        recon_io::write_dataset(path, &file, "truth", &shape, &f32s(&all), false)?;
     }
-    if let Some(a) = &inputs.anatomy_on_grid {
+    if let Some(a) = &first.inputs.anatomy_on_grid {
         // The reference as the prior saw it: averaged onto the grid.
-        recon_io::write_dataset(path, &file, "anatomy", &shape, &f32s(a), false)?;
+        let one = [n[2], n[1], n[0]];
+        recon_io::write_dataset(path, &file, "anatomy", &one, &f32s(a), false)?;
     }
-    if let Some(maps) = &out.maps {
-        // The maps SENSE used, [C, Nz, Ny, Nx], to inspect and to reuse.
-        let all: Vec<Complex<f64>> = maps.concat();
-        recon_io::write_dataset(
-            path,
-            &file,
-            "coil_maps",
-            &[maps.len(), n[2], n[1], n[0]],
-            &to_c32(&all),
-            false,
-        )?;
+    if let Some(maps) = &first.out.maps {
+        // The maps SENSE used, [series..., C, Nz, Ny, Nx], to inspect and to reuse.
+        if images.iter().all(|i| i.out.maps.is_some()) {
+            let all: Vec<Complex<f64>> = images
+                .iter()
+                .flat_map(|i| i.out.maps.as_ref().expect("checked").concat())
+                .collect();
+            let shape = with(&[maps.len(), n[2], n[1], n[0]]);
+            recon_io::write_dataset(path, &file, "coil_maps", &shape, &to_c32(&all), false)?;
+        }
     }
-    // W as a weighted stencil (recon_core::Stencil): edge weights
-    // [3 (x, y, z), Nz, Ny, Nx] and, with a support term, the diagonal.
-    let s = &out.stencil;
+    // W as a weighted stencil (recon_core::Stencil), the first image's:
+    // edge weights [3 (x, y, z), Nz, Ny, Nx] and, with a support term, the
+    // diagonal.
+    let s = &first.out.stencil;
+    let one = [n[2], n[1], n[0]];
     if s.w.is_some() || s.diag.is_some() {
         let g = file
             .create_group("regulariser")
@@ -184,78 +251,131 @@ fn write_h5(
             )?;
         }
         if let Some(d) = &s.diag {
-            recon_io::write_dataset(path, &g, "diagonal", &shape, &f32s(d), false)?;
+            recon_io::write_dataset(path, &g, "diagonal", &one, &f32s(d), false)?;
         }
     }
-    if let Some(q) = &out.q {
+    if let Some(q) = &first.out.q {
         let d = l.grid.doubled();
         recon_io::write_dataset(path, &file, "q", &[d[2], d[1], d[0]], &to_c32(q), false)?;
     }
+    let mut axes: Vec<&str> = arrangement.axes.iter().map(|(_, name, _)| *name).collect();
+    if !axes.is_empty() {
+        let g = file.create_group("series").at(path, "create /series")?;
+        for (_, name, values) in &arrangement.axes {
+            let v: Vec<i64> = values.iter().map(|v| *v as i64).collect();
+            recon_io::write_dataset(path, &g, name, &[v.len()], &v, false)?;
+        }
+    }
+    axes.extend(["z", "y", "x (x fastest)"]);
     recon_io::set_attr(path, &file, "fov_mm", &l.grid.fov_mm)?;
     recon_io::set_attr(path, &file, "matrix", &n.map(|v| v as u64))?;
     recon_io::set_attr(path, &file, "voxel_mm", &l.grid.voxel_mm())?;
-    recon_io::set_str_attr(path, &file, "axes", "z, y, x (x fastest)")?;
+    recon_io::set_str_attr(path, &file, "axes", &axes.join(", "))?;
     file.close().at(path, "close")
 }
 
-/// Writes magnitudes as NIfTI-1 (`.nii`): float32, one volume, or several
-/// (a 4-D file, one volume per frame, `values` frame after frame), voxel
-/// size in mm, and the same voxel-to-scanner transform in qform and sform:
-/// image axes x, y, z along scanner +x, +y, +z (RAS), voxel centres
-/// `(i - N/2) * voxel` (0 along a 2-D grid's z).
-fn write_nifti(
-    path: &Path,
-    grid: &recon_core::Grid,
-    values: &[f32],
-    what: &str,
-) -> Result<(), recon_io::IoError> {
-    let n = grid.n;
-    let v = grid.voxel_mm().map(|x| x as f32);
-    // A 2-D grid's one plane is centred on z = 0.
-    let origin = [0, 1, 2].map(|d| {
-        if n[d] == 1 {
-            0.0
-        } else {
-            -(n[d] as f32 / 2.0) * v[d]
+/// The unit quaternion (b, c, d) and qfac of NIfTI's qform for the
+/// rotation part of `affine` (its columns divided by their lengths), as
+/// nifti1_io's `nifti_mat44_to_quatern` computes them.
+fn quaternion(affine: &[[f64; 4]; 3]) -> ([f64; 3], f64) {
+    let mut r = [[0.0; 3]; 3];
+    for c in 0..3 {
+        let len = (0..3)
+            .map(|i| affine[i][c] * affine[i][c])
+            .sum::<f64>()
+            .sqrt();
+        for i in 0..3 {
+            r[i][c] = affine[i][c] / len;
         }
-    });
+    }
+    let det = r[0][0] * (r[1][1] * r[2][2] - r[1][2] * r[2][1])
+        - r[0][1] * (r[1][0] * r[2][2] - r[1][2] * r[2][0])
+        + r[0][2] * (r[1][0] * r[2][1] - r[1][1] * r[2][0]);
+    // A left-handed frame: qfac = -1, the third column negated.
+    let qfac = if det < 0.0 { -1.0 } else { 1.0 };
+    for row in &mut r {
+        row[2] *= qfac;
+    }
+    let (xx, yy, zz) = (r[0][0], r[1][1], r[2][2]);
+    let (a, b, c, d) = if xx + yy + zz + 1.0 > 0.5 {
+        let a = 0.5 * (xx + yy + zz + 1.0).sqrt();
+        let f = 0.25 / a;
+        (
+            a,
+            f * (r[2][1] - r[1][2]),
+            f * (r[0][2] - r[2][0]),
+            f * (r[1][0] - r[0][1]),
+        )
+    } else if 1.0 + xx - (yy + zz) > 1.0 {
+        let b = 0.5 * (1.0 + xx - (yy + zz)).sqrt();
+        let f = 0.25 / b;
+        (
+            f * (r[2][1] - r[1][2]),
+            b,
+            f * (r[0][1] + r[1][0]),
+            f * (r[0][2] + r[2][0]),
+        )
+    } else if 1.0 + yy - (xx + zz) > 1.0 {
+        let c = 0.5 * (1.0 + yy - (xx + zz)).sqrt();
+        let f = 0.25 / c;
+        (
+            f * (r[0][2] - r[2][0]),
+            f * (r[0][1] + r[1][0]),
+            c,
+            f * (r[1][2] + r[2][1]),
+        )
+    } else {
+        let d = 0.5 * (1.0 + zz - (xx + yy)).sqrt();
+        let f = 0.25 / d;
+        (
+            f * (r[1][0] - r[0][1]),
+            f * (r[0][2] + r[2][0]),
+            f * (r[1][2] + r[2][1]),
+            d,
+        )
+    };
+    // q and -q are one rotation: NIfTI stores the one with a >= 0.
+    let sign = if a < 0.0 { -1.0 } else { 1.0 };
+    ([sign * b, sign * c, sign * d], qfac)
+}
+
+/// Writes magnitudes as NIfTI-1 (`.nii`): float32, 3 to 7 dimensions (x
+/// fastest), voxel size in mm, and the image's voxel-to-scanner transform
+/// (RAS) in both qform and sform.
+fn write_nifti(path: &Path, image: &Nifti, what: &str) -> Result<(), recon_io::IoError> {
+    let v = image.voxel_mm.map(|x| x as f32);
+    let a = &image.affine;
+    let (q, qfac) = quaternion(a);
+    let row = |r: usize| [0, 1, 2, 3].map(|c| a[r][c] as f32);
     let header = nifti::NiftiHeader {
-        pixdim: [1.0, v[0], v[1], v[2], 1.0, 1.0, 1.0, 1.0],
+        pixdim: [qfac as f32, v[0], v[1], v[2], 1.0, 1.0, 1.0, 1.0],
         xyzt_units: 2, // NIFTI_UNITS_MM
         qform_code: 1, // scanner anatomical
         sform_code: 1,
-        quatern_b: 0.0,
-        quatern_c: 0.0,
-        quatern_d: 0.0,
-        quatern_x: origin[0],
-        quatern_y: origin[1],
-        quatern_z: origin[2],
-        srow_x: [v[0], 0.0, 0.0, origin[0]],
-        srow_y: [0.0, v[1], 0.0, origin[1]],
-        srow_z: [0.0, 0.0, v[2], origin[2]],
+        quatern_b: q[0] as f32,
+        quatern_c: q[1] as f32,
+        quatern_d: q[2] as f32,
+        quatern_x: a[0][3] as f32,
+        quatern_y: a[1][3] as f32,
+        quatern_z: a[2][3] as f32,
+        srow_x: row(0),
+        srow_y: row(1),
+        srow_z: row(2),
         descrip: format!("recon: {what}").into_bytes(),
         ..nifti::NiftiHeader::default()
     };
-    // Our arrays are [frames, Nz, Ny, Nx], x fastest; the writer takes
-    // [x, y, z(, frame)].
-    let frames = values.len() / grid.len();
-    let options = nifti::writer::WriterOptions::new(path).reference_header(&header);
-    let written = if frames == 1 {
-        let image = ndarray::ArrayView3::from_shape((n[2], n[1], n[0]), values)
-            .expect("one value per voxel")
-            .reversed_axes();
-        options.write_nifti(&image)
-    } else {
-        let image = ndarray::ArrayView4::from_shape((frames, n[2], n[1], n[0]), values)
-            .expect("one value per voxel and frame")
-            .reversed_axes();
-        options.write_nifti(&image)
-    };
-    written.map_err(|e| recon_io::IoError::Encode {
-        path: path.display().to_string(),
-        format: "NIfTI",
-        message: e.to_string(),
-    })
+    // x fastest: a Fortran-order array of dims [x, y, z, ...].
+    use ndarray::ShapeBuilder;
+    let array = ndarray::ArrayViewD::from_shape(image.dims.clone().f(), &image.values)
+        .expect("one value per voxel");
+    nifti::writer::WriterOptions::new(path)
+        .reference_header(&header)
+        .write_nifti(&array)
+        .map_err(|e| recon_io::IoError::Encode {
+            path: path.display().to_string(),
+            format: "NIfTI",
+            message: e.to_string(),
+        })
 }
 
 fn magnitude(v: &[Complex<f64>]) -> Vec<f32> {
@@ -268,47 +388,66 @@ fn magnitude(v: &[Complex<f64>]) -> Vec<f32> {
 pub fn write(
     mut dir: recon_io::OutputDir,
     l: &Loaded,
-    inputs: &Inputs,
-    out: &Outputs,
+    images: &[Image],
+    arrangement: &Arrangement,
     report: &Report,
 ) -> Result<Vec<String>> {
     let json = serde_json::to_string_pretty(report)? + "\n";
-    dir.stage("recon.h5", |tmp| write_h5(tmp, l, inputs, out))
+    dir.stage("recon.h5", |tmp| write_h5(tmp, l, images, arrangement))
         .context("writing recon.h5")?;
-    let mut images = vec![
+    let geometries: Vec<_> = images.iter().map(|i| i.geometry).collect();
+    let nii = |values: Vec<f32>, frames: usize| {
+        crate::arrange::nifti(&l.grid, arrangement, &geometries, &values, frames)
+    };
+    let mut files = vec![
         (
             "recon.nii",
-            magnitude(&out.recon),
+            nii(magnitude(&gather(images, |i| &i.out.recon)), 1),
             "|iterative reconstruction|",
         ),
-        ("gridding.nii", magnitude(&out.gridding), "|gridding|"),
+        (
+            "gridding.nii",
+            nii(magnitude(&gather(images, |i| &i.out.gridding)), 1),
+            "|gridding|",
+        ),
     ];
-    if let Some(t) = &inputs.truth {
-        images.push((
+    if images.iter().all(|i| i.inputs.truth.is_some()) {
+        let t = gather(images, |i| i.inputs.truth.as_deref().expect("checked"));
+        files.push((
             "truth.nii",
-            t.iter().map(|v| *v as f32).collect(),
+            nii(t.iter().map(|v| *v as f32).collect(), 1),
             "true image",
         ));
     }
-    if let (true, Some(maps)) = (l.cfg.output.maps_nifti, &out.maps) {
-        images.push(("maps.nii", magnitude(&maps.concat()), "|coil maps|"));
+    let maps_everywhere = images.iter().all(|i| i.out.maps.is_some());
+    if let (true, true, Some(maps)) = (
+        l.cfg.output.maps_nifti,
+        maps_everywhere,
+        &images[0].out.maps,
+    ) {
+        let all: Vec<Complex<f64>> = images
+            .iter()
+            .flat_map(|i| i.out.maps.as_ref().expect("checked").concat())
+            .collect();
+        files.push(("maps.nii", nii(magnitude(&all), maps.len()), "|coil maps|"));
     }
-    for (name, values, what) in images {
-        dir.stage(name, |tmp| write_nifti(tmp, &l.grid, &values, what))
+    for (name, image, what) in &files {
+        dir.stage(name, |tmp| write_nifti(tmp, image, what))
             .with_context(|| format!("writing {name}"))?;
     }
+    let first = &images[0];
     dir.stage("montage.png", |tmp| {
         crate::pictures::montage(
             tmp,
             &l.grid,
-            inputs.truth.as_deref(),
-            &out.recon,
-            &out.gridding,
+            first.inputs.truth.as_deref(),
+            &first.out.recon,
+            &first.out.gridding,
         )
     })
     .context("writing montage.png")?;
     dir.stage("residual.png", |tmp| {
-        crate::pictures::residual_plot(tmp, &out.info.residuals)
+        crate::pictures::residual_plot(tmp, &first.out.info.residuals)
     })
     .context("writing residual.png")?;
     dir.stage("report.json", |tmp| write_text(tmp, &json))

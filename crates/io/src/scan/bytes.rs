@@ -6,10 +6,11 @@
 //! three times over).
 
 use super::{CoilNoise, Scan, MAX_COILS};
+use crate::geometry::{Geometry, Index, Part};
 use recon_core::{Complex, Grid, Volume};
 use std::io::{self, Read, Write};
 
-const ENCODING_MAGIC: &[u8; 8] = b"reconSC3";
+const ENCODING_MAGIC: &[u8; 8] = b"reconSC4";
 
 /// Little-endian, lengths first, checked on decoding.
 impl Scan {
@@ -55,6 +56,16 @@ impl Scan {
                 write_floats(w, &a.values)?;
             }
             None => w.write_all(&[0])?,
+        }
+        write_geometry(w, self.geometry.as_ref())?;
+        write_u64(w, self.parts.len() as u64)?;
+        for p in &self.parts {
+            for v in p.index.0 {
+                w.write_all(&v.to_le_bytes())?;
+            }
+            write_u64(w, p.samples.start as u64)?;
+            write_u64(w, p.samples.end as u64)?;
+            write_geometry(w, p.geometry.as_ref())?;
         }
         Ok(())
     }
@@ -117,6 +128,37 @@ impl Scan {
             }
             _ => return Err(invalid("anatomy tag")),
         };
+        let geometry = read_geometry(r)?;
+        let m = t.len() / 3;
+        let count = read_u64(r)?;
+        check(count <= m as u64, "part count")?;
+        let mut parts = Vec::with_capacity(count as usize);
+        let mut next = 0;
+        for _ in 0..count {
+            let mut index = [0u16; 5];
+            for v in &mut index {
+                let mut b = [0u8; 2];
+                r.read_exact(&mut b)?;
+                *v = u16::from_le_bytes(b);
+            }
+            let start = read_u64(r)?;
+            let end = read_u64(r)?;
+            // The parts tile the samples, in order.
+            check(
+                start == next && end > start && end <= m as u64,
+                "part samples",
+            )?;
+            next = end;
+            parts.push(Part {
+                index: Index(index),
+                samples: start as usize..end as usize,
+                geometry: read_geometry(r)?,
+            });
+        }
+        check(
+            parts.is_empty() || next == m as u64,
+            "parts cover the samples",
+        )?;
         Ok(Scan {
             grid,
             traj: t.chunks_exact(3).map(|k| [k[0], k[1], k[2]]).collect(),
@@ -126,6 +168,8 @@ impl Scan {
             maps,
             truth,
             anatomy,
+            geometry,
+            parts,
         })
     }
 
@@ -156,6 +200,43 @@ fn write_grid(w: &mut impl Write, g: &Grid) -> io::Result<()> {
         w.write_all(&f.to_le_bytes())?;
     }
     Ok(())
+}
+
+fn write_geometry(w: &mut impl Write, g: Option<&Geometry>) -> io::Result<()> {
+    match g {
+        None => w.write_all(&[0]),
+        Some(g) => {
+            w.write_all(&[1])?;
+            for v in [g.position_mm, g.read_dir, g.phase_dir, g.slice_dir]
+                .iter()
+                .flatten()
+            {
+                w.write_all(&v.to_le_bytes())?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn read_geometry(r: &mut impl Read) -> io::Result<Option<Geometry>> {
+    match read_byte(r)? {
+        0 => Ok(None),
+        1 => {
+            let mut v = [[0f64; 3]; 4];
+            for x in v.iter_mut().flatten() {
+                *x = f64::from_bits(read_u64(r)?);
+            }
+            let g = Geometry {
+                position_mm: v[0],
+                read_dir: v[1],
+                phase_dir: v[2],
+                slice_dir: v[3],
+            };
+            g.check().map_err(|e| invalid(&e))?;
+            Ok(Some(g))
+        }
+        _ => Err(invalid("geometry tag")),
+    }
 }
 
 fn write_floats(w: &mut impl Write, v: &[f64]) -> io::Result<()> {

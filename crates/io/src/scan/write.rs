@@ -5,8 +5,19 @@ use crate::{hdf5, Context, IoError};
 use recon_core::Complex;
 use std::path::Path;
 
-/// Writes a scan file atomically.
+/// Writes a scan file atomically. A scan file holds one image: a scan of
+/// several (`parts`) is refused.
 pub fn write_scan(path: &Path, scan: &Scan) -> Result<(), IoError> {
+    if !scan.parts.is_empty() {
+        return Err(crate::layout(
+            path,
+            "kspace",
+            format!(
+                "cannot hold the {} images of one scan: a scan file holds one image",
+                scan.parts.len()
+            ),
+        ));
+    }
     crate::write_atomic(path, |tmp| {
         let file = hdf5::File::create(tmp).at(tmp, "create")?;
         let ks = file.create_group("kspace").at(tmp, "create /kspace")?;
@@ -31,6 +42,12 @@ pub fn write_scan(path: &Path, scan: &Scan) -> Result<(), IoError> {
         crate::set_attr(tmp, &ks, "version", &[if v2 { 2i64 } else { 1 }])?;
         crate::set_attr(tmp, &ks, "fov_mm", &scan.grid.fov_mm)?;
         crate::set_attr(tmp, &ks, "matrix", &scan.grid.n.map(|v| v as i64))?;
+        if let Some(g) = &scan.geometry {
+            let values = [g.position_mm, g.read_dir, g.phase_dir, g.slice_dir];
+            for (name, v) in super::GEOMETRY_ATTRIBUTES.iter().zip(values) {
+                crate::set_attr(tmp, &ks, name, &v)?;
+            }
+        }
         match &scan.noise {
             Some(CoilNoise::Samples(v)) => {
                 let k = v.len() / c.max(1);

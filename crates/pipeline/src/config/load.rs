@@ -84,6 +84,7 @@ pub fn with_scan(path: &Path, mut cfg: Config, scan: Option<(Kind, Scan)>) -> Re
         );
     }
     let (grid, source) = if let (Some(scan), Some((kind, s))) = (&cfg.scan, scan) {
+        let s = select_images(s, scan, path)?;
         // Noise that cannot whiten stops the run here, naming where in
         // the file it is; noise that whitens poorly is warned about.
         if let (true, Some(noise)) = (cfg.sense.prewhiten && s.coils > 1, &s.noise) {
@@ -163,6 +164,48 @@ pub fn with_scan(path: &Path, mut cfg: Config, scan: Option<(Kind, Scan)>) -> Re
         source,
         warnings,
     })
+}
+
+/// The images `[scan]`'s selection keys keep of a scan of several; a
+/// value the file does not have, or an empty list, is an error naming
+/// the key and what the file holds.
+fn select_images(s: Scan, scan: &super::ScanCfg, path: &Path) -> Result<Scan> {
+    let indices = s.indices();
+    for (d, (key, wanted)) in scan.selection().into_iter().enumerate() {
+        let Some(wanted) = wanted else { continue };
+        let mut have: Vec<u16> = indices.iter().map(|i| i.0[d]).collect();
+        have.sort_unstable();
+        have.dedup();
+        let list = |v: &[u16]| {
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (name, plural) = recon_io::geometry::AXES[d];
+        if wanted.is_empty() {
+            crate::bail!(
+                "config key `{key}` in {}: an empty list selects no image; leave the key out to keep every one ({} has {plural} {})",
+                path.display(),
+                scan.file.display(),
+                list(&have)
+            );
+        }
+        if let Some(v) = wanted.iter().find(|v| !have.contains(v)) {
+            crate::bail!(
+                "config key `{key}` in {}: {} has no {name} {v} (its {plural}: {})",
+                path.display(),
+                scan.file.display(),
+                list(&have)
+            );
+        }
+    }
+    let sel = scan.selection();
+    Ok(s.select(|i| {
+        sel.iter()
+            .zip(i.0)
+            .all(|((_, w), v)| w.is_none_or(|w| w.contains(&v)))
+    }))
 }
 
 /// Checks a scan's coil noise before anything is computed: enough samples

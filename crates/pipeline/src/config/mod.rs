@@ -100,6 +100,33 @@ pub struct ScanCfg {
     /// ISMRMRD files only: the trajectory's units.
     #[serde(default = "default_units")]
     pub trajectory_units: TrajectoryUnits,
+    /// A file of several images (ISMRMRD `idx`): the slices, contrasts,
+    /// phases, repetitions and sets to reconstruct, by their counter's
+    /// value; a key left out keeps every value.
+    #[serde(default)]
+    pub slices: Option<Vec<u16>>,
+    #[serde(default)]
+    pub contrasts: Option<Vec<u16>>,
+    #[serde(default)]
+    pub phases: Option<Vec<u16>>,
+    #[serde(default)]
+    pub repetitions: Option<Vec<u16>>,
+    #[serde(default)]
+    pub sets: Option<Vec<u16>>,
+}
+
+impl ScanCfg {
+    /// The selection keys, in [`recon_io::geometry::AXES`]' order, with
+    /// their values.
+    pub fn selection(&self) -> [(&'static str, Option<&[u16]>); 5] {
+        [
+            ("scan.slices", self.slices.as_deref()),
+            ("scan.contrasts", self.contrasts.as_deref()),
+            ("scan.phases", self.phases.as_deref()),
+            ("scan.repetitions", self.repetitions.as_deref()),
+            ("scan.sets", self.sets.as_deref()),
+        ]
+    }
 }
 
 /// Units of an ISMRMRD trajectory (the format does not fix them).

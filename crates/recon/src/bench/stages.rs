@@ -51,6 +51,8 @@ fn config(engine: Engine, p: &Problem) -> Result<crate::config::Loaded> {
         maps: None,
         truth: None,
         anatomy: None,
+        geometry: None,
+        parts: Vec::new(),
     };
     let keys = format!("[engine]\n{engine}\n\n[solver]\nlambda = 0.01\ntolerance = 0.0");
     in_memory("the benchmark's problem", &keys, scan)

@@ -1,0 +1,184 @@
+//! A scan of several images (an ISMRMRD file's slices, contrasts, phases,
+//! repetitions and sets), reconstructed one after the other in one run.
+//!
+//! Images whose trajectory is the image before's share its problem: the
+//! plan, Q and FFT(Q) are built once, and only F^H D (and a reference's
+//! prior) changes, as in a stack's slices. With several coils they share
+//! the coil maps too, when they are of the same slice (a slice elsewhere
+//! sees other sensitivities) and the coils are not compressed (compression
+//! makes each image's virtual coils its own). Anything else builds afresh;
+//! Q then still comes from the cache when it is on.
+
+use crate::config::{Loaded, Source};
+use crate::run::finish;
+use crate::{from_f64, inputs, stage_fhd, trajectory, Built, Context, Inputs, Outputs, Result, Ui};
+use recon_core::Complex;
+use recon_encoding::NufftBackend;
+use recon_io::geometry::{Geometry, Index};
+use recon_q::Stored;
+use std::time::Instant;
+
+/// One image of a run: its index, where it lies, its inputs and outputs.
+pub struct Image {
+    pub index: Index,
+    /// `None`: the isocentre, along the scanner's axes.
+    pub geometry: Option<Geometry>,
+    pub inputs: Inputs,
+    pub out: Outputs,
+    /// Whether it reused the image before's plan and Q (and maps).
+    pub shared: bool,
+}
+
+/// The images of `l`'s scan, each as a config of its own whose scan holds
+/// that image's samples only (synthetic data: one image).
+pub fn split(l: Loaded) -> Vec<(Index, Loaded)> {
+    let Loaded {
+        path,
+        cfg,
+        grid,
+        source,
+        warnings,
+    } = l;
+    let scans = match source {
+        Source::Scan(s) => s.split(),
+        synthetic => {
+            return vec![(
+                Index::default(),
+                Loaded {
+                    path,
+                    cfg,
+                    grid,
+                    source: synthetic,
+                    warnings,
+                },
+            )]
+        }
+    };
+    scans
+        .into_iter()
+        .map(|(index, s)| {
+            let one = Loaded {
+                path: path.clone(),
+                cfg: cfg.clone(),
+                grid,
+                source: Source::Scan(s),
+                warnings: warnings.clone(),
+            };
+            (index, one)
+        })
+        .collect()
+}
+
+/// The image's geometry, from its scan.
+fn geometry(l: &Loaded) -> Option<Geometry> {
+    match &l.source {
+        Source::Scan(s) => s.geometry,
+        Source::Synthetic { .. } => None,
+    }
+}
+
+/// Reconstructs each of `images` (from [`split`]) on `backend`, in order;
+/// `ui` is told which image is under way. The outputs and the truth are
+/// in the data's own units ([`Inputs::unscale`]).
+pub fn reconstruct_series<B>(
+    backend: &B,
+    images: &[(Index, Loaded)],
+    ui: &impl Ui,
+) -> Result<Vec<Image>>
+where
+    B: NufftBackend,
+    B::Real: Stored,
+{
+    let count = images.len();
+    let mut done: Vec<Image> = Vec::with_capacity(count);
+    // The problem of the image before, and its single-coil gridding plan.
+    let mut last: Option<(Built<'_, B>, Option<recon_gridding::Gridding<'_, B>>)> = None;
+    for (j, (index, l)) in images.iter().enumerate() {
+        if count > 1 {
+            ui.log(&format!("image {} of {count}: {}", j + 1, index.describe()));
+        }
+        let t = Instant::now();
+        let inputs = inputs(l, trajectory(l)?, ui)?;
+        let read = t.elapsed().as_secs_f64();
+        // A stack solves slice by slice, building its own 2-D problems.
+        let stack = crate::stack::choose(l, &inputs, ui)?;
+        let shares = match (&last, done.last()) {
+            (Some(_), Some(b)) => {
+                stack.is_none()
+                    && b.inputs.traj == inputs.traj
+                    && inputs.compressed.is_none()
+                    && (inputs.coils == 1 || b.index.slice() == index.slice())
+            }
+            _ => false,
+        };
+        let mut out = if shares {
+            let (built, gridder) = last.as_mut().expect("checked");
+            let t = Instant::now();
+            let fhd = image_rhs(backend, built, &inputs, ui)?;
+            built.set_image(backend, l, &inputs, fhd)?;
+            let seconds = vec![("fhd", t.elapsed().as_secs_f64())];
+            finish(backend, l, &inputs, built, gridder.as_ref(), seconds, ui)?
+        } else if let Some(stack) = &stack {
+            last = None;
+            crate::stack::reconstruct(backend, l, &inputs, stack, ui)?
+        } else {
+            let mut built = crate::build(backend, l, &inputs, ui)?;
+            let seconds = std::mem::take(&mut built.seconds);
+            let gridder = match (count > 1, &built.gridder) {
+                (true, None) => Some(crate::gridder(backend, l, &inputs)?),
+                _ => None,
+            };
+            let out = finish(
+                backend,
+                l,
+                &inputs,
+                &mut built,
+                gridder.as_ref(),
+                seconds,
+                ui,
+            )?;
+            last = Some((built, gridder));
+            out
+        };
+        out.seconds.insert(0, ("synthesis", read));
+        let mut inputs = inputs;
+        inputs.unscale(&mut out);
+        done.push(Image {
+            index: *index,
+            geometry: geometry(l),
+            inputs,
+            out,
+            shared: shares,
+        });
+    }
+    Ok(done)
+}
+
+/// The right-hand side of another image on a built problem: F^H D, or
+/// `sum_c S_c^H F^H D_c` with the built maps.
+fn image_rhs<B: NufftBackend>(
+    backend: &B,
+    built: &Built<'_, B>,
+    inputs: &Inputs,
+    ui: &impl Ui,
+) -> Result<Vec<Complex<B::Real>>> {
+    let Some(maps) = &built.maps else {
+        return stage_fhd(&built.plan, &inputs.data, ui);
+    };
+    let on_device = maps
+        .iter()
+        .map(|m| backend.upload(&from_f64::<B::Real>(m)))
+        .collect::<recon_core::Result<Vec<_>>>()?;
+    let refs: Vec<&B::Vector> = on_device.iter().collect();
+    let grid = built.plan.grid();
+    let mut sum = backend.zeros(grid.len())?;
+    ui.stage("F^H D", |p| {
+        built
+            .plan
+            .adjoint_coils_on_device(&mut sum, &inputs.data, &refs, p)
+    })
+    .context("computing F^H D")?;
+    let mut fhd = vec![Complex::default(); grid.len()];
+    backend.download(&mut fhd, &sum)?;
+    Ok(fhd)
+}
