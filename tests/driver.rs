@@ -266,20 +266,7 @@ fn nifti_outputs_read_by_nibabel() {
         &tmp.path().join("cache"),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let script = repo().join("tests/nifti_check.py");
-    let o = Command::new("python3")
-        .arg(&script)
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    println!("{stdout}");
-    assert!(stdout.contains("all NIfTI checks passed"));
+    common::python_check("nifti_check.py", &[&out], "all NIfTI checks passed");
 }
 
 /// Files under `dir`, recursively (an absent folder has none).

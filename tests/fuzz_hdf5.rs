@@ -136,7 +136,13 @@ fn base_scan(dir: &Path) -> PathBuf {
         traj,
         truth: Some((0..grid.len()).map(|i| i as f64).collect()),
         anatomy: Some(Volume::new(ag, (0..ag.len()).map(|i| i as f64).collect()).unwrap()),
-        geometry: None,
+        // An oblique, off-centre geometry, for the mutants to damage.
+        geometry: Some(recon_io::geometry::Geometry {
+            position_mm: [10.0, -20.0, 30.0],
+            read_dir: [0.6, 0.8, 0.0],
+            phase_dir: [-0.8, 0.6, 0.0],
+            slice_dir: [0.0, 0.0, 1.0],
+        }),
         parts: Vec::new(),
     };
     let path = dir.join("base.h5");
@@ -209,6 +215,35 @@ fn structured_scan_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String)> {
         (
             "data times 1e30",
             replace("kspace/data", vec![200, 2], 1e30),
+        ),
+        (
+            "read_dir not of unit length",
+            set_attr("kspace", "read_dir", vec![0.6, 0.9, 0.0]),
+        ),
+        (
+            "phase_dir along read_dir",
+            set_attr("kspace", "phase_dir", vec![0.6, 0.8, 0.0]),
+        ),
+        (
+            "position NaN",
+            set_attr("kspace", "position_mm", vec![f64::NAN, 0.0, 0.0]),
+        ),
+        (
+            "slice_dir of two values",
+            set_attr("kspace", "slice_dir", vec![0.0, 1.0]),
+        ),
+        (
+            "slice_dir infinite",
+            set_attr("kspace", "slice_dir", vec![0.0, 0.0, f64::INFINITY]),
+        ),
+        (
+            "geometry without position",
+            Box::new(|f: &hdf5::File| {
+                f.group("kspace")
+                    .unwrap()
+                    .delete_attr("position_mm")
+                    .unwrap()
+            }),
         ),
         ("matrix odd", set_imatrix(vec![7, 8, 8])),
         ("matrix negative", set_imatrix(vec![-8, 8, 8])),
@@ -559,4 +594,29 @@ fn fuzz_ismrmrd_files() {
         }
     }
     run_hdf5_cases("ISMRMRD files", cases);
+}
+
+#[test]
+fn fuzz_multislice_ismrmrd_files() {
+    // The multi-slice, multi-contrast fixture with geometry: mutations
+    // aimed at its acquisitions' headers (idx, position, directions) and
+    // their heap.
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/multislice-2contrasts.ismrmrd.h5");
+    assert_eq!(
+        inspect(&fixture, "the multi-slice ISMRMRD fixture"),
+        Outcome::Accepted
+    );
+    let bytes = std::fs::read(&fixture).unwrap();
+    let mut rng = Rng::new(2029);
+    let cases = (0..HDF5_CASES / 2)
+        .map(|i| {
+            let focus = Some(bytes.len() / 8..bytes.len());
+            let (b, what) = mutate_bytes(&bytes, &mut rng, focus);
+            let p = tmp.path().join(format!("s{i}.h5"));
+            std::fs::write(&p, b).unwrap();
+            (p, format!("case {i}: {what}"))
+        })
+        .collect();
+    run_hdf5_cases("multi-slice ISMRMRD files", cases);
 }

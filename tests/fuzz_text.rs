@@ -231,6 +231,90 @@ fn fuzz_configs() {
 }
 
 #[test]
+fn fuzz_scan_selections() {
+    // A config choosing images of the multi-slice, multi-contrast ISMRMRD
+    // fixture (read once, in-process), mutated: its selection keys checked
+    // against the file's images, and the scan narrowed to them.
+    common::no_hdf5_locking();
+    let fixture = repo().join("tests/fixtures/multislice-2contrasts.ismrmrd.h5");
+    let scan =
+        recon_io::ismrmrd::read_ismrmrd(&fixture, recon_io::ismrmrd::Units::Normalized, false)
+            .unwrap();
+    let base = format!(
+        "[scan]\nfile = \"{}\"\nslices = [0, 2]\ncontrasts = [1]\nphases = [0]\nrepetitions = [0]\nsets = [0]\n\n\
+         [solver]\niterations = 5\nlambda = 0.01\n\n[output]\ndir = \"out\"\n",
+        fixture.display()
+    );
+    let mut rng = Rng::new(100);
+    let mut tally = Tally::default();
+    for i in 0..TEXT_CASES / 3 {
+        let text = mutate_toml(&base, &mut rng);
+        tally.case(
+            || format!("selection case {i}:\n{text}"),
+            || {
+                let cfg = recon::config::Config::parse(&text)?;
+                cfg.validate()?;
+                let kind = recon_pipeline::Kind::Ismrmrd;
+                let with = cfg.scan.is_some().then(|| (kind, scan.clone()));
+                recon::config::with_scan(std::path::Path::new("fuzz.toml"), cfg, with)
+            },
+            |l| {
+                if let recon::config::Source::Scan(s) = &l.source {
+                    assert!(s.images() >= 1 && s.images() <= 6);
+                }
+            },
+        );
+    }
+    tally.report("scan selections");
+}
+
+#[test]
+fn fuzz_nifti_references() {
+    // A small valid NIfTI reference (`prior.reference`), mutated: most
+    // mutations aimed at its 348-byte header (dims, datatype, offsets,
+    // codes, transforms). Read in-process: refused or accepted with finite
+    // values and an invertible transform, never a panic.
+    use ndarray::ShapeBuilder;
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base.nii");
+    let values: Vec<f32> = (0..6 * 5 * 4).map(|v| v as f32 * 0.5).collect();
+    let header = nifti::NiftiHeader {
+        pixdim: [-1.0, 2.0, 2.0, 3.0, 1.0, 1.0, 1.0, 1.0],
+        xyzt_units: 2,
+        qform_code: 1,
+        sform_code: 1,
+        quatern_c: 0.3,
+        srow_x: [2.0, 0.0, 0.0, -6.0],
+        srow_y: [0.0, 2.0, 0.0, -5.0],
+        srow_z: [0.0, 0.0, 3.0, -6.0],
+        ..nifti::NiftiHeader::default()
+    };
+    let array = ndarray::ArrayView3::from_shape((6, 5, 4).f(), &values).unwrap();
+    nifti::writer::WriterOptions::new(&base)
+        .reference_header(&header)
+        .write_nifti(&array)
+        .unwrap();
+    let bytes = std::fs::read(&base).unwrap();
+    recon_io::nifti::read_nifti(&base).unwrap();
+    let mut rng = Rng::new(348);
+    let mut tally = Tally::default();
+    for i in 0..TEXT_CASES / 3 {
+        let (b, what) = mutate_bytes(&bytes, &mut rng, Some(0..348));
+        let path = tmp.path().join(format!("m{i}.nii"));
+        std::fs::write(&path, &b).unwrap();
+        tally.case(
+            || format!("NIfTI case {i}: {what}"),
+            || recon_io::nifti::read_nifti(&path),
+            |r| {
+                assert!(r.values.iter().all(|v| v.is_finite()));
+                assert!(r.inverse().is_some());
+            },
+        );
+    }
+    tally.report("NIfTI references");
+}
+
+#[test]
 fn fuzz_phantoms() {
     let mut rng = Rng::new(5);
     let grid = Grid::new([4, 4, 4], [240.0; 3]).unwrap();

@@ -173,21 +173,12 @@ fn the_nifti_affine_puts_each_slices_feature_where_it_is_in_the_scanner() {
     let tmp = tempfile::tempdir().unwrap();
     run(tmp.path(), &config(tmp.path(), &fixture(), ""));
     let out = tmp.path().join("out");
-    // The check itself, with nibabel: tests/geometry_check.py.
-    let o = Command::new("python3")
-        .arg(repo().join("tests/geometry_check.py"))
-        .arg(&out)
-        .arg(fixture())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
+    // The check itself, with nibabel.
+    common::python_check(
+        "geometry_check.py",
+        &[&out, &fixture()],
+        "every feature within half a voxel",
     );
-    println!("{stdout}");
-    assert!(stdout.contains("every feature within half a voxel"));
 }
 
 #[test]

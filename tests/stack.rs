@@ -163,22 +163,6 @@ fn slices_of_what_is_not_a_stack_are_refused() {
     fails_with(&o, &["stack", "sometimes"]);
 }
 
-/// recon.h5's `name` of a run in `dir` (magnitudes of a complex dataset).
-fn magnitudes(dir: &std::path::Path, name: &str) -> Vec<f64> {
-    common::no_hdf5_locking();
-    let f = recon_io::hdf5::File::open(dir.join("out/recon.h5")).unwrap();
-    let ds = f.dataset(name).unwrap();
-    match ds.read_raw::<recon_core::Complex<f32>>() {
-        Ok(v) => v.iter().map(|c| c.norm() as f64).collect(),
-        Err(_) => ds
-            .read_raw::<f32>()
-            .unwrap()
-            .iter()
-            .map(|v| *v as f64)
-            .collect(),
-    }
-}
-
 #[test]
 fn a_stack_of_stars_ismrmrd_file_is_solved_as_slices_like_its_scan_file() {
     // tests/fixtures/test-stack.ismrmrd.h5: the ismrmrd package's file
@@ -214,7 +198,10 @@ fn a_stack_of_stars_ismrmrd_file_is_solved_as_slices_like_its_scan_file() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     run(&scan, a.path());
     run(&fixture, b.path());
-    let (x, y) = (magnitudes(a.path(), "recon"), magnitudes(b.path(), "recon"));
+    let (x, y) = (
+        common::recon_h5_magnitudes(a.path(), "recon"),
+        common::recon_h5_magnitudes(b.path(), "recon"),
+    );
     let e = (x.iter().zip(&y).map(|(p, q)| (p - q).powi(2)).sum::<f64>()
         / x.iter().map(|p| p * p).sum::<f64>())
     .sqrt();
@@ -230,8 +217,8 @@ fn the_gridding_of_stacked_data_has_the_truths_mean_inside_the_object() {
     let o = recon(&["run", "--config", cfg.to_str().unwrap()], tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
     let (g, t) = (
-        magnitudes(tmp.path(), "gridding"),
-        magnitudes(tmp.path(), "truth"),
+        common::recon_h5_magnitudes(tmp.path(), "gridding"),
+        common::recon_h5_magnitudes(tmp.path(), "truth"),
     );
     let peak = t.iter().cloned().fold(0.0, f64::max);
     let inside: Vec<usize> = (0..t.len()).filter(|&i| t[i] >= 0.1 * peak).collect();

@@ -295,3 +295,39 @@ pub fn text_attr(g: &recon_io::hdf5::Group, name: &str, text: &str) {
         .write_scalar(&v)
         .unwrap();
 }
+
+/// Runs the repository's Python check `script` (under tests/) with `args`,
+/// asserts that it succeeded and said `passed`, and returns its output.
+pub fn python_check(script: &str, args: &[&Path], passed: &str) -> String {
+    let o = Command::new("python3")
+        .arg(repo().join("tests").join(script))
+        .args(args)
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{script}: {stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    println!("{stdout}");
+    assert!(stdout.contains(passed), "{script}: {stdout}");
+    stdout
+}
+
+/// A dataset of `dir/out/recon.h5` as magnitudes: complex ones' moduli,
+/// real ones as they are.
+pub fn recon_h5_magnitudes(dir: &Path, name: &str) -> Vec<f64> {
+    no_hdf5_locking();
+    let f = recon_io::hdf5::File::open(dir.join("out/recon.h5")).unwrap();
+    let ds = f.dataset(name).unwrap();
+    match ds.read_raw::<recon_core::Complex<f32>>() {
+        Ok(v) => v.iter().map(|c| c.norm() as f64).collect(),
+        Err(_) => ds
+            .read_raw::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| *v as f64)
+            .collect(),
+    }
+}

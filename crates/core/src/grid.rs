@@ -245,3 +245,114 @@ impl Volume {
         Ok(Volume { grid, values })
     }
 }
+
+/// A volume placed in the scanner by its own voxel-to-RAS transform (a
+/// NIfTI image: a reference from another scan, with its own matrix, FOV
+/// and orientation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Oriented {
+    /// Voxels along its axes i, j, k.
+    pub n: [usize; 3],
+    /// i fastest, one finite value per voxel.
+    pub values: Vec<f64>,
+    /// Rows of the 3 x 4 matrix taking `(i, j, k, 1)` to RAS mm.
+    pub affine: [[f64; 4]; 3],
+}
+
+impl Oriented {
+    /// A volume with checked length, finite values and an invertible,
+    /// finite transform.
+    pub fn new(n: [usize; 3], values: Vec<f64>, affine: [[f64; 4]; 3]) -> Result<Self> {
+        Error::check_len("oriented volume values", n.iter().product(), values.len())?;
+        let invalid = |reason: String| Error::Invalid {
+            what: "oriented volume",
+            reason,
+        };
+        if let Some(bad) = values.iter().find(|v| !v.is_finite()) {
+            return Err(invalid(format!("values must be finite, found {bad}")));
+        }
+        if affine.iter().flatten().any(|v| !v.is_finite()) {
+            return Err(invalid(format!("its transform {affine:?} is not finite")));
+        }
+        let o = Oriented { n, values, affine };
+        if o.inverse().is_none() {
+            return Err(invalid(format!("its transform {affine:?} is singular")));
+        }
+        Ok(o)
+    }
+
+    /// The inverse transform (RAS mm to voxel coordinates), as 3 x 4 rows;
+    /// `None` when singular.
+    pub fn inverse(&self) -> Option<[[f64; 4]; 3]> {
+        invert_affine(&self.affine)
+    }
+
+    /// The volume's voxel sizes (mm): the lengths of its axes' columns.
+    pub fn voxel_mm(&self) -> [f64; 3] {
+        [0, 1, 2].map(|c| {
+            (0..3)
+                .map(|r| self.affine[r][c].powi(2))
+                .sum::<f64>()
+                .sqrt()
+        })
+    }
+}
+
+/// The inverse of an affine map given as 3 x 4 rows; `None` when its
+/// linear part is singular (relative to its scale).
+pub fn invert_affine(a: &[[f64; 4]; 3]) -> Option<[[f64; 4]; 3]> {
+    let m = |r: usize, c: usize| a[r][c];
+    let det = m(0, 0) * (m(1, 1) * m(2, 2) - m(1, 2) * m(2, 1))
+        - m(0, 1) * (m(1, 0) * m(2, 2) - m(1, 2) * m(2, 0))
+        + m(0, 2) * (m(1, 0) * m(2, 1) - m(1, 1) * m(2, 0));
+    let scale: f64 = (0..3)
+        .map(|c| (0..3).map(|r| m(r, c).powi(2)).sum::<f64>().sqrt())
+        .product();
+    if !(det.abs() > 1e-12 * scale) {
+        return None;
+    }
+    // The adjugate over the determinant.
+    let mut inv = [[0.0; 4]; 3];
+    for (r, row) in inv.iter_mut().enumerate() {
+        for (c, v) in row.iter_mut().take(3).enumerate() {
+            let (r1, r2) = ((c + 1) % 3, (c + 2) % 3);
+            let (c1, c2) = ((r + 1) % 3, (r + 2) % 3);
+            *v = (m(r1, c1) * m(r2, c2) - m(r1, c2) * m(r2, c1)) / det;
+        }
+    }
+    for r in 0..3 {
+        inv[r][3] = -(0..3).map(|c| inv[r][c] * a[c][3]).sum::<f64>();
+    }
+    Some(inv)
+}
+
+#[cfg(test)]
+mod oriented_tests {
+    use super::*;
+
+    #[test]
+    fn an_affine_and_its_inverse_compose_to_the_identity() {
+        let a = [
+            [0.0, -2.0, 0.5, 10.0],
+            [3.0, 0.1, 0.0, -4.0],
+            [0.2, 0.0, 1.5, 7.0],
+        ];
+        let inv = invert_affine(&a).unwrap();
+        let apply = |m: &[[f64; 4]; 3], p: [f64; 3]| {
+            [0, 1, 2].map(|r| (0..3).map(|c| m[r][c] * p[c]).sum::<f64>() + m[r][3])
+        };
+        for p in [[0.0, 0.0, 0.0], [1.0, -2.0, 3.5], [-7.0, 4.0, 0.25]] {
+            let q = apply(&inv, apply(&a, p));
+            for d in 0..3 {
+                assert!((q[d] - p[d]).abs() < 1e-12, "{q:?} {p:?}");
+            }
+        }
+        let singular = [
+            [1.0, 2.0, 3.0, 0.0],
+            [2.0, 4.0, 6.0, 0.0],
+            [0.0, 0.0, 1.0, 0.0],
+        ];
+        assert!(invert_affine(&singular).is_none());
+        assert!(Oriented::new([1, 1, 1], vec![1.0], singular).is_err());
+    }
+}

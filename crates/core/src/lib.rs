@@ -27,7 +27,10 @@ pub use backend::{
 };
 pub use cpu::{CpuBackend, Plan3};
 pub use error::Error;
-pub use grid::{doubled, index3, matrix_problem, sinc, undoubled, Basis, Grid, Lattice, Volume};
+pub use grid::{
+    doubled, index3, invert_affine, matrix_problem, sinc, undoubled, Basis, Grid, Lattice,
+    Oriented, Volume,
+};
 pub use num_complex::Complex;
 pub use real::Real;
 pub use stencil::Stencil;

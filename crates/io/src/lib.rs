@@ -11,6 +11,7 @@ pub use hdf5_metno as hdf5;
 mod atomic;
 pub mod geometry;
 pub mod ismrmrd;
+pub mod nifti;
 pub mod scan;
 
 mod outdir;

@@ -158,6 +158,31 @@ pub fn truth_seen(
 /// transform, per coil with `[coils]`, plus noise, and the box-averaged
 /// phantoms), or from the scan.
 pub fn raw_inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Raw> {
+    let mut raw = source_inputs(l, traj, ui)?;
+    if let Some(r) = reference_on_grid(l, ui)? {
+        raw.anatomy = Some(r);
+    }
+    Ok(raw)
+}
+
+/// `prior.reference` (a NIfTI with its own geometry) averaged onto the
+/// grid of `l`'s image, which its geometry places in the scanner (the
+/// first image's, for a scan of several: runs split them first).
+fn reference_on_grid(l: &Loaded, ui: &impl Ui) -> Result<Option<Volume>> {
+    let Some(r) = &l.reference else {
+        return Ok(None);
+    };
+    let affine = crate::config::image_affines(&l.grid, &l.source)[0];
+    let mut values = vec![0.0; l.grid.len()];
+    ui.stage("reference resampled onto the grid", |_| {
+        recon_prior::resample_oriented(&mut values, &l.grid, &affine, r)
+    })
+    .context("the reference of prior.reference")?;
+    Ok(Some(Volume::new(l.grid, values)?))
+}
+
+/// [`raw_inputs`] from the config's source alone.
+fn source_inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Raw> {
     match &l.source {
         Source::Synthetic {
             phantom, anatomy, ..

@@ -37,6 +37,7 @@ pub fn split(l: Loaded) -> Vec<(Index, Loaded)> {
         cfg,
         grid,
         source,
+        reference,
         warnings,
     } = l;
     let scans = match source {
@@ -49,6 +50,7 @@ pub fn split(l: Loaded) -> Vec<(Index, Loaded)> {
                     cfg,
                     grid,
                     source: synthetic,
+                    reference,
                     warnings,
                 },
             )]
@@ -62,6 +64,7 @@ pub fn split(l: Loaded) -> Vec<(Index, Loaded)> {
                 cfg: cfg.clone(),
                 grid,
                 source: Source::Scan(s),
+                reference: reference.clone(),
                 warnings: warnings.clone(),
             };
             (index, one)

@@ -26,6 +26,9 @@
 //! reconstruction; [`resample`] averages it onto the grid by box overlap,
 //! once, and everything else works on that image.
 
+mod reorient;
+pub use reorient::{check_covers, resample_oriented};
+
 use rayon::prelude::*;
 use recon_core::{index3, Error, Grid, Result, Stencil, Volume};
 use serde::Serialize;

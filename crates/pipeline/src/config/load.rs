@@ -97,7 +97,7 @@ pub fn with_scan(path: &Path, mut cfg: Config, scan: Option<(Kind, Scan)>) -> Re
                 scan.file.display()
             );
         }
-        if let (Some((key, user)), None) = (reference, &s.anatomy) {
+        if let (Some((key, user)), None, None) = (reference, &s.anatomy, &cfg.prior.reference) {
             crate::bail!(
                 "config key `{key}` in {}: {user} needs a reference image, but {} has no /reference/anatomy",
                 path.display(),
@@ -157,13 +157,63 @@ pub fn with_scan(path: &Path, mut cfg: Config, scan: Option<(Kind, Scan)>) -> Re
     }
     // The voxel basis is the model's, not the data's.
     let grid = grid.with_basis(cfg.engine.basis());
+    let reference = match &mut cfg.prior.reference {
+        Some(file) => {
+            *file = resolve(path, file);
+            if let Source::Scan(s) = &source {
+                if s.anatomy.is_some() {
+                    warnings.push(format!(
+                        "config key `prior.reference` in {}: {} replaces the scan file's /reference/anatomy",
+                        path.display(),
+                        file.display()
+                    ));
+                }
+            }
+            let r = recon_io::nifti::read_nifti(file).with_context(|| at("prior.reference"))?;
+            check_coverage(&grid, &source, &r).with_context(|| {
+                format!(
+                    "{} (`prior.reference` in {})",
+                    file.display(),
+                    path.display()
+                )
+            })?;
+            Some(std::sync::Arc::new(r))
+        }
+        None => None,
+    };
     Ok(Loaded {
         path: path.to_path_buf(),
         cfg,
         grid,
         source,
+        reference,
         warnings,
     })
+}
+
+/// The voxel-to-RAS transforms of the images of `source` on `grid`: each
+/// image's geometry's, or the isocentre's (synthetic data, and scans
+/// without geometry).
+pub fn image_affines(grid: &recon_core::Grid, source: &Source) -> Vec<[[f64; 4]; 3]> {
+    use recon_io::geometry::Geometry;
+    let of = |g: Option<Geometry>| g.unwrap_or_else(Geometry::identity).affine(grid);
+    match source {
+        Source::Scan(s) if !s.parts.is_empty() => s.parts.iter().map(|p| of(p.geometry)).collect(),
+        Source::Scan(s) => vec![of(s.geometry)],
+        Source::Synthetic { .. } => vec![of(None)],
+    }
+}
+
+/// Refuses a reference that does not cover every image's field of view.
+fn check_coverage(
+    grid: &recon_core::Grid,
+    source: &Source,
+    reference: &recon_core::Oriented,
+) -> Result<()> {
+    for affine in image_affines(grid, source) {
+        recon_prior::check_covers(grid, &affine, reference)?;
+    }
+    Ok(())
 }
 
 /// The images `[scan]`'s selection keys keep of a scan of several; a

@@ -22,7 +22,7 @@ mod prior;
 mod validate;
 pub use coils::{ArrangementCfg, CoilsCfg, MapsSource, SenseCfg};
 pub use engine::{BasisCfg, DeviceChoice, EngineCfg, EngineKind, Precision};
-pub use load::{cache_dir, in_memory, load, resolve, with_scan};
+pub use load::{cache_dir, image_affines, in_memory, load, resolve, with_scan};
 pub use prior::{Algorithm, PriorCfg, PriorKind};
 
 /// One value for all three axes, or `[x, y, z]`.
@@ -432,6 +432,9 @@ pub struct Loaded {
     pub cfg: Config,
     pub grid: recon_core::Grid,
     pub source: Source,
+    /// `prior.reference`: the reference image with its own geometry, to be
+    /// resampled onto each image's grid ([`crate::inputs`]).
+    pub reference: Option<std::sync::Arc<recon_core::Oriented>>,
     /// What loading found that works, but poorly (one line each, without
     /// "warning: "): the caller shows them.
     pub warnings: Vec<String>,

@@ -53,6 +53,11 @@ pub struct PriorCfg {
     /// (translation invariance; each costs a transform per iteration).
     #[serde(default = "default_shifts")]
     pub shifts: usize,
+    /// The reference image (of the anatomical W and of dtv) as a NIfTI
+    /// file with its own geometry, resampled onto the reconstruction's
+    /// grid (relative to the config's folder); instead of the scan file's
+    /// `/reference/anatomy` or `phantom.anatomy`.
+    pub reference: Option<std::path::PathBuf>,
 }
 
 fn default_shifts() -> usize {
@@ -70,6 +75,7 @@ impl Default for PriorCfg {
             lambda: None,
             eta: default_eta(),
             shifts: default_shifts(),
+            reference: None,
         }
     }
 }

@@ -88,11 +88,21 @@ impl Config {
                 }
             }
         }
-        if let (Some(key), None) = (self.needs_reference(), &phantom.anatomy) {
+        if let (Some(_), Some(_)) = (&self.prior.reference, &phantom.anatomy) {
+            return fail(
+                "prior.reference",
+                "give the reference as phantom.anatomy or as prior.reference, not both",
+            );
+        }
+        if let (Some(key), None, None) = (
+            self.needs_reference(),
+            &phantom.anatomy,
+            &self.prior.reference,
+        ) {
             return fail(
                 key,
                 format!(
-                    "{} needs a reference image: set phantom.anatomy (a proton-density twin of the phantom)",
+                    "{} needs a reference image: set phantom.anatomy (a proton-density twin of the phantom) or prior.reference (a NIfTI file)",
                     self.reference_user()
                 ),
             );
