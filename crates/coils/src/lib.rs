@@ -35,10 +35,12 @@
 
 mod cells;
 mod compress;
+mod espirit;
 mod maps;
 mod noise;
 
 pub use compress::{compression, Keep};
+pub use espirit::{calibration, espirit_maps, EspiritParams, MAX_COLUMNS as ESPIRIT_MAX_COLUMNS};
 pub use maps::{agreement, cell_means, estimate_maps, estimate_maps_from_cells};
 pub use noise::{
     check_noise_samples, condition, covariance, whitening, GOOD_NOISE_PER_COIL, MAX_CONDITION,

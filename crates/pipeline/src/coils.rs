@@ -197,19 +197,24 @@ pub fn stage_maps<B: NufftBackend>(
         .context("estimating coil maps")
 }
 
-/// Maps estimated from `[C, M]` data on the gridding plan's trajectory:
-/// each coil's k-space centre gridded into a low-resolution image, then
-/// Inati's iteration (`recon_coils::estimate_maps`).
+/// Maps estimated from `[C, M]` data on the gridding plan's trajectory,
+/// by `sense.maps`: Inati's iteration on each coil's k-space centre
+/// gridded into a low-resolution image (`recon_coils::estimate_maps`), or
+/// ESPIRiT on the Cartesian k-space centre of each coil's gridded image
+/// ([`espirit_from_data`]).
 pub fn maps_from_data<B: NufftBackend>(
     g: &recon_gridding::Gridding<'_, B>,
     grid: &recon_core::Grid,
     data: &[C64],
     s: &config::SenseCfg,
 ) -> recon_core::Result<Vec<Vec<C64>>> {
-    // At most a quarter of the smallest matrix size: the images must be
-    // of low resolution for the maps to be smooth.
-    let n_min = *grid.n.iter().min().expect("three axes") as f64;
+    // At most a quarter of the smallest resolved matrix size: the images
+    // must be of low resolution for the maps to be smooth.
+    let n_min = grid.n.iter().copied().filter(|&n| n > 1).min().unwrap_or(1) as f64;
     let kc = s.calibration.min(n_min / 4.0);
+    if s.maps == config::MapsSource::Espirit {
+        return espirit_from_data(g, grid, data, kc);
+    }
     // Inati's iteration on cells as coarse as the images' resolution
     // allows; each coil's image is averaged over them as soon as it is
     // made, so only the cells are kept.
@@ -228,6 +233,36 @@ pub fn maps_from_data<B: NufftBackend>(
         })
         .collect::<recon_core::Result<Vec<_>>>()?;
     recon_coils::estimate_maps_from_cells(grid.n, &low, &p)
+}
+
+/// ESPIRiT maps from `[C, M]` data: each coil gridded at full resolution,
+/// its Cartesian k-space centre (`2 kc` points across each resolved axis)
+/// the calibration data; kernels of 6 points per axis in 2-D and 5 in 3-D
+/// (BART's 6 would make 216 C columns), the eigenvectors on cells as
+/// coarse as the calibration's resolution allows.
+pub fn espirit_from_data<B: NufftBackend>(
+    g: &recon_gridding::Gridding<'_, B>,
+    grid: &recon_core::Grid,
+    data: &[C64],
+    kc: f64,
+) -> recon_core::Result<Vec<Vec<C64>>> {
+    let n = grid.n;
+    let r = n.map(|n| if n == 1 { 1 } else { ((2.0 * kc).round() as usize).clamp(4, n) & !1 });
+    let calib = data
+        .chunks_exact(g.samples().max(1))
+        .map(|d| {
+            let image = g.image(d, None)?;
+            Ok(recon_coils::calibration(std::slice::from_ref(&image), n, r)?
+                .pop()
+                .expect("one image"))
+        })
+        .collect::<recon_core::Result<Vec<_>>>()?;
+    let p = recon_coils::EspiritParams {
+        kernel: if grid.is_2d() { 6 } else { 5 },
+        cell: recon_coils::cell_for(n, kc),
+        ..Default::default()
+    };
+    recon_coils::espirit_maps(&calib, r, n, &p)
 }
 
 /// Whether the run's ADMM preconditions its x-updates.

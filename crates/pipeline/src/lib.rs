@@ -28,7 +28,9 @@ mod stack;
 
 pub use backend::{backend_for, choose_backend, Chosen};
 pub use build::{build, build_with, BuildParams, Built};
-pub use coils::{gridder, maps_from_data, prepare, stage_maps, stage_problem, Prepared};
+pub use coils::{
+    espirit_from_data, gridder, maps_from_data, prepare, stage_maps, stage_problem, Prepared,
+};
 pub use error::{Context, Error, Result};
 pub use inputs::{inputs, normalise, prepared, raw_inputs, trajectory, truth_seen, Inputs, Raw};
 pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};

@@ -78,7 +78,14 @@ impl Sensitivity {
             .into_par_iter()
             .map(|idx| {
                 let c = recon_core::index3(grid.n, idx);
-                let r = [0, 1, 2].map(|d| (c[d] as f64 - grid.n[d] as f64 / 2.0) * vox[d]);
+                // Voxel centres; a flat axis's one plane at 0.
+                let r = [0, 1, 2].map(|d| {
+                    if grid.n[d] == 1 {
+                        0.0
+                    } else {
+                        (c[d] as f64 - grid.n[d] as f64 / 2.0) * vox[d]
+                    }
+                });
                 self.at(grid, r)
             })
             .collect()
@@ -178,9 +185,13 @@ impl Coils {
         let shifted: Vec<Vec<Complex<f64>>> = shifts()
             .iter()
             .map(|f| {
+                // A 2-D grid sees the projection along z through the coil's
+                // profile at z = 0: no shift along k_z (the data stay at
+                // k_z = 0, the projection's transform).
+                let fz = if grid.is_2d() { 0.0 } else { f[2] };
                 let moved: Vec<[f64; 3]> = traj
                     .iter()
-                    .map(|k| [k[0] - f[0], k[1] - f[1], k[2] - f[2]])
+                    .map(|k| [k[0] - f[0], k[1] - f[1], k[2] - fz])
                     .collect();
                 phantom.kspace(grid, &moved)
             })

@@ -55,6 +55,10 @@ pub enum MapsSource {
     /// images of the k-space centre).
     #[default]
     Estimate,
+    /// Estimated from the data by ESPIRiT (Uecker et al. 2014): kernels
+    /// from the Cartesian k-space centre of the gridded coil images, maps
+    /// as the eigenvectors of eigenvalue near 1 (`recon_coils::espirit_maps`).
+    Espirit,
     /// The sensitivities that came with the data: the synthetic coils' own
     /// (the best SENSE can do, for comparison), or the scan file's
     /// `/coils/maps`. Normalised by their root sum of squares.
