@@ -411,6 +411,60 @@ fn small_sparse_pipelines_on_gpu_match_cpu_f64() {
 }
 
 #[test]
+fn a_series_of_slices_and_contrasts_on_the_gpu_matches_the_cpu_f64() {
+    // The multi-slice, two-contrast, two-coil ISMRMRD fixture in one run:
+    // contrast 1 of each slice reuses contrast 0's plan, Q and maps (SENSE's
+    // right-hand side by the batched adjoint with the built maps), with
+    // each estimator of the maps.
+    if gpu(Options::default()).is_none() {
+        return;
+    }
+    let fixture = repo().join("tests/fixtures/multislice-2contrasts.ismrmrd.h5");
+    for maps in ["estimate", "espirit"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut images = Vec::new();
+        for (device, precision) in [("cpu", "f64"), ("cuda", "f32")] {
+            let cfg = tmp.path().join(format!("{device}.toml"));
+            std::fs::write(
+                &cfg,
+                format!(
+                    "[scan]\nfile = \"{}\"\n[sense]\nmaps = \"{maps}\"\n[engine]\ndevice = \"{device}\"\nprecision = \"{precision}\"\n\
+                     [solver]\niterations = 20\nlambda = 0.01\n[output]\ndir = \"{device}\"\n",
+                    fixture.display()
+                ),
+            )
+            .unwrap();
+            let o = Command::new(recon_bin())
+                .args(["--config", cfg.to_str().unwrap()])
+                .current_dir(tmp.path())
+                .env("HDF5_USE_FILE_LOCKING", "FALSE")
+                .env("RECON_CACHE_DIR", tmp.path().join("cache"))
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{maps} on {device}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let stdout = String::from_utf8_lossy(&o.stdout);
+            assert_eq!(stdout.matches("plan and Q shared").count(), 3, "{stdout}");
+            common::no_hdf5_locking();
+            let f = recon_io::hdf5::File::open(tmp.path().join(device).join("recon.h5")).unwrap();
+            let v: Vec<Complex<f32>> = f.dataset("recon").unwrap().read_raw().unwrap();
+            images.push(
+                v.iter()
+                    .map(|c| Complex::new(c.re as f64, c.im as f64))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let e = nrmse(&images[1], &images[0]);
+        println!("series, maps {maps}: GPU f32 against CPU f64, nrmse {e:.2e}");
+        // float32 gridding (the maps), NUFFT and CG against float64.
+        assert!(e < 1e-3, "{maps}: nrmse {e:e}");
+    }
+}
+
+#[test]
 fn too_large_a_problem_says_what_fits() {
     if gpu(Options::default()).is_none() {
         return;

@@ -395,7 +395,10 @@ fn both_map_estimators_find_a_2d_scenes_coils_and_its_runs_reconstruct() {
             &std::fs::read_to_string(tmp.path().join("out/report.json")).unwrap(),
         )
         .unwrap();
-        let (it, gr) = (r["psnr_db"].as_f64().unwrap(), r["gridding_psnr_db"].as_f64().unwrap());
+        let (it, gr) = (
+            r["psnr_db"].as_f64().unwrap(),
+            r["gridding_psnr_db"].as_f64().unwrap(),
+        );
         println!("2-D, 8 coils, maps {maps}: iterative {it:.2} dB, gridding {gr:.2} dB");
         // A consistent 2-D coil model: SENSE well above the root sum of
         // squares (measured at 128 x 128: 33.2, 32.6 and 30.3 dB against 27.6).

@@ -334,6 +334,13 @@ def load(path):
     # float32, where ||A^H d||^2 of a 256^3 scan in the file's units
     # overflows. The best scale onto the truth makes PSNR blind to it.
     data /= np.abs(data).max()
+    if truth.shape[0] == 1:
+        # A 2-D scan (matrix z = 1): the peers' 2-D operators, on (Ny, Nx).
+        return {
+            "coord": traj[:, 1::-1].copy(),  # ky, kx
+            "data": data.astype(np.complex64),
+            "truth": truth[0],
+        }
     return {
         "coord": traj[:, ::-1].copy(),  # kz, ky, kx: the array's axis order
         "data": data.astype(np.complex64),

@@ -4,7 +4,7 @@
 # the comparison's three scan files with `recon simulate` and runs peers.py
 # on each. Tables and JSON go to $PEERS_OUT (default
 # /tmp/recon-peers).
-# PROBLEMS picks some of: sodium radial-128 radial-256.
+# PROBLEMS picks some of: sodium radial-128 radial-256 flat-256 (2-D) stack-128 (a stack of stars).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${PEERS_OUT:-/tmp/recon-peers}
@@ -24,6 +24,8 @@ for p in ${PROBLEMS:-sodium radial-128 radial-256}; do
         sodium) cfg=configs/sodium.toml iterations=60 ;;
         radial-128) cfg=scripts/peers/radial-128.toml iterations=60 ;;
         radial-256) cfg=scripts/peers/radial-256.toml iterations=30 ;;
+        flat-256) cfg=scripts/peers/flat-256.toml iterations=30 ;;
+        stack-128) cfg=scripts/peers/stack-128.toml iterations=30 ;;
         *) echo "unknown problem $p" >&2; exit 2 ;;
     esac
     .gpu/recon simulate --config "$cfg" --out "$out/$p.h5"

@@ -70,7 +70,11 @@ fn along(x: &[C64], n: [usize; 3], axis: usize, m: usize, w: &[C64]) -> (Vec<C64
     let out: Vec<C64> = (0..len)
         .into_par_iter()
         .map(|o| {
-            let c = [o % shape[0], (o / shape[0]) % shape[1], o / (shape[0] * shape[1])];
+            let c = [
+                o % shape[0],
+                (o / shape[0]) % shape[1],
+                o / (shape[0] * shape[1]),
+            ];
             let j = c[axis];
             let mut base = c;
             base[axis] = 0;
@@ -90,7 +94,10 @@ fn twiddles(ks: &[f64], n: usize, sign: f64) -> Vec<C64> {
     for &k in ks {
         for i in 0..n {
             let x = i as f64 - (n / 2) as f64;
-            w.push(C64::from_polar(1.0, sign * 2.0 * std::f64::consts::PI * k * x / n as f64));
+            w.push(C64::from_polar(
+                1.0,
+                sign * 2.0 * std::f64::consts::PI * k * x / n as f64,
+            ));
         }
     }
     w
@@ -105,7 +112,11 @@ fn centred(r: usize) -> Vec<f64> {
 /// flat axis): `D(k) = sum_x I(x) exp(-i 2pi k.x / N)` at integer `k`,
 /// `x_i = i - N/2`, the grid's own convention.
 pub fn calibration(images: &[Vec<C64>], n: [usize; 3], r: [usize; 3]) -> Result<Vec<Vec<C64>>> {
-    crate::check("coil image (one value per voxel)", images, n.iter().product())?;
+    crate::check(
+        "coil image (one value per voxel)",
+        images,
+        n.iter().product(),
+    )?;
     for d in 0..3 {
         if r[d] == 0 || r[d] > n[d] {
             return Err(Error::Invalid {
@@ -114,7 +125,9 @@ pub fn calibration(images: &[Vec<C64>], n: [usize; 3], r: [usize; 3]) -> Result<
             });
         }
     }
-    let w: Vec<Vec<C64>> = (0..3).map(|d| twiddles(&centred(r[d]), n[d], -1.0)).collect();
+    let w: Vec<Vec<C64>> = (0..3)
+        .map(|d| twiddles(&centred(r[d]), n[d], -1.0))
+        .collect();
     Ok(images
         .iter()
         .map(|im| {
@@ -130,7 +143,12 @@ pub fn calibration(images: &[Vec<C64>], n: [usize; 3], r: [usize; 3]) -> Result<
 /// The kernels that span the calibration data: eigenvectors of A^H A
 /// whose singular values exceed `threshold` times the largest, each `C K`
 /// long (coil-major: `v[c K + m]`).
-fn kernels(calib: &[Vec<C64>], r: [usize; 3], k: [usize; 3], threshold: f64) -> Result<Vec<Vec<C64>>> {
+fn kernels(
+    calib: &[Vec<C64>],
+    r: [usize; 3],
+    k: [usize; 3],
+    threshold: f64,
+) -> Result<Vec<Vec<C64>>> {
     let coils = calib.len();
     let kk: usize = k.iter().product();
     let cols = coils * kk;
@@ -143,7 +161,9 @@ fn kernels(calib: &[Vec<C64>], r: [usize; 3], k: [usize; 3], threshold: f64) -> 
         });
     }
     let positions: Vec<[usize; 3]> = (0..=r[2] - k[2])
-        .flat_map(|z| (0..=r[1] - k[1]).flat_map(move |y| (0..=r[0] - k[0]).map(move |x| [x, y, z])))
+        .flat_map(|z| {
+            (0..=r[1] - k[1]).flat_map(move |y| (0..=r[0] - k[0]).map(move |x| [x, y, z]))
+        })
         .collect();
     let offsets: Vec<[usize; 3]> = (0..k[2])
         .flat_map(|z| (0..k[1]).flat_map(move |y| (0..k[0]).map(move |x| [x, y, z])))
@@ -192,7 +212,13 @@ fn kernels(calib: &[Vec<C64>], r: [usize; 3], k: [usize; 3], threshold: f64) -> 
         .filter(|&i| eig.eigenvalues[i] > floor)
         // A's rows are combinations of the conjugates of A^H A's
         // eigenvectors: the kernels, as patches, are those conjugates.
-        .map(|i| eig.eigenvectors.column(i).iter().map(|v| v.conj()).collect())
+        .map(|i| {
+            eig.eigenvectors
+                .column(i)
+                .iter()
+                .map(|v| v.conj())
+                .collect()
+        })
         .collect())
 }
 
@@ -205,13 +231,19 @@ pub fn espirit_maps(
     n: [usize; 3],
     p: &EspiritParams,
 ) -> Result<Vec<Vec<C64>>> {
-    crate::check("ESPIRiT calibration (r points per axis)", calib, r.iter().product())?;
+    crate::check(
+        "ESPIRiT calibration (r points per axis)",
+        calib,
+        r.iter().product(),
+    )?;
     let coils = calib.len();
     let k = [0, 1, 2].map(|d| if n[d] == 1 { 1 } else { p.kernel.min(r[d]) });
     if (0..3).any(|d| n[d] > 1 && k[d] < 2) {
         return Err(Error::Invalid {
             what: "ESPIRiT kernel",
-            reason: format!("kernel {k:?} on calibration region {r:?}: at least 2 points per resolved axis"),
+            reason: format!(
+                "kernel {k:?} on calibration region {r:?}: at least 2 points per resolved axis"
+            ),
         });
     }
     let v = kernels(calib, r, k, p.threshold)?;
@@ -223,7 +255,9 @@ pub fn espirit_maps(
     let offsets: Vec<[usize; 3]> = (0..k[2])
         .flat_map(|z| (0..k[1]).flat_map(move |y| (0..k[0]).map(move |x| [x, y, z])))
         .collect();
-    let pairs: Vec<(usize, usize)> = (0..coils).flat_map(|c| (c..coils).map(move |d| (c, d))).collect();
+    let pairs: Vec<(usize, usize)> = (0..coils)
+        .flat_map(|c| (c..coils).map(move |d| (c, d)))
+        .collect();
     let corr: Vec<Vec<C64>> = pairs
         .par_iter()
         .map(|&(c, d)| {
@@ -261,7 +295,10 @@ pub fn espirit_maps(
                 for &delta in &deltas {
                     let phase = 2.0 * std::f64::consts::PI * delta * x / n[d] as f64;
                     // The 1/K of G rides on the first axis.
-                    w.push(C64::from_polar(if d == 0 { 1.0 / kk as f64 } else { 1.0 }, phase));
+                    w.push(C64::from_polar(
+                        if d == 0 { 1.0 / kk as f64 } else { 1.0 },
+                        phase,
+                    ));
                 }
             }
             w
@@ -278,35 +315,42 @@ pub fn espirit_maps(
         })
         .collect();
     // The coil with the most energy in the calibration data sets the phase.
-    let energy: Vec<f64> = calib.iter().map(|c| c.iter().map(|v| v.norm_sqr()).sum()).collect();
+    let energy: Vec<f64> = calib
+        .iter()
+        .map(|c| c.iter().map(|v| v.norm_sqr()).sum())
+        .collect();
     let reference = (0..coils)
         .max_by(|&a, &b| energy[a].total_cmp(&energy[b]))
         .expect("a coil");
     let cells_len: usize = m.iter().product();
-    let per_cell: Vec<Vec<C64>> = (0..cells_len)
-        .into_par_iter()
-        .map(|x| {
-            let mut gm = DMatrix::<C64>::zeros(coils, coils);
-            for (pi, &(c, d)) in pairs.iter().enumerate() {
-                gm[(c, d)] = g[pi][x];
-                gm[(d, c)] = g[pi][x].conj();
-            }
-            let eig = SymmetricEigen::new(gm);
-            let (top, lambda) = eig
-                .eigenvalues
-                .iter()
-                .enumerate()
-                .fold((0, f64::NEG_INFINITY), |b, (i, &l)| if l > b.1 { (i, l) } else { b });
-            if lambda < p.crop {
-                return vec![C64::default(); coils];
-            }
-            let mut s: Vec<C64> = eig.eigenvectors.column(top).iter().copied().collect();
-            let rf = s[reference];
-            let rot = if rf.norm() > 0.0 { rf.conj() / rf.norm() } else { C64::new(1.0, 0.0) };
-            s.iter_mut().for_each(|v| *v *= rot);
-            s
-        })
-        .collect();
+    let per_cell: Vec<Vec<C64>> =
+        (0..cells_len)
+            .into_par_iter()
+            .map(|x| {
+                let mut gm = DMatrix::<C64>::zeros(coils, coils);
+                for (pi, &(c, d)) in pairs.iter().enumerate() {
+                    gm[(c, d)] = g[pi][x];
+                    gm[(d, c)] = g[pi][x].conj();
+                }
+                let eig = SymmetricEigen::new(gm);
+                let (top, lambda) = eig.eigenvalues.iter().enumerate().fold(
+                    (0, f64::NEG_INFINITY),
+                    |b, (i, &l)| if l > b.1 { (i, l) } else { b },
+                );
+                if lambda < p.crop {
+                    return vec![C64::default(); coils];
+                }
+                let mut s: Vec<C64> = eig.eigenvectors.column(top).iter().copied().collect();
+                let rf = s[reference];
+                let rot = if rf.norm() > 0.0 {
+                    rf.conj() / rf.norm()
+                } else {
+                    C64::new(1.0, 0.0)
+                };
+                s.iter_mut().for_each(|v| *v *= rot);
+                s
+            })
+            .collect();
     // Back to the voxels, coil by coil, unit norm where the cells are.
     let mut maps: Vec<Vec<C64>> = (0..coils)
         .map(|c| {
@@ -388,7 +432,9 @@ mod tests {
     #[test]
     fn the_calibration_is_the_dft_of_the_image_at_integer_frequencies() {
         let n = [6, 4, 1];
-        let im: Vec<C64> = (0..24).map(|i| C64::new(i as f64, (i % 5) as f64)).collect();
+        let im: Vec<C64> = (0..24)
+            .map(|i| C64::new(i as f64, (i % 5) as f64))
+            .collect();
         let r = [4, 2, 1];
         let c = calibration(std::slice::from_ref(&im), n, r).unwrap();
         // Direct sum for one frequency: k = (1, -1, 0) sits at (3, 0, 0).
@@ -399,7 +445,11 @@ mod tests {
             let phase = -2.0 * std::f64::consts::PI * (k[0] * x[0] / 6.0 + k[1] * x[1] / 4.0);
             want += v * C64::from_polar(1.0, phase);
         }
-        assert!((c[0][3] - want).norm() < 1e-9 * want.norm(), "{} vs {want}", c[0][3]);
+        assert!(
+            (c[0][3] - want).norm() < 1e-9 * want.norm(),
+            "{} vs {want}",
+            c[0][3]
+        );
     }
 
     #[test]
@@ -426,7 +476,10 @@ mod tests {
         let r = [8, 8, 8];
         let calib = vec![vec![C64::new(1.0, 0.0); 512]; 20];
         // 20 coils of 125-point kernels: 2500 columns.
-        let p = EspiritParams { kernel: 5, ..Default::default() };
+        let p = EspiritParams {
+            kernel: 5,
+            ..Default::default()
+        };
         let e = espirit_maps(&calib, r, n, &p).unwrap_err().to_string();
         assert!(e.contains("compress"), "{e}");
         let zero = vec![vec![C64::default(); 512]; 2];

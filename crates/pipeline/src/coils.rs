@@ -247,14 +247,22 @@ pub fn espirit_from_data<B: NufftBackend>(
     kc: f64,
 ) -> recon_core::Result<Vec<Vec<C64>>> {
     let n = grid.n;
-    let r = n.map(|n| if n == 1 { 1 } else { ((2.0 * kc).round() as usize).clamp(4, n) & !1 });
+    let r = n.map(|n| {
+        if n == 1 {
+            1
+        } else {
+            ((2.0 * kc).round() as usize).clamp(4, n) & !1
+        }
+    });
     let calib = data
         .chunks_exact(g.samples().max(1))
         .map(|d| {
             let image = g.image(d, None)?;
-            Ok(recon_coils::calibration(std::slice::from_ref(&image), n, r)?
-                .pop()
-                .expect("one image"))
+            Ok(
+                recon_coils::calibration(std::slice::from_ref(&image), n, r)?
+                    .pop()
+                    .expect("one image"),
+            )
         })
         .collect::<recon_core::Result<Vec<_>>>()?;
     let p = recon_coils::EspiritParams {
