@@ -459,8 +459,26 @@ fn a_series_of_slices_and_contrasts_on_the_gpu_matches_the_cpu_f64() {
         }
         let e = nrmse(&images[1], &images[0]);
         println!("series, maps {maps}: GPU f32 against CPU f64, nrmse {e:.2e}");
-        // float32 gridding (the maps), NUFFT and CG against float64.
-        assert!(e < 1e-3, "{maps}: nrmse {e:e}");
+        // The float32 chain (gridding for the maps, NUFFT, 20 CG
+        // iterations) against float64: the CPU's own f32 run is 5.5e-3
+        // (Inati) and 2.3e-3 (ESPIRiT) from its f64 one on this fixture.
+        assert!(e < 2e-2, "{maps}: nrmse {e:e}");
+        // Each slice's contrast 1 (on contrast 0's shared problem) is half
+        // its contrast 0, as the data are, on the GPU too: to float32's
+        // reductions over 20 CG iterations (measured 8.4e-5 on the H100;
+        // the image before's right-hand side would be 1).
+        let n = 32 * 32;
+        for s in 0..3 {
+            let c0: Vec<_> = images[1][2 * s * n..(2 * s + 1) * n]
+                .iter()
+                .map(|v| v * 0.5)
+                .collect();
+            let e = nrmse(&images[1][(2 * s + 1) * n..(2 * s + 2) * n], &c0);
+            assert!(
+                e < 1e-3,
+                "{maps}, slice {s}: contrast 1 against half contrast 0: {e:e}"
+            );
+        }
     }
 }
 
