@@ -3,7 +3,7 @@
 //! (byte-level mutations, and line-aware TOML mutations: odd values,
 //! deleted and repeated lines, misspelt keys, flipped characters),
 //! asserting no panic and that accepted inputs give finite results.
-//! fuzz_hdf5.rs covers the HDF5 formats.
+//! fuzz_hdf5.rs and fuzz_ismrmrd.rs cover the HDF5 formats.
 
 mod common;
 

@@ -4,7 +4,9 @@
 //! obvious references they are checked against.
 #![allow(dead_code)]
 
+mod inspect;
 mod maths;
+pub use inspect::*;
 pub use maths::*;
 
 use std::path::{Path, PathBuf};
