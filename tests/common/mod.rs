@@ -6,6 +6,7 @@
 
 mod inspect;
 mod maths;
+#[allow(unused_imports)] // only the fuzzers use it
 pub use inspect::*;
 pub use maths::*;
 

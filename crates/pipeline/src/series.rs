@@ -94,8 +94,8 @@ where
 {
     let count = images.len();
     let mut done: Vec<Image> = Vec::with_capacity(count);
-    // The problem of the image before, and its single-coil gridding plan.
-    let mut last: Option<(Built<'_, B>, Option<recon_gridding::Gridding<'_, B>>)> = None;
+    // The problem of the image before, with what the images sharing it reuse.
+    let mut last: Option<Shared<'_, B>> = None;
     for (j, (index, l)) in images.iter().enumerate() {
         if count > 1 {
             ui.log(&format!("image {} of {count}: {}", j + 1, index.describe()));
@@ -115,12 +115,21 @@ where
             _ => false,
         };
         let mut out = if shares {
-            let (built, gridder) = last.as_mut().expect("checked");
+            let shared = last.as_mut().expect("checked");
             let t = Instant::now();
-            let fhd = image_rhs(backend, built, &inputs, ui)?;
+            let fhd = shared.rhs(backend, &inputs, ui)?;
+            let built = &mut shared.built;
             built.set_image(backend, l, &inputs, fhd)?;
             let seconds = vec![("fhd", t.elapsed().as_secs_f64())];
-            finish(backend, l, &inputs, built, gridder.as_ref(), seconds, ui)?
+            finish(
+                backend,
+                l,
+                &inputs,
+                built,
+                shared.gridder.as_ref(),
+                seconds,
+                ui,
+            )?
         } else if let Some(stack) = &stack {
             last = None;
             crate::stack::reconstruct(backend, l, &inputs, stack, ui)?
@@ -140,7 +149,11 @@ where
                 seconds,
                 ui,
             )?;
-            last = Some((built, gridder));
+            last = Some(Shared {
+                built,
+                gridder,
+                maps: None,
+            });
             out
         };
         out.seconds.insert(0, ("synthesis", read));
@@ -157,31 +170,42 @@ where
     Ok(done)
 }
 
-/// The right-hand side of another image on a built problem: F^H D, or
-/// `sum_c S_c^H F^H D_c` with the built maps.
-fn image_rhs<B: NufftBackend>(
-    backend: &B,
-    built: &Built<'_, B>,
-    inputs: &Inputs,
-    ui: &impl Ui,
-) -> Result<Vec<Complex<B::Real>>> {
-    let Some(maps) = &built.maps else {
-        return stage_fhd(&built.plan, &inputs.data, ui);
-    };
-    let on_device = maps
-        .iter()
-        .map(|m| backend.upload(&from_f64::<B::Real>(m)))
-        .collect::<recon_core::Result<Vec<_>>>()?;
-    let refs: Vec<&B::Vector> = on_device.iter().collect();
-    let grid = built.plan.grid();
-    let mut sum = backend.zeros(grid.len())?;
-    ui.stage("F^H D", |p| {
-        built
-            .plan
-            .adjoint_coils_on_device(&mut sum, &inputs.data, &refs, p)
-    })
-    .context("computing F^H D")?;
-    let mut fhd = vec![Complex::default(); grid.len()];
-    backend.download(&mut fhd, &sum)?;
-    Ok(fhd)
+/// A built problem that the next images may share: with its single-coil
+/// gridding plan (several coils: the built one) and, once an image needed
+/// them, the built maps on the device.
+struct Shared<'b, B: NufftBackend> {
+    built: Built<'b, B>,
+    gridder: Option<recon_gridding::Gridding<'b, B>>,
+    maps: Option<Vec<B::Vector>>,
+}
+
+impl<B: NufftBackend> Shared<'_, B> {
+    /// The right-hand side of another image on the built problem: F^H D,
+    /// or `sum_c S_c^H F^H D_c` with the built maps (uploaded once).
+    fn rhs(&mut self, backend: &B, inputs: &Inputs, ui: &impl Ui) -> Result<Vec<Complex<B::Real>>> {
+        let built = &self.built;
+        let Some(maps) = &built.maps else {
+            return stage_fhd(&built.plan, &inputs.data, ui);
+        };
+        if self.maps.is_none() {
+            self.maps = Some(
+                maps.iter()
+                    .map(|m| backend.upload(&from_f64::<B::Real>(m)))
+                    .collect::<recon_core::Result<Vec<_>>>()?,
+            );
+        }
+        let on_device = self.maps.as_ref().expect("uploaded");
+        let refs: Vec<&B::Vector> = on_device.iter().collect();
+        let grid = built.plan.grid();
+        let mut sum = backend.zeros(grid.len())?;
+        ui.stage("F^H D", |p| {
+            built
+                .plan
+                .adjoint_coils_on_device(&mut sum, &inputs.data, &refs, p)
+        })
+        .context("computing F^H D")?;
+        let mut fhd = vec![Complex::default(); grid.len()];
+        backend.download(&mut fhd, &sum)?;
+        Ok(fhd)
+    }
 }

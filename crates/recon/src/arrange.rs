@@ -174,21 +174,17 @@ pub fn nifti(
 mod tests {
     use super::*;
 
-    fn index(slice: u16, contrast: u16) -> Index {
-        Index([slice, contrast, 0, 0, 0])
+    /// Slices 0 to 2, contrasts 0 and 1, in index order.
+    fn three_slices_two_contrasts() -> Vec<Index> {
+        (0..3)
+            .flat_map(|s| (0..2).map(move |c| Index([s, c, 0, 0, 0])))
+            .collect()
     }
 
     #[test]
     fn one_image_is_a_volume_and_several_have_an_axis_per_counter() {
         assert!(Arrangement::of(&[Index::default()]).shape().is_empty());
-        let ids = [
-            index(0, 0),
-            index(0, 1),
-            index(1, 0),
-            index(1, 1),
-            index(2, 0),
-            index(2, 1),
-        ];
+        let ids = three_slices_two_contrasts();
         let a = Arrangement::of(&ids);
         assert_eq!(a.shape(), vec![3, 2]);
         assert_eq!(a.axes[0].1, "slice");
@@ -198,14 +194,7 @@ mod tests {
     #[test]
     fn evenly_spaced_slices_of_a_2d_scan_fill_z_and_contrasts_the_4th_dimension() {
         let grid = Grid::new([4, 4, 1], [40.0, 40.0, 5.0]).unwrap();
-        let ids = [
-            index(0, 0),
-            index(0, 1),
-            index(1, 0),
-            index(1, 1),
-            index(2, 0),
-            index(2, 1),
-        ];
+        let ids = three_slices_two_contrasts();
         let a = Arrangement::of(&ids);
         let geo = |s: usize| Geometry {
             position_mm: [0.0, 0.0, 6.0 * s as f64 - 3.0],
