@@ -97,6 +97,7 @@ where
         inputs,
         &q,
         params.coil_devices,
+        None,
         ui,
         &mut seconds,
     )?;
@@ -154,7 +155,7 @@ fn lambda_abs<B: NufftBackend>(
     })
 }
 
-impl<B: NufftBackend> Built<'_, B> {
+impl<'b, B: NufftBackend> Built<'b, B> {
     /// Another image on the same problem: its right-hand side `fhd` (F^H D,
     /// or SENSE's sum over the coils with the built maps) and its prior
     /// (its own reference), the data term, Q and the maps kept.
@@ -170,6 +171,36 @@ impl<B: NufftBackend> Built<'_, B> {
         self.prior = regulariser(l, inputs)?;
         self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda)?;
         Ok(())
+    }
+
+    /// Another image of the same trajectory seen by other coil
+    /// sensitivities (another slice of a stack): its maps, data term and
+    /// right-hand side made anew on the built plan and Q (and the gridding
+    /// plan the maps are estimated on), and its prior. Returns the stages'
+    /// seconds ("maps", "fft_q", "fhd").
+    pub fn set_coil_image(
+        &mut self,
+        backend: &'b B,
+        l: &Loaded,
+        inputs: &Inputs,
+        ui: &impl Ui,
+    ) -> Result<Vec<(&'static str, f64)>> {
+        let mut seconds = Vec::new();
+        let (problem, fhd, gridder, maps) = stage_problem(
+            backend,
+            &self.plan,
+            l,
+            inputs,
+            &self.q,
+            None,
+            self.gridder.take(),
+            ui,
+            &mut seconds,
+        )?;
+        (self.problem, self.fhd, self.gridder, self.maps) = (problem, fhd, gridder, maps);
+        self.prior = regulariser(l, inputs)?;
+        self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda)?;
+        Ok(seconds)
     }
 
     /// Solves with the config's prior, lambda and solver settings, with

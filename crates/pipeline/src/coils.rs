@@ -80,7 +80,9 @@ pub fn prepare(
 /// the maps were estimated on (for the baseline) and the maps used (for
 /// the outputs). Times "maps", "fft_q"
 /// (with the maps' upload) and "fhd". `coil_devices`: the devices that
-/// share the coils (`None`: as [`SenseTerm::new`] decides).
+/// share the coils (`None`: as [`SenseTerm::new`] decides). `gridder`: a
+/// gridding plan of the same trajectory to estimate the maps on (another
+/// image of the same plan's), else one is made.
 #[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub fn stage_problem<'b, B: NufftBackend>(
     backend: &'b B,
@@ -89,6 +91,7 @@ pub fn stage_problem<'b, B: NufftBackend>(
     inputs: &Inputs,
     q: &[Complex<B::Real>],
     coil_devices: Option<usize>,
+    gridder: Option<recon_gridding::Gridding<'b, B>>,
     ui: &impl Ui,
     seconds: &mut Vec<(&'static str, f64)>,
 ) -> Result<(
@@ -112,7 +115,10 @@ pub fn stage_problem<'b, B: NufftBackend>(
         return Ok((problem, fhd, None, None));
     }
     let t = Instant::now();
-    let g = gridder(backend, l, inputs)?;
+    let g = match gridder {
+        Some(g) => g,
+        None => self::gridder(backend, l, inputs)?,
+    };
     let maps = stage_maps(l, inputs, &g, ui)?;
     seconds.push(("maps", t.elapsed().as_secs_f64()));
 

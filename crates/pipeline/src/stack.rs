@@ -3,10 +3,14 @@
 //! 2-D problem per slice after the inverse DFT along k_z
 //! ([`recon_encoding::Stack`]). The slices share the trajectory, so the
 //! run builds one plan, one Q and one gridding plan, and changes only
-//! F^H D (and a reference's slice) from slice to slice. `solver.stack`
-//! chooses: `auto` (slices when the trajectory is a stack and there is one
-//! coil), `slices` (insist) or `volume` (the 3-D problem).
+//! F^H D (and a reference's slice) from slice to slice. With several coils
+//! each slice sees its own sensitivities: its maps, SENSE's data term and
+//! F^H D are made anew on the shared plan and Q
+//! ([`crate::Built::set_coil_image`]). `solver.stack` chooses: `auto`
+//! (slices when the trajectory is a stack), `slices` (insist) or `volume`
+//! (the 3-D problem).
 
+use crate::coils::gridding_rss;
 use crate::config::{Loaded, StackMode};
 use crate::run::to_f64;
 use crate::{gridder, regulariser, Context, Inputs, Outputs, Result, Ui};
@@ -22,23 +26,13 @@ pub fn choose(l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Option<Stack>
         return Ok(None);
     }
     let stack = Stack::detect(&l.grid, &inputs.traj);
-    match (mode, stack, inputs.coils) {
-        (StackMode::Slices, None, _) => crate::bail!(
+    match (mode, stack) {
+        (StackMode::Slices, None) => crate::bail!(
             "solver.stack = \"slices\": the trajectory is not a stack (one 2-D trajectory on every \
              Cartesian k_z partition, k_z = -Nz/2 .. Nz/2 - 1, for matrix {:?})",
             l.grid.n
         ),
-        (StackMode::Slices, Some(_), c) if c > 1 => crate::bail!(
-            "solver.stack = \"slices\" takes one coil in this version; the data have {c} (use \"volume\")"
-        ),
-        (StackMode::Auto, Some(s), c) if c > 1 => {
-            ui.log(&format!(
-                "stack of {} partitions found, solved in 3-D: slices take one coil in this version",
-                s.len()
-            ));
-            Ok(None)
-        }
-        (_, Some(s), _) => {
+        (_, Some(s)) => {
             ui.log(&format!(
                 "stack of {} partitions of {} samples: solved as {} 2-D slices (solver.stack = \"volume\" for the 3-D problem)",
                 s.len(),
@@ -47,19 +41,48 @@ pub fn choose(l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Option<Stack>
             ));
             Ok(Some(s))
         }
-        (_, None, _) => Ok(None),
+        (_, None) => Ok(None),
     }
 }
 
-/// Slice `j`'s inputs: its 2-D data, and its plane of the truth and of the
-/// reference on the grid.
+/// Each slice's `[C, M_plane]` data from the stack's `[C, M]` data, split
+/// coil by coil (`basis`: with the voxel basis's factor, as
+/// [`Stack::slices`], else as [`Stack::slices_unweighted`]).
+fn split(
+    stack: &Stack,
+    data: &[Complex<f64>],
+    coils: usize,
+    basis: bool,
+) -> Result<Vec<Vec<Complex<f64>>>> {
+    let mut slices = vec![Vec::with_capacity(coils * stack.plane.len()); stack.len()];
+    for coil in data.chunks_exact(data.len() / coils.max(1)) {
+        let split = if basis {
+            stack.slices(coil)
+        } else {
+            stack.slices_unweighted(coil)
+        };
+        for (out, s) in slices
+            .iter_mut()
+            .zip(split.context("splitting the stack into slices")?)
+        {
+            out.extend(s);
+        }
+    }
+    Ok(slices)
+}
+
+/// Slice `j`'s inputs: its 2-D data (`[C, M_plane]`), and its plane of the
+/// truth, of the true maps and of the reference on the grid.
 fn slice_inputs(stack: &Stack, inputs: &Inputs, data: Vec<Complex<f64>>, j: usize) -> Inputs {
     let grid = &stack.grid;
     Inputs {
         traj: stack.plane.clone(),
         data,
-        coils: 1,
-        true_maps: None,
+        coils: inputs.coils,
+        true_maps: inputs
+            .true_maps
+            .as_ref()
+            .map(|maps| maps.iter().map(|m| plane(grid, m, j).to_vec()).collect()),
         whitened: inputs.whitened,
         compressed: inputs.compressed,
         truth: inputs.truth.as_ref().map(|t| plane(grid, t, j).to_vec()),
@@ -87,14 +110,11 @@ where
     B::Real: Stored,
 {
     let t = Instant::now();
-    let data = stack
-        .slices(&inputs.data)
-        .context("splitting the stack into slices")?;
+    let coils = inputs.coils;
+    let data = split(stack, &inputs.data, coils, true)?;
     // The gridding baseline grids each slice as the 3-D baseline would see
     // it: without the voxel basis's factor, which it does not model.
-    let raw = stack
-        .slices_unweighted(&inputs.data)
-        .context("splitting the stack into slices")?;
+    let raw = split(stack, &inputs.data, coils, false)?;
     let split = t.elapsed().as_secs_f64();
     let mut ls = l.clone();
     ls.grid = stack.slice;
@@ -103,19 +123,31 @@ where
     let mut recon = vec![Complex::default(); l.grid.len()];
     let mut gridding = vec![Complex::default(); l.grid.len()];
     let mut fhd = vec![Complex::default(); l.grid.len()];
+    let mut maps = (coils > 1).then(|| vec![vec![Complex::default(); l.grid.len()]; coils]);
     let mut data = data.into_iter();
 
     // Slice 0 builds the plan, Q and the problem; the others swap F^H D.
     let first = slice_inputs(stack, inputs, data.next().expect("a slice"), 0);
     let mut built = crate::build(backend, &ls, &first, ui)?;
-    let grid0 = gridder(backend, &ls, &first)?;
+    // One coil: a gridding plan of the slices' trajectory for the baseline
+    // (several coils: the one the maps are estimated on).
+    let grid0 = match coils {
+        1 => Some(gridder(backend, &ls, &first)?),
+        _ => None,
+    };
     let mut seconds = built.seconds.clone();
     seconds.push(("stack", split));
     let (mut cg, mut grid_s) = (0.0, 0.0);
     let mut info: Option<recon_cg::Info> = None;
     let (mut stencil, mut prior) = (None, None);
-    for (j, raw) in raw.iter().enumerate() {
-        if j > 0 {
+    for (j, raw) in raw.into_iter().enumerate() {
+        if j > 0 && coils > 1 {
+            // The next slice: its maps, data term and F^H D, and its prior.
+            let next = slice_inputs(stack, inputs, data.next().expect("a slice"), j);
+            for (name, s) in built.set_coil_image(backend, &ls, &next, ui)? {
+                add(&mut seconds, name, s);
+            }
+        } else if j > 0 {
             // The next slice: its F^H D, and its prior (its plane of a reference).
             let next = slice_inputs(stack, inputs, data.next().expect("a slice"), j);
             let mut f = vec![Complex::default(); per];
@@ -132,12 +164,21 @@ where
         let solved = built.solve(backend, l.cfg.algorithm().describe(), ui)?;
         cg += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let g = grid0.image(raw, None).context("gridding")?;
+        let g = match (&grid0, &built.gridder) {
+            (Some(g), _) => g.image(&raw, None).context("gridding")?,
+            (None, Some(g)) => gridding_rss(g, &slice_inputs(stack, inputs, raw, j))?,
+            (None, None) => unreachable!("several coils build their gridding plan"),
+        };
         grid_s += t.elapsed().as_secs_f64();
         let at = j * per..(j + 1) * per;
         recon[at.clone()].copy_from_slice(&to_f64(&solved.x));
         gridding[at.clone()].copy_from_slice(&g);
-        fhd[at].copy_from_slice(&to_f64(&built.fhd));
+        fhd[at.clone()].copy_from_slice(&to_f64(&built.fhd));
+        if let (Some(all), Some(used)) = (maps.as_mut(), &built.maps) {
+            for (m, u) in all.iter_mut().zip(used) {
+                m[at.clone()].copy_from_slice(u);
+            }
+        }
         // The worst slice's convergence stands for the run.
         if info
             .as_ref()
@@ -166,7 +207,15 @@ where
         prior,
         seconds,
         device: backend.describe(),
-        coil_devices: 1,
-        maps: None,
+        coil_devices: built.problem.devices(),
+        maps,
     })
+}
+
+/// Adds `s` seconds to the stage `name` (appended if new).
+fn add(seconds: &mut Vec<(&'static str, f64)>, name: &'static str, s: f64) {
+    match seconds.iter_mut().find(|(n, _)| *n == name) {
+        Some((_, t)) => *t += s,
+        None => seconds.push((name, s)),
+    }
 }

@@ -219,8 +219,7 @@ pub struct SolverCfg {
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StackMode {
-    /// Slices when the trajectory is a stack (and there is one coil), the
-    /// 3-D problem otherwise.
+    /// Slices when the trajectory is a stack, the 3-D problem otherwise.
     #[default]
     Auto,
     /// One 2-D problem per slice; an error unless the trajectory is a stack.
