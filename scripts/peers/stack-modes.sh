@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# recon on a stack-of-stars scan file solved slice by slice and as one
-# volume (solver.stack = "slices" / "volume"), same CG iterations and
+# recon on a stack-of-stars scan file solved slice by slice, as one batch
+# of slices and as one volume (solver.stack = "slices" / "batch" /
+# "volume"; MODES picks, all three by default), same CG iterations and
 # lambda: prints each run's PSNR and seconds per stage from report.json.
 # Usage: scripts/peers/stack-modes.sh RECON SCAN DEVICE [ITERATIONS] [LAMBDA] [WORK]
 set -euo pipefail
 bin=$1 scan=$(realpath "$2") device=$3 iterations=${4:-30} lambda=${5:-0.1}
 work=${6:-$(mktemp -d)}
 mkdir -p "$work"
-for mode in slices volume; do
+for mode in ${MODES:-slices batch volume}; do
     cat > "$work/$mode.toml" <<TOML
 [scan]
 file = "$scan"

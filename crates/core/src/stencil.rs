@@ -42,6 +42,17 @@ impl Stencil {
         }
     }
 
+    /// Plain first differences within each z-plane and none between
+    /// planes: a batch of 2-D images stacked along z.
+    pub fn planes(n: [usize; 3]) -> Self {
+        let len = n[0] * n[1] * n[2];
+        Stencil {
+            n,
+            w: Some([vec![1.0; len], vec![1.0; len], vec![0.0; len]]),
+            diag: None,
+        }
+    }
+
     /// Edge weights per axis, one per voxel (see the type's docs).
     pub fn weighted(n: [usize; 3], w: [Vec<f64>; 3]) -> Result<Self> {
         let e = Stencil {

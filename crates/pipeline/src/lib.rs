@@ -14,6 +14,7 @@
 //! it is about.
 
 pub mod backend;
+mod batch;
 mod build;
 mod coils;
 pub mod config;

@@ -132,8 +132,8 @@ where
     B: NufftBackend,
     B::Real: Stored,
 {
-    if let Some(stack) = crate::stack::choose(l, inputs, ui)? {
-        return crate::stack::reconstruct(backend, l, inputs, &stack, ui);
+    if let Some((stack, batch)) = crate::stack::choose(l, inputs, ui)? {
+        return crate::stack::reconstruct(backend, l, inputs, &stack, batch, ui);
     }
     let mut built = crate::build(backend, l, inputs, ui)?;
     let seconds = std::mem::take(&mut built.seconds);

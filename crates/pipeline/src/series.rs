@@ -130,9 +130,9 @@ where
                 seconds,
                 ui,
             )?
-        } else if let Some(stack) = &stack {
+        } else if let Some((stack, batch)) = &stack {
             last = None;
-            crate::stack::reconstruct(backend, l, &inputs, stack, ui)?
+            crate::stack::reconstruct(backend, l, &inputs, stack, *batch, ui)?
         } else {
             let mut built = crate::build(backend, l, &inputs, ui)?;
             let seconds = std::mem::take(&mut built.seconds);

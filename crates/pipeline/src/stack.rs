@@ -3,12 +3,13 @@
 //! 2-D problem per slice after the inverse DFT along k_z
 //! ([`recon_encoding::Stack`]). The slices share the trajectory, so the
 //! run builds one plan, one Q and one gridding plan, and changes only
-//! F^H D (and a reference's slice) from slice to slice. With several coils
+//! F^H D (and a reference's slice) from slice to slice, or solves the
+//! slices together as one batch ([`crate::batch`]). With several coils
 //! each slice sees its own sensitivities: its maps, SENSE's data term and
 //! F^H D are made anew on the shared plan and Q
 //! ([`crate::Built::set_coil_image`]). `solver.stack` chooses: `auto`
-//! (slices when the trajectory is a stack), `slices` (insist) or `volume`
-//! (the 3-D problem).
+//! (the batch where it takes the run, else slices, when the trajectory is
+//! a stack), `slices` or `batch` (insist) or `volume` (the 3-D problem).
 
 use crate::coils::gridding_rss;
 use crate::config::{Loaded, StackMode};
@@ -19,30 +20,45 @@ use recon_encoding::{plane, NufftBackend, Stack};
 use recon_q::Stored;
 use std::time::Instant;
 
-/// The stack this run solves slice by slice, if it does.
-pub fn choose(l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Option<Stack>> {
+/// The stack this run solves slice by slice, if it does, and whether as
+/// one batch.
+pub fn choose(l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Option<(Stack, bool)>> {
     let mode = l.cfg.solver.stack;
     if mode == StackMode::Volume {
         return Ok(None);
     }
     let stack = Stack::detect(&l.grid, &inputs.traj);
-    match (mode, stack) {
-        (StackMode::Slices, None) => crate::bail!(
-            "solver.stack = \"slices\": the trajectory is not a stack (one 2-D trajectory on every \
-             Cartesian k_z partition, k_z = -Nz/2 .. Nz/2 - 1, for matrix {:?})",
-            l.grid.n
-        ),
-        (_, Some(s)) => {
-            ui.log(&format!(
-                "stack of {} partitions of {} samples: solved as {} 2-D slices (solver.stack = \"volume\" for the 3-D problem)",
-                s.len(),
-                s.plane.len(),
-                s.len()
-            ));
-            Ok(Some(s))
+    let Some(s) = stack else {
+        if mode == StackMode::Auto {
+            return Ok(None);
         }
-        (_, None) => Ok(None),
+        crate::bail!(
+            "solver.stack = \"{}\": the trajectory is not a stack (one 2-D trajectory on every \
+             Cartesian k_z partition, k_z = -Nz/2 .. Nz/2 - 1, for matrix {:?})",
+            mode.name(),
+            l.grid.n
+        )
+    };
+    let fits = crate::batch::fits(l, inputs.coils);
+    if mode == StackMode::Batch && !fits {
+        crate::bail!(
+            "solver.stack = \"batch\" takes one coil and the uniform quadratic prior \
+             (prior.kind = \"quadratic\", regulariser.kind = \"uniform\"); this run has {} coils, \
+             prior.kind = \"{}\" and regulariser.kind = \"{}\" (use \"slices\")",
+            inputs.coils,
+            l.cfg.prior.kind.name(),
+            l.cfg.regulariser.kind.name()
+        );
     }
+    let batch = mode == StackMode::Batch || (mode == StackMode::Auto && fits);
+    ui.log(&format!(
+        "stack of {} partitions of {} samples: solved as {} 2-D slices{} (solver.stack = \"volume\" for the 3-D problem)",
+        s.len(),
+        s.plane.len(),
+        s.len(),
+        if batch { ", together as one batch" } else { ", one after the other" }
+    ));
+    Ok(Some((s, batch)))
 }
 
 /// Each slice's `[C, M_plane]` data from the stack's `[C, M]` data, split
@@ -103,6 +119,7 @@ pub fn reconstruct<B>(
     l: &Loaded,
     inputs: &Inputs,
     stack: &Stack,
+    batch: bool,
     ui: &impl Ui,
 ) -> Result<Outputs>
 where
@@ -125,6 +142,13 @@ where
     let mut fhd = vec![Complex::default(); l.grid.len()];
     let mut maps = (coils > 1).then(|| vec![vec![Complex::default(); l.grid.len()]; coils]);
     let mut data = data.into_iter();
+
+    if batch {
+        let first = slice_inputs(stack, inputs, Vec::new(), 0);
+        let data: Vec<_> = data.collect();
+        let seconds = vec![("stack", split)];
+        return crate::batch::reconstruct(backend, l, &ls, &first, stack, &data, &raw, seconds, ui);
+    }
 
     // Slice 0 builds the plan, Q and the problem; the others swap F^H D.
     let first = slice_inputs(stack, inputs, data.next().expect("a slice"), 0);

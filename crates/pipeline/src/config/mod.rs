@@ -219,13 +219,31 @@ pub struct SolverCfg {
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StackMode {
-    /// Slices when the trajectory is a stack, the 3-D problem otherwise.
+    /// When the trajectory is a stack, its slices as one batch where the
+    /// batch takes the run (one coil, the uniform quadratic prior), else
+    /// slice by slice; the 3-D problem otherwise.
     #[default]
     Auto,
-    /// One 2-D problem per slice; an error unless the trajectory is a stack.
+    /// One 2-D problem per slice, solved one after the other; an error
+    /// unless the trajectory is a stack.
     Slices,
+    /// The slices' 2-D problems solved together by one CG; an error unless
+    /// the trajectory is a stack and the run has one coil and the uniform
+    /// quadratic prior.
+    Batch,
     /// The 3-D problem, stack or not (for comparison).
     Volume,
+}
+
+impl StackMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            StackMode::Auto => "auto",
+            StackMode::Slices => "slices",
+            StackMode::Batch => "batch",
+            StackMode::Volume => "volume",
+        }
+    }
 }
 
 fn default_relaxation() -> f64 {
@@ -265,6 +283,15 @@ pub enum RegulariserKind {
     Uniform,
     /// Edge weights from the proton-density reference (recon-prior).
     Anatomical,
+}
+
+impl RegulariserKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RegulariserKind::Uniform => "uniform",
+            RegulariserKind::Anatomical => "anatomical",
+        }
+    }
 }
 
 /// The regulariser W (see recon-prior for the anatomical one).
