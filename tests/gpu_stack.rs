@@ -77,7 +77,8 @@ fn a_stack_with_several_coils_on_the_gpu_matches_the_cpu_f64() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let coils = "[coils]\ncount = 4\narrangement = \"ring\"\nradius = 1.2\n[sense]\nmaps = \"estimate\"";
+    let coils =
+        "[coils]\ncount = 4\narrangement = \"ring\"\nradius = 1.2\n[sense]\nmaps = \"estimate\"";
     let cpu = run_stack(tmp.path(), "cpu", "f64", coils, "one after the other");
     let gpu = run_stack(tmp.path(), "cuda", "f32", coils, "one after the other");
     let e = nrmse(&gpu, &cpu);

@@ -13,6 +13,7 @@
 //! is a stack reconstructs as a batch of 2-D problems that share one
 //! trajectory (and so one plan and one Q).
 
+use rayon::prelude::*;
 use recon_core::{Complex, Error, Grid, Result};
 
 /// A 3-D trajectory found to be a stack: its plane and partitions.
@@ -111,7 +112,9 @@ impl Stack {
         let m = self.plane.len();
         Error::check_len("stack data (one value per sample)", nz * m, data.len())?;
         let centre = (nz / 2) as f64;
+        // One slice per task: each reads every partition once.
         Ok((0..nz)
+            .into_par_iter()
             .map(|j| {
                 let z = (j as f64 - centre) / nz as f64;
                 let mut out = vec![Complex::default(); m];
