@@ -6,6 +6,7 @@ EDIT is one of:
   short-image    drop one acquisition of slice 0, contrast 1 (fewer samples)
   skew           slice 2's read_dir tilted: not orthonormal to phase_dir
   move           one acquisition of slice 0 moved 10 mm along x
+  one-coil       coil 0's samples only (a one-coil multi-slice scan)
 Run by tests/series.rs (h5py only: no ismrmrd package needed).
 """
 import sys
@@ -38,6 +39,15 @@ elif edit == "move":
     h = acqs[r]["head"]
     h["position"] = h["position"] + np.float32([10.0, 0.0, 0.0])
     acqs[r]["head"] = h
+elif edit == "one-coil":
+    for r in range(len(acqs)):
+        h = acqs[r]["head"]
+        n = int(h["number_of_samples"])
+        # data: [channels, samples] complex as interleaved float32
+        acqs[r]["data"] = acqs[r]["data"][: 2 * n].copy()
+        h["active_channels"] = 1
+        h["available_channels"] = 1
+        acqs[r]["head"] = h
 else:
     sys.exit(f"unknown edit {edit}")
 with h5py.File(dst, "w") as g:

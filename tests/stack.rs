@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use recon_cg::{Normal, Regularised, Toeplitz};
 use recon_core::{metrics::nrmse, Backend, Basis, Complex, CpuBackend, Grid, Stencil};
-use recon_encoding::{plane, Stack};
+use recon_encoding::{batched_q, plane, Stack};
 use recon_synth::Trajectory;
 
 type Cpu = CpuBackend<f64>;
@@ -75,7 +75,7 @@ fn the_batch_of_slices_is_each_slices_2d_problem_side_by_side() {
     };
     let batch = apply(
         &grid,
-        &stack.batched_q(&q).unwrap(),
+        &batched_q(&stack.slice, stack.len(), &q).unwrap(),
         &Stencil::planes(grid.n),
         &x,
     );
@@ -86,7 +86,8 @@ fn the_batch_of_slices_is_each_slices_2d_problem_side_by_side() {
         let e = nrmse(plane(&grid, &batch, j), &want);
         assert!(e < 1e-12, "slice {j}: {e:e}");
     }
-    assert!(stack.batched_q(&q[1..]).is_err());
+    assert!(batched_q(&stack.slice, stack.len(), &q[1..]).is_err());
+    assert!(batched_q(&grid, 2, &q).is_err());
 }
 
 #[test]

@@ -30,7 +30,7 @@ mod stack;
 
 pub use op::Encoding;
 pub use sense::{SenseTerm, SHARE_FROM_VOXELS};
-pub use stack::{plane, Stack};
+pub use stack::{batched_q, plane, Stack};
 
 /// How the sums are computed.
 #[derive(Debug, Clone, Copy, PartialEq)]

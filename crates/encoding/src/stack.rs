@@ -133,21 +133,25 @@ impl Stack {
     }
 }
 
-impl Stack {
-    /// Q of the slices solved together as one 3-D problem on the stack's
-    /// grid: the slice's Q (on its `[2Nx, 2Ny, 1]` lattice) on the plane of
-    /// displacement 0 along z, 0 elsewhere on the `[2Nx, 2Ny, 2Nz]` lattice.
-    /// Its Toeplitz product on `[Nx, Ny, Nz]` is then each plane's 2-D
-    /// product side by side: no plane reaches another.
-    pub fn batched_q<T: Copy + Default>(&self, q: &[T]) -> Result<Vec<T>> {
-        let [dx, dy, _] = self.slice.doubled();
-        Error::check_len("the slice's Q (2Nx x 2Ny)", dx * dy, q.len())?;
-        let d = self.grid.doubled();
-        let mut out = vec![T::default(); d[0] * d[1] * d[2]];
-        let z0 = self.grid.lag_zero()[2];
-        out[z0 * dx * dy..(z0 + 1) * dx * dy].copy_from_slice(q);
-        Ok(out)
+/// Q of `planes` 2-D problems that share Q (a stack's slices, or the
+/// slices and contrasts of a multi-slice scan) solved together as one 3-D
+/// problem on `[Nx, Ny, planes]`: the 2-D Q (on the `[2Nx, 2Ny, 1]`
+/// lattice of `slice`) on the plane of displacement 0 along z, 0 elsewhere
+/// on the `[2Nx, 2Ny, 2 planes]` lattice. Its Toeplitz product is then each
+/// plane's 2-D product side by side: no plane reaches another.
+pub fn batched_q<T: Copy + Default>(slice: &Grid, planes: usize, q: &[T]) -> Result<Vec<T>> {
+    let [dx, dy, dz] = slice.doubled();
+    if dz != 1 {
+        return Err(Error::Invalid {
+            what: "batched Q",
+            reason: format!("the problems must be 2-D, got matrix {:?}", slice.n),
+        });
     }
+    Error::check_len("the slice's Q (2Nx x 2Ny)", dx * dy, q.len())?;
+    let mut out = vec![T::default(); dx * dy * 2 * planes];
+    // displacement 0 along z: index `planes` (Grid::lag_zero)
+    out[planes * dx * dy..(planes + 1) * dx * dy].copy_from_slice(q);
+    Ok(out)
 }
 
 /// Plane `j` of an `[Nz, Ny, Nx]` volume (x fastest).

@@ -1,39 +1,172 @@
-//! A stack's slices solved together: one CG on the whole `[Nx, Ny, Nz]`
-//! volume whose data term is every slice's 2-D F^H F side by side. The
-//! slices share one trajectory, so their Toeplitz products share one Q;
-//! stacked along z with Q on the plane of displacement 0
-//! ([`recon_encoding::Stack::batched_q`]), they are one 3-D Toeplitz
-//! product that no plane crosses, which a GPU runs as one call instead of
-//! one per slice. W is plain first differences within each plane
-//! ([`recon_core::Stencil::planes`]), so the batch poses each slice's
-//! equations exactly; CG then shares its step sizes over the slices (one
-//! Krylov space for all), which is where its iterates differ from a
-//! slice-by-slice solve's. It takes the uniform quadratic prior and one
-//! coil; other runs go slice by slice.
+//! 2-D problems that share one trajectory solved together: a stack's
+//! slices, or the images (slices, contrasts, ...) of a multi-slice 2-D
+//! scan. Their Toeplitz products share one Q; stacked along z with Q on
+//! the plane of displacement 0 ([`recon_encoding::batched_q`]), they are
+//! one 3-D Toeplitz product on `[Nx, Ny, P]` that no plane crosses, which a
+//! GPU runs as one call instead of one per image. W is plain first
+//! differences within each plane ([`recon_core::Stencil::planes`]), so the
+//! batch poses each image's equations exactly; one CG then shares its step
+//! sizes over the images (one Krylov space for all), which is where its
+//! iterates differ from an image-by-image solve's. It takes the uniform
+//! quadratic prior and one coil; other runs go one image at a time.
 
-use crate::config::{Loaded, PriorKind, RegulariserKind};
+use crate::config::{Loaded, PriorKind, RegulariserKind, StackMode};
 use crate::run::to_f64;
 use crate::{gridder, Context, Inputs, Outputs, Result, Ui};
 use recon_cg::{Params, Problem};
-use recon_core::{Complex, Stencil};
-use recon_encoding::{NufftBackend, Stack};
-use recon_q::Stored;
+use recon_core::{Complex, Grid, Stencil};
+use recon_encoding::{batched_q, NufftBackend, Plan, Stack};
+use recon_q::{CacheStatus, Stored};
 use std::time::Instant;
 
-/// Whether the run's slices can be solved as one batch: one coil and the
-/// uniform quadratic prior (CG).
+/// Whether images of this run can be solved as one batch: one coil and
+/// the uniform quadratic prior (CG).
 pub fn fits(l: &Loaded, coils: usize) -> bool {
     coils == 1
         && l.cfg.prior.kind == PriorKind::Quadratic
         && l.cfg.regulariser.kind == RegulariserKind::Uniform
 }
 
-/// Solves the stack's slices as one batch; `data` and `raw` are each
-/// slice's 2-D data with and without the basis factor ([`Stack::slices`],
+/// Whether `solver.stack` has slices (a stack's, or a 2-D scan's images)
+/// solved as one batch, for a run with `inputs`: `batch` insists (an error
+/// naming the key where the batch cannot take the run), `auto` batches
+/// where it can, `slices` and `volume` never.
+pub fn wanted(l: &Loaded, inputs: &Inputs) -> Result<bool> {
+    let fits = fits(l, inputs.coils) && inputs.compressed.is_none();
+    Ok(match l.cfg.solver.stack {
+        StackMode::Batch if !fits => crate::bail!(
+            "solver.stack = \"batch\" takes one coil and the uniform quadratic prior \
+             (prior.kind = \"quadratic\", regulariser.kind = \"uniform\"); this run has {} coils, \
+             prior.kind = \"{}\" and regulariser.kind = \"{}\" (use \"slices\")",
+            inputs.coils,
+            l.cfg.prior.kind.name(),
+            l.cfg.regulariser.kind.name()
+        ),
+        StackMode::Batch => true,
+        StackMode::Auto => fits,
+        StackMode::Slices | StackMode::Volume => false,
+    })
+}
+
+/// What a batch shares: the 2-D plan, Q, and the stages' seconds so far.
+pub struct Shared<'b, B: NufftBackend> {
+    pub plan: Plan<'b, B>,
+    pub q: Vec<Complex<B::Real>>,
+    pub q_cache: CacheStatus,
+    pub q_file: Option<std::path::PathBuf>,
+    pub seconds: Vec<(&'static str, f64)>,
+}
+
+/// The 2-D plan and Q of `l` (a 2-D config) for the trajectory `traj`.
+pub fn shared<'b, B>(
+    backend: &'b B,
+    l: &Loaded,
+    traj: &[[f64; 3]],
+    ui: &impl Ui,
+) -> Result<Shared<'b, B>>
+where
+    B: NufftBackend,
+    B::Real: Stored,
+{
+    let t = Instant::now();
+    let plan = crate::plan(backend, l, traj)?;
+    let mut seconds = vec![("plan", t.elapsed().as_secs_f64())];
+    let t = Instant::now();
+    let (q, q_cache, q_file) = crate::stage_q(&plan, l, ui)?;
+    seconds.push(("q", t.elapsed().as_secs_f64()));
+    Ok(Shared {
+        plan,
+        q,
+        q_cache,
+        q_file,
+        seconds,
+    })
+}
+
+/// A batch's solution: each image's, and what they share.
+pub struct Solved<T> {
+    /// Image after image, each on the 2-D grid ...
+    pub x: Vec<Complex<T>>,
+    /// ... and each image's F^H D.
+    pub fhd: Vec<Complex<T>>,
+    pub info: recon_cg::Info,
+    pub lambda_abs: f64,
+    /// Stages "fhd", "fft_q" and "cg".
+    pub seconds: Vec<(&'static str, f64)>,
+}
+
+/// Solves the 2-D problems of `data` (each image's samples on the shared
+/// plan's trajectory) together: each image's F^H D, stacked along z, and
+/// one CG on `(F^H F + lambda W^H W) x = F^H D` with `l`'s lambda and
+/// iterations. An odd count is padded by an image of zeros, whose solution
+/// stays 0 (the batch's grid needs an even z).
+pub fn solve<B>(
+    backend: &B,
+    l: &Loaded,
+    shared: &Shared<'_, B>,
+    data: &[&[Complex<f64>]],
+    ui: &impl Ui,
+) -> Result<Solved<B::Real>>
+where
+    B: NufftBackend,
+{
+    let slice = shared.plan.grid();
+    let per = slice.len();
+    let planes = data.len() + data.len() % 2;
+    let grid = Grid::new([slice.n[0], slice.n[1], planes], slice.fov_mm)?;
+    let mut seconds = Vec::new();
+
+    // F^H D of each image, stacked along z.
+    let t = Instant::now();
+    let mut fhd = vec![Complex::default(); grid.len()];
+    ui.stage("F^H D", |p| {
+        for (j, (f, d)) in fhd.chunks_exact_mut(per).zip(data).enumerate() {
+            shared.plan.adjoint(f, d, &mut |_, _| {})?;
+            p(j as u64 + 1, data.len() as u64);
+        }
+        Ok::<_, recon_core::Error>(())
+    })
+    .context("computing F^H D")?;
+    seconds.push(("fhd", t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let q = batched_q(slice, planes, &shared.q).context("stacking the images' Q")?;
+    let mut problem = Problem::new(backend, &grid, &q, &fhd)?;
+    fhd.truncate(data.len() * per);
+    drop(q);
+    backend.synchronize()?;
+    seconds.push(("fft_q", t.elapsed().as_secs_f64()));
+
+    // (F^H F + lambda W^H W) x = F^H D, all images at once
+    let t = Instant::now();
+    let stencil = Stencil::planes(grid.n);
+    let lambda = l.cfg.lambda();
+    let params = Params {
+        iterations: l.cfg.iterations(),
+        tolerance: l.cfg.solver.tolerance,
+    };
+    let (mut x, info) = ui
+        .solver(params.iterations, |cb| {
+            problem.solve(backend, &stencil, lambda, &params, cb)
+        })
+        .context(l.cfg.algorithm().describe())?;
+    x.truncate(data.len() * per);
+    seconds.push(("cg", t.elapsed().as_secs_f64()));
+    Ok(Solved {
+        x,
+        fhd,
+        info,
+        lambda_abs: problem.lambda_abs(lambda),
+        seconds,
+    })
+}
+
+/// A stack's slices solved as one batch; `data` and `raw` are each slice's
+/// 2-D data with and without the basis factor ([`Stack::slices`],
 /// [`Stack::slices_unweighted`]), `seconds` the stages so far. `slice` is
 /// the run's config on the slice's grid, `first` slice 0's inputs.
 #[allow(clippy::too_many_arguments)]
-pub fn reconstruct<B>(
+pub fn reconstruct_stack<B>(
     backend: &B,
     l: &Loaded,
     slice: &Loaded,
@@ -48,51 +181,10 @@ where
     B: NufftBackend,
     B::Real: Stored,
 {
-    let t = Instant::now();
-    let plan = crate::plan(backend, slice, &stack.plane)?;
-    seconds.push(("plan", t.elapsed().as_secs_f64()));
-
-    let t = Instant::now();
-    let (q, q_cache, q_file) = crate::stage_q(&plan, slice, ui)?;
-    seconds.push(("q", t.elapsed().as_secs_f64()));
-
-    // F^H D of each slice, stacked along z.
-    let t = Instant::now();
-    let per = stack.slice.len();
-    let mut fhd = vec![Complex::default(); l.grid.len()];
-    ui.stage("F^H D", |p| {
-        for (j, (f, d)) in fhd.chunks_exact_mut(per).zip(data).enumerate() {
-            plan.adjoint(f, d, &mut |_, _| {})?;
-            p(j as u64 + 1, data.len() as u64);
-        }
-        Ok::<_, recon_core::Error>(())
-    })
-    .context("computing F^H D")?;
-    seconds.push(("fhd", t.elapsed().as_secs_f64()));
-
-    let t = Instant::now();
-    let q3 = stack.batched_q(&q).context("stacking the slices' Q")?;
-    let mut problem = Problem::new(backend, &l.grid, &q3, &fhd)?;
-    drop(q3);
-    backend.synchronize()?;
-    seconds.push(("fft_q", t.elapsed().as_secs_f64()));
-
-    // (F^H F + lambda W^H W) rho = F^H D, all slices at once
-    let t = Instant::now();
-    let stencil = Stencil::planes(l.grid.n);
-    let (lambda, params) = (
-        l.cfg.lambda(),
-        Params {
-            iterations: l.cfg.iterations(),
-            tolerance: l.cfg.solver.tolerance,
-        },
-    );
-    let (x, info) = ui
-        .solver(params.iterations, |cb| {
-            problem.solve(backend, &stencil, lambda, &params, cb)
-        })
-        .context(l.cfg.algorithm().describe())?;
-    seconds.push(("cg", t.elapsed().as_secs_f64()));
+    let shared = shared(backend, slice, &stack.plane, ui)?;
+    let data: Vec<&[Complex<f64>]> = data.iter().map(|d| d.as_slice()).collect();
+    let solved = solve(backend, slice, &shared, &data, ui)?;
+    seconds.extend(shared.seconds.iter().chain(&solved.seconds));
 
     let t = Instant::now();
     let g = gridder(backend, slice, first)?;
@@ -103,15 +195,15 @@ where
     seconds.push(("gridding", t.elapsed().as_secs_f64()));
 
     Ok(Outputs {
-        recon: to_f64(&x),
+        recon: to_f64(&solved.x),
         gridding,
-        fhd: to_f64(&fhd),
+        fhd: to_f64(&solved.fhd),
         q: None,
-        info,
-        q_cache,
-        q_file,
-        lambda_abs: problem.lambda_abs(lambda),
-        stencil,
+        info: solved.info,
+        q_cache: shared.q_cache.clone(),
+        q_file: shared.q_file.clone(),
+        lambda_abs: solved.lambda_abs,
+        stencil: Stencil::planes(l.grid.n),
         prior: None,
         seconds,
         device: backend.describe(),

@@ -7,7 +7,10 @@
 //! the coil maps too, when they are of the same slice (a slice elsewhere
 //! sees other sensitivities) and the coils are not compressed (compression
 //! makes each image's virtual coils its own). Anything else builds afresh;
-//! Q then still comes from the cache when it is on.
+//! Q then still comes from the cache when it is on. Consecutive 2-D images
+//! of one trajectory with one coil and the uniform quadratic prior are
+//! solved together as one batch ([`crate::batch`]), as `solver.stack`
+//! says.
 
 use crate::config::{Loaded, Source};
 use crate::run::finish;
@@ -27,6 +30,8 @@ pub struct Image {
     pub out: Outputs,
     /// Whether it reused the image before's plan and Q (and maps).
     pub shared: bool,
+    /// The images solved together in its batch (1: alone).
+    pub batch: usize,
 }
 
 /// The images of `l`'s scan, each as a config of its own whose scan holds
@@ -96,13 +101,40 @@ where
     let mut done: Vec<Image> = Vec::with_capacity(count);
     // The problem of the image before, with what the images sharing it reuse.
     let mut last: Option<Shared<'_, B>> = None;
+    // An image's inputs, read while looking for a batch it did not join.
+    let mut pending: Option<(Inputs, f64)> = None;
     for (j, (index, l)) in images.iter().enumerate() {
-        if count > 1 {
-            ui.log(&format!("image {} of {count}: {}", j + 1, index.describe()));
+        if done.len() > j {
+            continue; // solved in a batch
         }
-        let t = Instant::now();
-        let inputs = inputs(l, trajectory(l)?, ui)?;
-        let read = t.elapsed().as_secs_f64();
+        let (inputs, read) = match pending.take() {
+            Some(p) => p,
+            None => read_image(images, j, ui)?,
+        };
+        // Consecutive 2-D images that can join this one in a batch.
+        let mut batch = vec![(inputs, read)];
+        if l.grid.is_2d() && crate::batch::wanted(l, &batch[0].0)? {
+            for k in j + 1..count {
+                let next = read_image(images, k, ui)?;
+                if next.0.traj == batch[0].0.traj && crate::batch::wanted(&images[k].1, &next.0)? {
+                    batch.push(next);
+                } else {
+                    pending = Some(next);
+                    break;
+                }
+            }
+        }
+        if batch.len() > 1 {
+            last = None;
+            done.extend(solve_batch(
+                backend,
+                &images[j..j + batch.len()],
+                batch,
+                ui,
+            )?);
+            continue;
+        }
+        let (inputs, read) = batch.pop().expect("one image");
         // A stack solves slice by slice, building its own 2-D problems.
         let stack = crate::stack::choose(l, &inputs, ui)?;
         let shares = match (&last, done.last()) {
@@ -165,6 +197,94 @@ where
             inputs,
             out,
             shared: shares,
+            batch: 1,
+        });
+    }
+    Ok(done)
+}
+
+/// Image `j`'s inputs, and the seconds they took; `ui` is told which image
+/// is under way.
+fn read_image(images: &[(Index, Loaded)], j: usize, ui: &impl Ui) -> Result<(Inputs, f64)> {
+    let (index, l) = &images[j];
+    if images.len() > 1 {
+        ui.log(&format!(
+            "image {} of {}: {}",
+            j + 1,
+            images.len(),
+            index.describe()
+        ));
+    }
+    let t = Instant::now();
+    let inputs = inputs(l, trajectory(l)?, ui)?;
+    Ok((inputs, t.elapsed().as_secs_f64()))
+}
+
+/// Solves `images` (2-D, one trajectory, with their inputs and reading
+/// times) as one batch: one plan and Q, one CG, each image's outputs.
+fn solve_batch<B>(
+    backend: &B,
+    images: &[(Index, Loaded)],
+    inputs: Vec<(Inputs, f64)>,
+    ui: &impl Ui,
+) -> Result<Vec<Image>>
+where
+    B: NufftBackend,
+    B::Real: Stored,
+{
+    let (l, first) = (&images[0].1, &inputs[0].0);
+    ui.log(&format!(
+        "images {} together as one batch: one plan, Q and CG",
+        images
+            .iter()
+            .map(|(i, _)| i.describe())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let shared = crate::batch::shared(backend, l, &first.traj, ui)?;
+    let data: Vec<&[Complex<f64>]> = inputs.iter().map(|(i, _)| i.data.as_slice()).collect();
+    let solved = crate::batch::solve(backend, l, &shared, &data, ui)?;
+    let t = Instant::now();
+    let g = crate::gridder(backend, l, first)?;
+    let mut made = t.elapsed().as_secs_f64();
+    let per = l.grid.len();
+    let mut done = Vec::with_capacity(images.len());
+    for (i, ((index, l), (inputs, read))) in images.iter().zip(inputs).enumerate() {
+        let t = Instant::now();
+        let gridding = g.image(&inputs.data, None).context("gridding")?;
+        let mut seconds = vec![("synthesis", read)];
+        if i == 0 {
+            // The batch's shared stages go to its first image.
+            seconds.extend(shared.seconds.iter().chain(&solved.seconds));
+        }
+        seconds.push(("gridding", made + t.elapsed().as_secs_f64()));
+        made = 0.0;
+        let at = i * per..(i + 1) * per;
+        let mut out = Outputs {
+            recon: crate::run::to_f64(&solved.x[at.clone()]),
+            gridding,
+            fhd: crate::run::to_f64(&solved.fhd[at]),
+            q: (i == 0 && l.cfg.output.q).then(|| crate::run::to_f64(&shared.q)),
+            info: solved.info.clone(),
+            q_cache: shared.q_cache.clone(),
+            q_file: shared.q_file.clone(),
+            lambda_abs: solved.lambda_abs,
+            stencil: recon_core::Stencil::uniform(l.grid.n),
+            prior: None,
+            seconds,
+            device: backend.describe(),
+            coil_devices: 1,
+            maps: None,
+        };
+        let mut inputs = inputs;
+        inputs.unscale(&mut out);
+        done.push(Image {
+            index: *index,
+            geometry: geometry(l),
+            inputs,
+            out,
+            shared: i > 0,
+            batch: images.len(),
         });
     }
     Ok(done)

@@ -29,7 +29,8 @@ pub fn choose(l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Option<(Stack
     }
     let stack = Stack::detect(&l.grid, &inputs.traj);
     let Some(s) = stack else {
-        if mode == StackMode::Auto {
+        // A 2-D grid's images are slices already (crate::series batches them).
+        if mode == StackMode::Auto || l.grid.is_2d() {
             return Ok(None);
         }
         crate::bail!(
@@ -39,18 +40,7 @@ pub fn choose(l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Option<(Stack
             l.grid.n
         )
     };
-    let fits = crate::batch::fits(l, inputs.coils);
-    if mode == StackMode::Batch && !fits {
-        crate::bail!(
-            "solver.stack = \"batch\" takes one coil and the uniform quadratic prior \
-             (prior.kind = \"quadratic\", regulariser.kind = \"uniform\"); this run has {} coils, \
-             prior.kind = \"{}\" and regulariser.kind = \"{}\" (use \"slices\")",
-            inputs.coils,
-            l.cfg.prior.kind.name(),
-            l.cfg.regulariser.kind.name()
-        );
-    }
-    let batch = mode == StackMode::Batch || (mode == StackMode::Auto && fits);
+    let batch = crate::batch::wanted(l, inputs)?;
     ui.log(&format!(
         "stack of {} partitions of {} samples: solved as {} 2-D slices{} (solver.stack = \"volume\" for the 3-D problem)",
         s.len(),
@@ -147,7 +137,9 @@ where
         let first = slice_inputs(stack, inputs, Vec::new(), 0);
         let data: Vec<_> = data.collect();
         let seconds = vec![("stack", split)];
-        return crate::batch::reconstruct(backend, l, &ls, &first, stack, &data, &raw, seconds, ui);
+        return crate::batch::reconstruct_stack(
+            backend, l, &ls, &first, stack, &data, &raw, seconds, ui,
+        );
     }
 
     // Slice 0 builds the plan, Q and the problem; the others swap F^H D.

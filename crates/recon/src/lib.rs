@@ -448,10 +448,10 @@ where
                 image.index.describe(),
                 image.out.info.iterations,
                 image.out.info.relative_residual,
-                if image.shared {
-                    ", plan and Q shared with the image before"
-                } else {
-                    ""
+                match (image.batch, image.shared) {
+                    (1, true) => ", plan and Q shared with the image before".to_string(),
+                    (1, false) => String::new(),
+                    (n, _) => format!(", solved with {} others in one batch", n - 1),
                 }
             );
         }

@@ -79,6 +79,9 @@ pub struct ImageReport {
     pub index: BTreeMap<String, u16>,
     /// Whether it reused the image before's plan and Q (and coil maps).
     pub shared: bool,
+    /// The images solved together in its batch, itself included (1:
+    /// alone); the batch's shared stages are timed on its first image.
+    pub batch: usize,
     pub iterations: usize,
     pub relative_residual: f64,
     pub lambda_abs: f64,
@@ -124,6 +127,7 @@ pub fn report(l: &Loaded, images: &[Image], arrangement: &Arrangement, total_s: 
                         .map(|(d, name, _)| (name.to_string(), i.index.0[*d]))
                         .collect(),
                     shared: i.shared,
+                    batch: i.batch,
                     iterations: i.out.info.iterations,
                     relative_residual: i.out.info.relative_residual,
                     lambda_abs: i.out.lambda_abs,

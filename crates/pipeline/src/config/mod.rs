@@ -215,21 +215,23 @@ pub struct SolverCfg {
     pub stack: StackMode,
 }
 
-/// How a stack of 2-D trajectories is solved (`solver.stack`).
+/// How slices are solved (`solver.stack`): a stack's (one 2-D trajectory
+/// on every Cartesian k_z partition of a 3-D grid), or the images of a 2-D
+/// scan that share one trajectory (its slices, contrasts, ...).
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StackMode {
-    /// When the trajectory is a stack, its slices as one batch where the
-    /// batch takes the run (one coil, the uniform quadratic prior), else
-    /// slice by slice; the 3-D problem otherwise.
+    /// As one batch where the batch takes the run (one coil, the uniform
+    /// quadratic prior), else one after the other; a 3-D trajectory that
+    /// is not a stack as the 3-D problem.
     #[default]
     Auto,
-    /// One 2-D problem per slice, solved one after the other; an error
-    /// unless the trajectory is a stack.
+    /// One after the other; on a 3-D grid, an error unless the trajectory
+    /// is a stack.
     Slices,
-    /// The slices' 2-D problems solved together by one CG; an error unless
-    /// the trajectory is a stack and the run has one coil and the uniform
-    /// quadratic prior.
+    /// Together by one CG; an error unless the run has one coil and the
+    /// uniform quadratic prior (and, on a 3-D grid, the trajectory is a
+    /// stack).
     Batch,
     /// The 3-D problem, stack or not (for comparison).
     Volume,
