@@ -210,10 +210,29 @@ fn one_coil_images_of_one_trajectory_are_solved_as_one_batch() {
     // 9.1e-5.
     println!("batch against one image at a time: nrmse {e:e}");
     assert!(e < 1e-3, "batch against one image at a time: nrmse {e:e}");
+    // Three images (contrast 0 of each slice): an odd batch, padded by an
+    // image of zeros, still the images one at a time.
+    let odd = tempfile::tempdir().unwrap();
+    let stdout = run(odd.path(), &config(odd.path(), &file, "contrasts = [0]"));
+    assert_eq!(
+        stdout.matches("solved with 2 others in one batch").count(),
+        3,
+        "{stdout}"
+    );
+    let (shape, z) = complex(&odd.path().join("out"), "recon");
+    assert_eq!(shape, vec![3, 1, 32, 32]);
+    let n = 32 * 32;
+    let contrast0: Vec<_> = (0..3)
+        .flat_map(|s| y[2 * s * n..(2 * s + 1) * n].iter().copied())
+        .collect();
+    let e = nrmse(&z, &contrast0);
+    assert!(
+        e < 1e-3,
+        "odd batch against one image at a time: nrmse {e:e}"
+    );
     // Within a batch each image's iterate is the same polynomial in the
     // shared operator applied to its own F^H D, so contrast 1 is still
     // exactly half contrast 0 (float32 files).
-    let n = 32 * 32;
     for s in 0..3 {
         let half: Vec<_> = x[2 * s * n..(2 * s + 1) * n]
             .iter()
