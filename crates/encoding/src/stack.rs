@@ -111,24 +111,41 @@ impl Stack {
         let nz = self.len();
         let m = self.plane.len();
         Error::check_len("stack data (one value per sample)", nz * m, data.len())?;
-        let centre = (nz / 2) as f64;
-        // One slice per task: each reads every partition once.
-        Ok((0..nz)
-            .into_par_iter()
-            .map(|j| {
-                let z = (j as f64 - centre) / nz as f64;
-                let mut out = vec![Complex::default(); m];
-                for (p, idx) in self.order.iter().enumerate() {
-                    let kz = p as f64 - centre;
-                    let r = if basis { self.factor(p) } else { 1.0 };
-                    let w =
-                        Complex::from_polar(1.0 / (nz as f64 * r), std::f64::consts::TAU * kz * z);
-                    for (o, &i) in out.iter_mut().zip(idx) {
-                        *o += data[i] * w;
+        // G_j = sum_p a_p exp(+i 2pi (p - c)(j - c) / Nz), c = Nz/2 and
+        // a_p = D_p / (Nz r_p), is pre_p, an inverse FFT of length Nz, and
+        // post_j: exp(i 2pi (p - c)(j - c) / Nz) = exp(i 2pi p j / Nz)
+        // exp(-i 2pi p c / Nz) exp(i 2pi c (c - j) / Nz).
+        let c = (nz / 2) as f64;
+        let turn = |x: f64| Complex::from_polar(1.0, std::f64::consts::TAU * x / nz as f64);
+        let pre: Vec<_> = (0..nz)
+            .map(|p| {
+                let r = if basis { self.factor(p) } else { 1.0 };
+                turn(-(p as f64) * c) / (nz as f64 * r)
+            })
+            .collect();
+        let post: Vec<_> = (0..nz).map(|j| turn(c * (c - j as f64))).collect();
+        let fft = rustfft::FftPlanner::new().plan_fft_inverse(nz);
+        // Sample-major: the partitions of sample i at i Nz .. (i + 1) Nz.
+        let mut t = vec![Complex::default(); m * nz];
+        const SAMPLES: usize = 1024;
+        t.par_chunks_mut(nz * SAMPLES)
+            .enumerate()
+            .for_each(|(chunk, t)| {
+                let mut scratch = vec![Complex::default(); fft.get_inplace_scratch_len()];
+                for (k, g) in t.chunks_exact_mut(nz).enumerate() {
+                    let i = chunk * SAMPLES + k;
+                    for (p, g) in g.iter_mut().enumerate() {
+                        *g = data[self.order[p][i]] * pre[p];
+                    }
+                    fft.process_with_scratch(g, &mut scratch);
+                    for (g, post) in g.iter_mut().zip(&post) {
+                        *g *= post;
                     }
                 }
-                out
-            })
+            });
+        Ok((0..nz)
+            .into_par_iter()
+            .map(|j| (0..m).map(|i| t[i * nz + j]).collect())
             .collect())
     }
 }
