@@ -19,13 +19,17 @@ the diagonal of A^H A, for each lambda of one sweep. The tools:
 - SigPy's NUFFT with `toeplitz=True`, at its default kernel (width 4,
   upsampling 1.25) and at width 6 with upsampling 2;
 - torchkbnufft's `calc_toeplitz_kernel` and `ToepNufft` (width 6,
-  upsampling 2, its defaults).
+  upsampling 2, its defaults);
+- on request (`--tools recon,sigpy-cpu --device cpu`), SigPy on the host
+  (NumPy) beside recon on the CPU, for a comparison on the same cores.
 
 For each it prints the precompute per trajectory (recon: plan, Q and
 FFT(Q); the peers: their Toeplitz kernel), the adjoint A^H d, the time per
 CG iteration, the time per scan (adjoint + the iterations + the image
 brought to the host; the peers: the median over the sweep; recon: `recon
-bench --scan` on the same file) and the best PSNR over the sweep (extended
+bench --scan` on the same file, and beside it the per-scan stages of its
+run at the best lambda, which for a stack are its own path: the split
+along k_z, F^H D and the solve) and the best PSNR over the sweep (extended
 by up to 4 points while the best is at an end). PSNR is that of the magnitude
 against the truth, 20 log10(max|truth| / RMSE). The peers' images are first
 scaled by the best real factor onto the truth, since their model lacks
@@ -187,14 +191,22 @@ def run_peer(name, setup, scan, lambdas, iterations):
     }
 
 
-def sigpy_setup(scan, oversamp, width):
+def sigpy_setup(scan, oversamp, width, gpu=True):
+    """SigPy on the GPU (CuPy), or with `gpu=False` on the host (NumPy)."""
+
     def setup():
-        import cupy as cp
         import sigpy as sp
 
+        if gpu:
+            import cupy as xp
+
+            sync, to_host = xp.cuda.Device().synchronize, xp.asnumpy
+        else:
+            xp = np
+            sync, to_host = (lambda: None), (lambda x: x)
         shape = scan["truth"].shape  # (Nz, Ny, Nx)
-        coord = cp.asarray(scan["coord"])  # (M, 3): kz, ky, kx in cycles/FOV
-        data = cp.asarray(scan["data"])
+        coord = xp.asarray(scan["coord"])  # (M, 3): kz, ky, kx in cycles/FOV
+        data = xp.asarray(scan["data"])
         state = {}
 
         def make_normal():
@@ -206,10 +218,9 @@ def sigpy_setup(scan, oversamp, width):
             return sp.nufft_adjoint(data, coord, shape, oversamp=oversamp, width=width)
 
         def dot(u, v):
-            return float(cp.vdot(u, v).real)
+            return float(xp.vdot(u, v).real)
 
-        sync = cp.cuda.Device().synchronize
-        return cp, make_normal, adjoint, dot, cp.asnumpy, sync
+        return xp, make_normal, adjoint, dot, to_host, sync
 
     return setup
 
@@ -385,6 +396,9 @@ def main():
         "sigpy": lambda: run_peer("SigPy (width 4, upsampling 1.25)", sigpy_setup(scan, 1.25, 4), scan, lambdas, it),
         "sigpy-w6": lambda: run_peer("SigPy (width 6, upsampling 2)", sigpy_setup(scan, 2.0, 6), scan, lambdas, it),
         "torchkbnufft": lambda: run_peer("torchkbnufft (Toeplitz)", torchkb_setup(scan), scan, lambdas, it),
+        "sigpy-cpu": lambda: run_peer(
+            "SigPy on the host (width 4, upsampling 1.25)", sigpy_setup(scan, 1.25, 4, gpu=False), scan, lambdas, it
+        ),
     }
     rows = []
     with tempfile.TemporaryDirectory() as work:

@@ -125,28 +125,36 @@ impl Stack {
             .collect();
         let post: Vec<_> = (0..nz).map(|j| turn(c * (c - j as f64))).collect();
         let fft = rustfft::FftPlanner::new().plan_fft_inverse(nz);
-        // Sample-major: the partitions of sample i at i Nz .. (i + 1) Nz.
-        let mut t = vec![Complex::default(); m * nz];
+        // Blocks of samples, each task writing its block of every slice.
         const SAMPLES: usize = 1024;
-        t.par_chunks_mut(nz * SAMPLES)
+        let mut out: Vec<Vec<Complex<f64>>> =
+            (0..nz).map(|_| vec![Complex::default(); m]).collect();
+        let mut blocks: Vec<Vec<&mut [Complex<f64>]>> = (0..m.div_ceil(SAMPLES))
+            .map(|_| Vec::with_capacity(nz))
+            .collect();
+        for slice in out.iter_mut() {
+            for (b, block) in slice.chunks_mut(SAMPLES).enumerate() {
+                blocks[b].push(block);
+            }
+        }
+        blocks
+            .into_par_iter()
             .enumerate()
-            .for_each(|(chunk, t)| {
+            .for_each(|(b, mut slices)| {
+                let mut g = vec![Complex::default(); nz];
                 let mut scratch = vec![Complex::default(); fft.get_inplace_scratch_len()];
-                for (k, g) in t.chunks_exact_mut(nz).enumerate() {
-                    let i = chunk * SAMPLES + k;
+                for k in 0..slices[0].len() {
+                    let i = b * SAMPLES + k;
                     for (p, g) in g.iter_mut().enumerate() {
                         *g = data[self.order[p][i]] * pre[p];
                     }
-                    fft.process_with_scratch(g, &mut scratch);
-                    for (g, post) in g.iter_mut().zip(&post) {
-                        *g *= post;
+                    fft.process_with_scratch(&mut g, &mut scratch);
+                    for (j, slice) in slices.iter_mut().enumerate() {
+                        slice[k] = g[j] * post[j];
                     }
                 }
             });
-        Ok((0..nz)
-            .into_par_iter()
-            .map(|j| (0..m).map(|i| t[i * nz + j]).collect())
-            .collect())
+        Ok(out)
     }
 }
 

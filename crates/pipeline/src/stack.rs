@@ -60,17 +60,19 @@ fn split(
     coils: usize,
     basis: bool,
 ) -> Result<Vec<Vec<Complex<f64>>>> {
-    let mut slices = vec![Vec::with_capacity(coils * stack.plane.len()); stack.len()];
+    let mut slices: Vec<Vec<Complex<f64>>> = Vec::new();
     for coil in data.chunks_exact(data.len() / coils.max(1)) {
         let split = if basis {
             stack.slices(coil)
         } else {
             stack.slices_unweighted(coil)
-        };
-        for (out, s) in slices
-            .iter_mut()
-            .zip(split.context("splitting the stack into slices")?)
-        {
+        }
+        .context("splitting the stack into slices")?;
+        if slices.is_empty() {
+            slices = split; // the first coil's, kept as they are
+            continue;
+        }
+        for (out, s) in slices.iter_mut().zip(split) {
             out.extend(s);
         }
     }
