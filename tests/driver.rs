@@ -335,12 +335,19 @@ fn validate_writes_the_matrix_checks_and_sweep() {
             "--lambda-sweep",
             "--sweep-points",
             "3",
+            // A margin no run can meet: the check fails, and so does the
+            // command, with every output written.
             "--gridding-margin",
-            "2",
+            "1000",
         ],
         &tmp.path().join("cache"),
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a failed check must fail the command");
+    assert!(
+        stderr.contains("1 check(s) failed") && stderr.contains("over gridding"),
+        "{stderr}"
+    );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap())
             .unwrap();
@@ -381,8 +388,8 @@ fn validate_writes_the_matrix_checks_and_sweep() {
         .iter()
         .find(|c| c["what"].as_str().unwrap().contains("over gridding"))
         .unwrap();
-    assert_eq!(margin["bound"], ">= 2 dB");
-    assert_eq!(margin["passed"], margin["value"].as_f64().unwrap() >= 2.0);
+    assert_eq!(margin["bound"], ">= 1000 dB");
+    assert_eq!(margin["passed"], false);
     assert_eq!(v["lambda_sweep"].as_array().unwrap().len(), 3);
     assert!(v["best_lambda"].as_f64().unwrap() > 0.0);
     for f in ["validation.md", "psnr.png", "residuals.png", "lambda.png"] {

@@ -1,5 +1,6 @@
 //! A seeded mutation fuzzer for the formats recon parses in-process:
-//! Parboil mri-q inputs, configs and phantom TOML, 1500 mutants each
+//! Parboil mri-q inputs, configs, command-line settings and phantom TOML,
+//! 1500 mutants each
 //! (byte-level mutations, and line-aware TOML mutations: odd values,
 //! deleted and repeated lines, misspelt keys, flipped characters),
 //! asserting no panic and that accepted inputs give finite results.
@@ -339,4 +340,68 @@ fn fuzz_phantoms() {
         }
     }
     tally.report("phantoms");
+}
+
+#[test]
+fn fuzz_command_line_settings() {
+    // `--set section.key=value` pairs (as the flags make them too) laid
+    // over a config: real keys, misspelt and cut ones, odd values, and
+    // pairs without `=`; composed, parsed and checked in-process.
+    const KEYS: [&str; 14] = [
+        "solver.lambda",
+        "solver.iterations",
+        "solver.stack",
+        "prior.kind",
+        "engine.threads",
+        "engine.device",
+        "engine.precision",
+        "sense.maps",
+        "scan.slices",
+        "output.dir",
+        "grid.matrix",
+        "solver",
+        "solver.lambda.x",
+        ".lambda",
+    ];
+    const VALUES: [&str; 14] = [
+        "0.1", "-1", "nan", "1e308", "60", "0", "tv", "\"cuda\"", "espirit", "[0, 2]", "[", "true",
+        "", "x=y",
+    ];
+    let base = std::fs::read_to_string(repo().join("configs/test-small.toml"))
+        .unwrap()
+        .replace(
+            "../phantoms/",
+            &format!("{}/", repo().join("phantoms").display()),
+        );
+    let mut rng = Rng::new(101);
+    let mut tally = Tally::default();
+    for i in 0..TEXT_CASES / 3 {
+        let mut set = Vec::new();
+        for _ in 0..1 + rng.below(3) {
+            let mut key = KEYS[rng.below(KEYS.len())].to_string();
+            if rng.below(5) == 0 {
+                // A character dropped or doubled.
+                let at = rng.below(key.len());
+                match rng.below(2) {
+                    0 => drop(key.remove(at)),
+                    _ => key.insert(at, key.as_bytes()[at] as char),
+                }
+            }
+            let value = VALUES[rng.below(VALUES.len())];
+            set.push(match rng.below(8) {
+                0 => key,
+                _ => format!("{key}={value}"),
+            });
+        }
+        let settings = recon::config::Settings { scan: None, set };
+        tally.case(
+            || format!("settings case {i}: {:?}", settings.set),
+            || -> recon_pipeline::Result<()> {
+                let text = settings.compose(&base)?;
+                recon::config::Config::parse_without_lines(&text)?.validate()
+            },
+            |_| {},
+        );
+    }
+    tally.report("command-line settings");
 }

@@ -203,7 +203,8 @@ fn every_command_line_number_is_checked() {
         &["bench", "--config", c][..],
         &["q", "--config", c, "--out", "x"],
         &["parboil-q", "--config", c, "a", "b"],
-        &["--config", c, "q"],
+        &["--config", c, "--iterations", "many"],
+        &["--config", c, "a.h5", "b.h5"],
     ] {
         let o = recon(args, tmp.path());
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

@@ -416,8 +416,14 @@ fn validate_compares_the_sparse_priors_too() {
             "--dtv-margin=100",
         ],
     );
-    // a check that fails is reported (as validate's checks are), not fatal
-    ok(&o);
+    // A check that fails (the impossible dTV margin) fails the command,
+    // naming it, and every output is still written.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("1 check(s) failed") && err.contains("directional TV over anatomical W"),
+        "{err}"
+    );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap())
             .unwrap();

@@ -47,6 +47,11 @@ pub enum IoError {
         op: String,
         message: String,
     },
+    /// A file given as HDF5 that is not one.
+    #[error(
+        "{path} is not an HDF5 file: recon reads its own scan files and ISMRMRD files, both HDF5"
+    )]
+    NotHdf5 { path: String },
     /// Encoding another format (PNG, NIfTI) failed.
     #[error("{path}: writing {format}: {message}")]
     Encode {
@@ -62,6 +67,35 @@ pub enum IoError {
         name: String,
         problem: String,
     },
+}
+
+/// Checks that `path` is an HDF5 file by its signature (at byte 0, or after
+/// a user block of 512, 1024, 2048, ... bytes), before the HDF5 library
+/// sees it: its message for another file names no format.
+pub fn check_hdf5(path: &Path) -> Result<(), IoError> {
+    use std::io::{Read, Seek, SeekFrom};
+    const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
+    let io = |op, source| IoError::Io {
+        path: path.display().to_string(),
+        op,
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(|e| io("cannot read", e))?;
+    let len = f.metadata().map_err(|e| io("cannot read", e))?.len();
+    let mut at = 0u64;
+    while at + 8 <= len {
+        let mut head = [0u8; 8];
+        f.seek(SeekFrom::Start(at))
+            .map_err(|e| io("cannot read", e))?;
+        f.read_exact(&mut head).map_err(|e| io("cannot read", e))?;
+        if &head == SIGNATURE {
+            return Ok(());
+        }
+        at = if at == 0 { 512 } else { 2 * at };
+    }
+    Err(IoError::NotHdf5 {
+        path: path.display().to_string(),
+    })
 }
 
 /// A dataset (or attribute) of a file that is not as expected.

@@ -11,6 +11,8 @@ use std::path::Path;
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Units {
     Normalized,
+    /// Also spelled as the config spells it.
+    #[value(alias = "cycles_per_fov")]
     CyclesPerFov,
 }
 
@@ -27,6 +29,7 @@ pub type ReadScan<'a> = &'a dyn Fn(&Path, Units, bool) -> Result<(Kind, Scan)>;
 
 /// Reads and checks the file in this process.
 pub fn read_scan(path: &Path, units: Units, opts: &ReadOptions) -> Result<(Kind, Scan)> {
+    recon_io::check_hdf5(path)?;
     if recon_io::ismrmrd::is_ismrmrd(path) {
         let units = match units {
             Units::Normalized => recon_io::ismrmrd::Units::Normalized,

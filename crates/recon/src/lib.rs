@@ -1,4 +1,4 @@
-//! `recon`: iterative non-Cartesian 3-D MRI reconstruction, the application.
+//! `recon`: iterative non-Cartesian MRI reconstruction (2-D and 3-D), the application.
 //!
 //! This crate owns everything the library crates leave out on purpose: the
 //! command line, progress bars, log lines, the summary, the output files,
@@ -12,6 +12,7 @@ mod arrange;
 mod bench;
 mod bench_nufft;
 mod bench_sense;
+mod cli;
 mod inspect;
 mod output;
 mod parboil;
@@ -26,112 +27,28 @@ pub use recon_pipeline::config;
 pub(crate) use ui::Bars;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::Parser;
+use cli::{CheckArgs, Cli, Command, RunArgs};
 use config::{DeviceChoice, Loaded, Precision};
 pub(crate) use recon_pipeline::{on_backend, Chosen};
 use recon_q::Stored;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-
-#[derive(Parser)]
-#[command(
-    name = "recon",
-    version,
-    about = "Iterative non-Cartesian 3-D MRI reconstruction",
-    args_conflicts_with_subcommands = true
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Option<Command>,
-    /// The default command's arguments (`recon --config X` is `recon run --config X`).
-    #[command(flatten)]
-    run: RunArgs,
-}
-
-/// A reconstruction's arguments.
-#[derive(clap::Args, Debug, Clone, Default)]
-struct RunArgs {
-    /// TOML configuration (see configs/).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Output folder, overriding `output.dir`.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Where to compute, overriding `engine.device`.
-    #[arg(long, value_enum)]
-    device: Option<DeviceChoice>,
-}
-
-/// `recon q`'s arguments: no output folder (Q goes to the cache).
-#[derive(clap::Args, Debug, Clone)]
-struct QArgs {
-    /// TOML configuration (see configs/).
-    #[arg(long)]
-    config: PathBuf,
-    /// Where to compute, overriding `engine.device`.
-    #[arg(long, value_enum)]
-    device: Option<DeviceChoice>,
-}
-
-/// `recon check`'s arguments.
-#[derive(clap::Args, Debug, Clone)]
-struct CheckArgs {
-    /// TOML configuration (see configs/).
-    #[arg(long)]
-    config: PathBuf,
-    /// Output folder, overriding `output.dir`.
-    #[arg(long)]
-    out: Option<PathBuf>,
-}
-
-/// `recon simulate`'s arguments.
-#[derive(clap::Args, Debug, Clone)]
-struct SimulateArgs {
-    /// TOML configuration with synthetic data ([grid], [phantom], [trajectory]).
-    #[arg(long)]
-    config: PathBuf,
-    /// The scan file to write (HDF5, e.g. scan.h5), written only when complete.
-    #[arg(long)]
-    out: PathBuf,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Synthesise or read, reconstruct and report (the default).
-    Run(RunArgs),
-    /// Precompute Q for the config's trajectory into the cache, and stop.
-    Q(QArgs),
-    /// Write the config's synthetic data as a scan file.
-    Simulate(SimulateArgs),
-    /// Run the config through every engine, noiseless and noisy, with gridding.
-    Validate(validate::ValidateArgs),
-    /// Time the book's reference problem: each GPU variant, then each
-    /// engine's Q, F^H D and CG.
-    Bench(bench::BenchArgs),
-    /// Time the NUFFT engine on the CPU or GPU: on a scan file's trajectory
-    /// (plan, F^H D, F and Q, as scripts/nufft-vs-finufft.py compares it
-    /// with FINUFFT), or on random points.
-    BenchNufft(bench_nufft::BenchNufftArgs),
-    /// Time SENSE per scan: a radial problem seen by synthetic coils (maps,
-    /// F^H D over the coils, CG of the SENSE operator).
-    BenchSense(bench_sense::BenchSenseArgs),
-    /// Q for a Parboil mri-q input file, in Parboil's output format.
-    ParboilQ(parboil::ParboilArgs),
-    /// Read a scan or ISMRMRD file, check it, and print what it holds.
-    Inspect(inspect::InspectArgs),
-    /// Check a config (and the files it names, the memory the run needs and
-    /// the output folder) without computing anything.
-    Check(CheckArgs),
-    /// Internal: reads an untrusted input file for the parent process.
-    #[command(hide = true, name = "read-input")]
-    ReadInput(reader::ReadInputArgs),
-}
 
 /// The `recon` command line: parses the arguments, runs, and returns the
 /// exit status (errors are printed, each cause once).
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    ui::set_verbosity(match (cli.quiet, cli.verbose) {
+        (true, _) => ui::Verbosity::Quiet,
+        (_, true) => ui::Verbosity::Verbose,
+        _ => ui::Verbosity::Normal,
+    });
+    if cli.command.is_none() && cli.run.is_bare() {
+        // A bare `recon` is a usage error, as clap's own are: status 2.
+        let _ = <Cli as clap::CommandFactory>::command().print_help();
+        return ExitCode::from(2);
+    }
     // Ctrl-C, SIGTERM and SIGHUP: end the reader process, remove whatever
     // is being written (waiting for a commit in progress to finish first),
     // then stop. The reader process itself installs no handler: a signal
@@ -184,10 +101,20 @@ pub fn error_chain(e: &anyhow::Error) -> String {
 /// Loads a config, its scan file read in a child process (a damaged HDF5
 /// file may crash or hang the HDF5 library), and shows the warnings.
 pub fn load_config(path: &std::path::Path, out: Option<&std::path::Path>) -> Result<Loaded> {
+    load_settings(Some(path), &config::Settings::default(), out)
+}
+
+/// [`load_config`] of an optional config with the command line's settings
+/// laid over it.
+fn load_settings(
+    path: Option<&std::path::Path>,
+    settings: &config::Settings,
+    out: Option<&std::path::Path>,
+) -> Result<Loaded> {
     let read = |p: &std::path::Path, units, beyond| {
         reader::read_isolated(p, units, beyond).map_err(|e| recon_pipeline::Error::Other(e.into()))
     };
-    let l = config::load(path, out, &read)?;
+    let l = config::load_with(path, settings, out, &read)?;
     for w in &l.warnings {
         eprintln!("warning: {w}");
     }
@@ -196,7 +123,9 @@ pub fn load_config(path: &std::path::Path, out: Option<&std::path::Path>) -> Res
 
 /// Prints a line the pipeline's backend choice has for the user.
 pub(crate) fn note(line: &str) {
-    eprintln!("{line}");
+    if ui::verbosity() != ui::Verbosity::Quiet {
+        eprintln!("{line}");
+    }
 }
 
 /// [`recon_pipeline::choose_backend`], its notes on stderr.
@@ -233,12 +162,9 @@ fn run(cli: Cli) -> Result<()> {
             on_backend!(chosen, b => q_command(b, &l))
         }
         Command::Run(args) => {
-            let Some(config) = args.config.as_deref() else {
-                anyhow::bail!("no config given: use `recon --config configs/sodium.toml`");
-            };
-            let mut l = load_config(config, args.out.as_deref())?;
+            let mut l = load_run(&args)?;
             // Before any computation: can the outputs be written?
-            let outputs = recon_io::OutputDir::prepare(&l.cfg.output.dir)
+            let outputs = recon_io::OutputDir::prepare(l.output_dir()?)
                 .context("preparing the output folder")?;
             let chosen = backend_for(&mut l, args.device)?;
             on_backend!(chosen, b => run_pipeline(b, l, outputs))
@@ -246,9 +172,24 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// A run's config: the config file and the flags, or the flags alone.
+fn load_run(args: &RunArgs) -> Result<Loaded> {
+    let settings = args.settings.settings(args.scan.as_deref());
+    if args.config.is_none() && settings.is_empty() {
+        anyhow::bail!(
+            "nothing to reconstruct: give a scan file (`recon scan.h5 --out DIR`) or a config \
+             (`recon --config configs/sodium.toml`)"
+        );
+    }
+    load_settings(args.config.as_deref(), &settings, args.out.as_deref())
+}
+
 /// `recon check`: everything a run checks before it computes.
 fn check(args: &CheckArgs) -> Result<()> {
-    let l = load_config(&args.config, args.out.as_deref())?;
+    let mut l = load_run(args)?;
+    if let Some(d) = args.device {
+        l.cfg.engine.device = d;
+    }
     let samples = pipeline::samples(&l)?;
     let gpu = l.cfg.engine.precision == Precision::F32
         && l.cfg.engine.device != DeviceChoice::Cpu
@@ -258,7 +199,7 @@ fn check(args: &CheckArgs) -> Result<()> {
         Precision::F64 => 8,
     };
     pipeline::check_host_memory(&l, pipeline::Work::Reconstruct, real_bytes, gpu)?;
-    drop(recon_io::OutputDir::prepare(&l.cfg.output.dir).context("the output folder")?);
+    drop(recon_io::OutputDir::prepare(l.output_dir()?).context("the output folder")?);
     println!(
         "{}: OK: {} samples of `{}`, matrix {:?}, FOV {:?} mm; outputs to {}",
         l.path.display(),
@@ -266,7 +207,7 @@ fn check(args: &CheckArgs) -> Result<()> {
         l.data_name(),
         l.grid.n,
         l.grid.fov_mm,
-        l.cfg.output.dir.display()
+        l.output_dir()?.display()
     );
     Ok(())
 }
@@ -480,7 +421,7 @@ where
     println!(
         "  wrote {} in {}",
         files.join(", "),
-        l.cfg.output.dir.display()
+        l.output_dir()?.display()
     );
     Ok(())
 }

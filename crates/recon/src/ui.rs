@@ -1,21 +1,57 @@
 //! The binary's [`Ui`]: progress bars on stderr where it is a terminal,
-//! one log line per stage where it is not.
+//! one log line per stage where it is not; `-q` shows neither (warnings and
+//! errors still), `-v` log lines everywhere and every CG iteration.
 
 use crate::pipeline::Ui;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
+
+/// How much the binary says on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verbosity {
+    Quiet = 0,
+    Normal = 1,
+    Verbose = 2,
+}
+
+static VERBOSITY: AtomicU8 = AtomicU8::new(Verbosity::Normal as u8);
+
+/// Sets the process's verbosity (`-q`, `-v`), once, before any output.
+pub(crate) fn set_verbosity(v: Verbosity) {
+    VERBOSITY.store(v as u8, Ordering::Relaxed);
+}
+
+pub(crate) fn verbosity() -> Verbosity {
+    match VERBOSITY.load(Ordering::Relaxed) {
+        0 => Verbosity::Quiet,
+        1 => Verbosity::Normal,
+        _ => Verbosity::Verbose,
+    }
+}
+
+/// Whether progress is shown as log lines (stderr not a terminal, or `-v`)
+/// rather than as bars.
+fn as_lines() -> bool {
+    verbosity() == Verbosity::Verbose || !std::io::stderr().is_terminal()
+}
 
 /// Progress bars on stderr; hidden automatically when stderr is not a terminal.
 pub(crate) struct Bars;
 
 impl Ui for Bars {
     fn log(&self, msg: &str) {
-        eprintln!("{msg}");
+        if verbosity() != Verbosity::Quiet {
+            eprintln!("{msg}");
+        }
     }
 
     fn stage<T>(&self, name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
-        if !std::io::stderr().is_terminal() {
+        if verbosity() == Verbosity::Quiet {
+            return f(&mut |_, _| {});
+        }
+        if as_lines() {
             return logged_stage(name, f);
         }
         let bar = ProgressBar::new(1).with_style(
@@ -35,9 +71,15 @@ impl Ui for Bars {
     }
 
     fn solver<T>(&self, iterations: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T {
-        if !std::io::stderr().is_terminal() {
-            // A line per tenth of the iterations.
-            let every = iterations.div_ceil(10).max(1);
+        if verbosity() == Verbosity::Quiet {
+            return f(&mut |_, _| {});
+        }
+        if as_lines() {
+            // A line per tenth of the iterations; every one with -v.
+            let every = match verbosity() {
+                Verbosity::Verbose => 1,
+                _ => iterations.div_ceil(10).max(1),
+            };
             let t = Instant::now();
             eprintln!("CG: {iterations} iterations");
             return f(&mut |it, res| {

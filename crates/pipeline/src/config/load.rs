@@ -5,31 +5,103 @@ use super::*;
 use crate::scan::{Kind, ReadScan, Units};
 use crate::{Context, Result};
 use recon_io::scan::Scan;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Resolves a path from the config against the config's folder.
 pub fn resolve(config_path: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {
-        p.to_path_buf()
+        normalise(p)
     } else {
-        config_path.parent().unwrap_or(Path::new(".")).join(p)
+        normalise(&config_path.parent().unwrap_or(Path::new(".")).join(p))
     }
 }
+
+/// `p` without `.` components and with each `..` taking back the name
+/// before it (lexically: as printed, `configs/../x.h5` is `x.h5`).
+pub fn normalise(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let last = out.components().next_back();
+                match last {
+                    Some(Component::Normal(_)) => {
+                        out.pop();
+                    }
+                    // `/..` is `/`; a leading `..` stays.
+                    Some(Component::RootDir) => {}
+                    _ => out.push(".."),
+                }
+            }
+            c => out.push(c.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
+/// What messages call the settings of a run that has no config file (and
+/// the folder relative paths start from: the current one).
+pub const COMMAND_LINE: &str = "the command line";
 
 /// Reads, parses and validates a config, and loads its phantom or its scan
 /// file (by `read`: [`crate::read_in_process`], or the binary's reader in a
 /// child process). Warnings (input that works, but poorly) are in
 /// [`Loaded::warnings`].
 pub fn load(path: &Path, out_override: Option<&Path>, read: ReadScan) -> Result<Loaded> {
+    load_with(Some(path), &Settings::default(), out_override, read)
+}
+
+/// [`load`] of the config `config` (none: an empty one) with the command
+/// line's `settings` laid over it ([`Settings::compose`]); relative paths
+/// in settings start from the current folder.
+pub fn load_with(
+    config: Option<&Path>,
+    settings: &Settings,
+    out_override: Option<&Path>,
+    read: ReadScan,
+) -> Result<Loaded> {
+    let (path, text) = match config {
+        Some(p) => (
+            p.to_path_buf(),
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read config {}", p.display()))?,
+        ),
+        None => (PathBuf::from(COMMAND_LINE), String::new()),
+    };
+    let origin = match (config, settings.is_empty()) {
+        (Some(p), false) => format!("in {} with the command line's settings", p.display()),
+        _ => format!("in {}", path.display()),
+    };
+    let cfg = if settings.is_empty() {
+        Config::parse(&text).context(origin.clone())?
+    } else {
+        // The config alone first: its own mistakes keep their line numbers.
+        if config.is_some() {
+            Config::parse(&text).with_context(|| format!("in {}", path.display()))?;
+        }
+        let text = settings.compose(&text).context(origin.clone())?;
+        Config::parse_without_lines(&text).context(origin.clone())?
+    };
+    cfg.validate().context(origin)?;
+    load_config(&path, cfg, out_override, read)
+}
+
+/// [`load`] from the parsed and validated `cfg` of `path`.
+fn load_config(
+    path: &Path,
+    mut cfg: Config,
+    out_override: Option<&Path>,
+    read: ReadScan,
+) -> Result<Loaded> {
     let mut warnings = Vec::new();
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config {}", path.display()))?;
-    let mut cfg = Config::parse(&text).with_context(|| format!("in {}", path.display()))?;
-    cfg.validate()
-        .with_context(|| format!("in {}", path.display()))?;
     cfg.output.dir = match out_override {
-        Some(o) => o.to_path_buf(),
-        None => resolve(path, &cfg.output.dir),
+        Some(o) => Some(normalise(o)),
+        None => cfg.output.dir.as_deref().map(|d| resolve(path, d)),
     };
     if let Some(d) = &cfg.q.dir {
         cfg.q.dir = Some(resolve(path, d));
@@ -319,11 +391,11 @@ fn check_noise(
 /// cache away, and the cache's files would then make the folder one that
 /// recon refuses to replace.
 fn check_cache_place(cfg: &Config) -> Result<()> {
-    if !cfg.q.cache {
+    let (true, Some(out)) = (cfg.q.cache, &cfg.output.dir) else {
         return Ok(());
-    }
+    };
     let cache = cache_dir(cfg);
-    let (c, o) = (absolute(&cache), absolute(&cfg.output.dir));
+    let (c, o) = (absolute(&cache), absolute(out));
     if c.starts_with(&o) {
         let from = if cfg.q.dir.is_some() {
             "`q.dir`"
@@ -337,7 +409,7 @@ fn check_cache_place(cfg: &Config) -> Result<()> {
              {}, which each run replaces whole: put the cache elsewhere, or set q.cache = false",
             cache.display(),
             if c == o { "the same folder as" } else { "inside" },
-            cfg.output.dir.display()
+            out.display()
         );
     }
     Ok(())

@@ -19,11 +19,16 @@ mod coils;
 mod engine;
 mod load;
 mod prior;
+mod settings;
 mod validate;
 pub use coils::{ArrangementCfg, CoilsCfg, MapsSource, SenseCfg};
 pub use engine::{BasisCfg, DeviceChoice, EngineCfg, EngineKind, Precision};
-pub use load::{cache_dir, image_affines, in_memory, load, resolve, with_scan};
+pub use load::{
+    cache_dir, image_affines, in_memory, load, load_with, normalise, resolve, with_scan,
+    COMMAND_LINE,
+};
 pub use prior::{Algorithm, PriorCfg, PriorKind};
+pub use settings::Settings;
 
 /// One value for all three axes, or `[x, y, z]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -396,11 +401,11 @@ impl Default for GriddingCfg {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputCfg {
-    /// Output folder.
-    pub dir: PathBuf,
+    /// Output folder (`--out` on the command line gives it too).
+    pub dir: Option<PathBuf>,
     /// Also store Q in recon.h5.
     #[serde(default)]
     pub q: bool,
@@ -438,6 +443,7 @@ pub struct Config {
     pub regulariser: RegulariserCfg,
     #[serde(default)]
     pub gridding: GriddingCfg,
+    #[serde(default)]
     pub output: OutputCfg,
 }
 
@@ -469,6 +475,17 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// The output folder: `--out`, else `output.dir`; an error naming both
+    /// when neither was given.
+    pub fn output_dir(&self) -> crate::Result<&std::path::Path> {
+        match &self.cfg.output.dir {
+            Some(d) => Ok(d),
+            None => crate::bail!(
+                "no output folder: give --out DIR on the command line, or `output.dir` in the config"
+            ),
+        }
+    }
+
     /// A short name of the data: the phantom, or the scan file.
     pub fn data_name(&self) -> String {
         match &self.source {

@@ -11,6 +11,16 @@ fn fail<T>(key: &str, msg: impl fmt::Display) -> Result<T> {
 impl Config {
     /// Parses TOML; errors name the offending key.
     pub fn parse(text: &str) -> Result<Self> {
+        Self::parse_lines(text, true)
+    }
+
+    /// [`Config::parse`] of TOML that no user wrote line by line (a config
+    /// with the command line's settings): errors name the key, no line.
+    pub fn parse_without_lines(text: &str) -> Result<Self> {
+        Self::parse_lines(text, false)
+    }
+
+    fn parse_lines(text: &str, lines: bool) -> Result<Self> {
         let de = toml::Deserializer::new(text);
         serde_path_to_error::deserialize(de).map_err(|e| {
             let key = e.path().to_string();
@@ -18,6 +28,7 @@ impl Config {
             let msg = inner.message().trim_end().to_string();
             let line = inner
                 .span()
+                .filter(|_| lines)
                 .map(|s| format!(" (line {})", text[..s.start].lines().count().max(1)))
                 .unwrap_or_default();
             if key == "." {
@@ -57,7 +68,7 @@ impl Config {
                 .collect();
                 return fail(
                     missing[0],
-                    format!("missing: synthetic data need [grid], [phantom] and [trajectory] (missing: {}), or give [scan] file = ...", missing.join(", ")),
+                    format!("missing: synthetic data need [grid], [phantom] and [trajectory] (missing: {}), or give a scan file ([scan] file = ..., or `recon SCAN` on the command line)", missing.join(", ")),
                 );
             }
         }

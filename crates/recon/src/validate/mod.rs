@@ -253,7 +253,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
     }
     // Before any computation: can the outputs be written?
     let outputs =
-        recon_io::OutputDir::prepare(&l.cfg.output.dir).context("preparing the output folder")?;
+        recon_io::OutputDir::prepare(l.output_dir()?).context("preparing the output folder")?;
     // The CPU float64 engine runs first: the host must hold it.
     pipeline::check_host_memory(l, pipeline::Work::Reconstruct, 8, false)?;
     let traj = pipeline::trajectory(l)?;
@@ -456,8 +456,18 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
     println!(
         "\nwrote {} in {}",
         files.join(", "),
-        l.cfg.output.dir.display()
+        l.output_dir()?.display()
     );
+    // The outputs stay written; the status says a check failed.
+    let failed: Vec<&str> = v
+        .checks
+        .iter()
+        .filter(|c| c.passed == Some(false))
+        .map(|c| c.what.as_str())
+        .collect();
+    if !failed.is_empty() {
+        anyhow::bail!("{} check(s) failed: {}", failed.len(), failed.join("; "));
+    }
     Ok(())
 }
 
