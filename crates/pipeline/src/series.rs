@@ -189,18 +189,30 @@ where
             out
         };
         out.seconds.insert(0, ("synthesis", read));
-        let mut inputs = inputs;
-        inputs.unscale(&mut out);
-        done.push(Image {
-            index: *index,
-            geometry: geometry(l),
-            inputs,
-            out,
-            shared: shares,
-            batch: 1,
-        });
+        done.push(image(*index, l, inputs, out, shares, 1));
     }
     Ok(done)
+}
+
+/// An image's record, its outputs and truth back in the data's own units
+/// ([`Inputs::unscale`]).
+fn image(
+    index: Index,
+    l: &Loaded,
+    mut inputs: Inputs,
+    mut out: Outputs,
+    shared: bool,
+    batch: usize,
+) -> Image {
+    inputs.unscale(&mut out);
+    Image {
+        index,
+        geometry: geometry(l),
+        inputs,
+        out,
+        shared,
+        batch,
+    }
 }
 
 /// Image `j`'s inputs, and the seconds they took; `ui` is told which image
@@ -260,7 +272,7 @@ where
         seconds.push(("gridding", made + t.elapsed().as_secs_f64()));
         made = 0.0;
         let at = i * per..(i + 1) * per;
-        let mut out = Outputs {
+        let out = Outputs {
             recon: crate::run::to_f64(&solved.x[at.clone()]),
             gridding,
             fhd: crate::run::to_f64(&solved.fhd[at]),
@@ -276,16 +288,7 @@ where
             coil_devices: 1,
             maps: None,
         };
-        let mut inputs = inputs;
-        inputs.unscale(&mut out);
-        done.push(Image {
-            index: *index,
-            geometry: geometry(l),
-            inputs,
-            out,
-            shared: i > 0,
-            batch: images.len(),
-        });
+        done.push(image(*index, l, inputs, out, i > 0, images.len()));
     }
     Ok(done)
 }

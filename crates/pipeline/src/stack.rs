@@ -127,6 +127,13 @@ where
     let split = t.elapsed().as_secs_f64();
     let mut ls = l.clone();
     ls.grid = stack.slice;
+    if batch {
+        let first = slice_inputs(stack, inputs, Vec::new(), 0);
+        let seconds = vec![("stack", split)];
+        return crate::batch::reconstruct_stack(
+            backend, l, &ls, &first, stack, &data, &raw, seconds, ui,
+        );
+    }
     let nz = stack.len();
     let per = stack.slice.len();
     let mut recon = vec![Complex::default(); l.grid.len()];
@@ -134,15 +141,6 @@ where
     let mut fhd = vec![Complex::default(); l.grid.len()];
     let mut maps = (coils > 1).then(|| vec![vec![Complex::default(); l.grid.len()]; coils]);
     let mut data = data.into_iter();
-
-    if batch {
-        let first = slice_inputs(stack, inputs, Vec::new(), 0);
-        let data: Vec<_> = data.collect();
-        let seconds = vec![("stack", split)];
-        return crate::batch::reconstruct_stack(
-            backend, l, &ls, &first, stack, &data, &raw, seconds, ui,
-        );
-    }
 
     // Slice 0 builds the plan, Q and the problem; the others swap F^H D.
     let first = slice_inputs(stack, inputs, data.next().expect("a slice"), 0);
