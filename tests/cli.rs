@@ -45,6 +45,20 @@ fn a_scan_file_reconstructs_with_flags_and_no_config() {
     assert!(o.status.success(), "{}", stderr(&o));
     let r = report(&out);
     assert_eq!(r["iterations"], 7);
+    // A scan is read, not synthesised; its noise scan gives the noise level;
+    // no reference, so no stage for one.
+    assert!(r["seconds"]["read"].as_f64().is_some(), "{}", r["seconds"]);
+    assert!(r["seconds"].get("synthesis").is_none(), "{}", r["seconds"]);
+    assert!(
+        r["noise_sigma"].as_f64().unwrap() > 0.0,
+        "{}",
+        r["noise_sigma"]
+    );
+    assert!(
+        !stderr(&o).contains("reference on the grid"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(r["lambda"], 0.02);
     assert!(
         r["device"].as_str().unwrap().contains("f64"),

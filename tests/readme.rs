@@ -57,6 +57,12 @@ fn the_readmes_own_data_example_runs_as_written() {
     for f in ["recon.h5", "recon.nii", "montage.png", "report.json"] {
         assert!(out.join(f).exists(), "{f}");
     }
+    // No noise data: the noise level is unknown, not 0.
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("noise sigma unknown"), "{stdout}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert!(r["noise_sigma"].is_null(), "{}", r["noise_sigma"]);
     // The blob's image: brightest at the centre of the 64 x 64 grid.
     let image = recon_h5_magnitudes(tmp.path(), "recon");
     assert_eq!(image.len(), 64 * 64);

@@ -32,7 +32,10 @@ pub struct Inputs {
     pub anatomy: Option<Volume>,
     /// ... and averaged onto the reconstruction's grid (recon_prior::resample).
     pub anatomy_on_grid: Option<Vec<f64>>,
-    pub noise_sigma: f64,
+    /// The first coil's noise deviation per sample, in the data's units:
+    /// synthetic data's (0 without noise), a scan's from its noise scan or
+    /// covariance; `None` when the scan says nothing of its noise.
+    pub noise_sigma: Option<f64>,
     /// The power of two the data (and, to match, the truth) were multiplied
     /// by so that the largest |D| lies in [0.5, 1): see [`normalise`].
     pub data_scale: f64,
@@ -62,7 +65,8 @@ pub struct Raw {
     /// prepared maps' root sum of squares (synthetic coils).
     pub truth_by_maps: bool,
     pub anatomy: Option<Volume>,
-    pub noise_sigma: f64,
+    /// As [`Inputs::noise_sigma`].
+    pub noise_sigma: Option<f64>,
 }
 
 /// k-space data on `traj`, the truth and the anatomy, with the coils
@@ -83,9 +87,10 @@ pub fn prepared(l: &Loaded, raw: Raw, ui: &impl Ui) -> Result<Inputs> {
     Ok(Inputs {
         data_scale,
         truth,
-        anatomy_on_grid: ui.stage("reference on the grid", |_| {
-            on_grid(&l.grid, raw.anatomy.as_ref())
-        })?,
+        anatomy_on_grid: match &raw.anatomy {
+            Some(a) => ui.stage("reference on the grid", |_| on_grid(&l.grid, Some(a)))?,
+            None => None,
+        },
         anatomy: raw.anatomy,
         traj: raw.traj,
         data: p.data,
@@ -252,27 +257,30 @@ fn source_inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Raw> {
                 maps,
                 covariance: covariance
                     .map(|c| c.into_iter().map(|v| Complex::new(v, 0.0)).collect()),
-                noise_sigma,
+                noise_sigma: Some(noise_sigma),
             })
         }
-        Source::Scan(s) => Ok(Raw {
-            traj,
-            data: s.data.clone(),
-            coils: s.coils,
-            maps: s.maps.clone(),
-            covariance: match &s.noise {
+        Source::Scan(s) => {
+            let covariance = match &s.noise {
                 None => None,
                 Some(recon_io::scan::CoilNoise::Covariance(c)) => Some(c.clone()),
                 Some(recon_io::scan::CoilNoise::Samples(n)) => Some(
                     recon_coils::covariance(n, s.coils)
                         .context("the noise samples of the scan file (kspace/noise)")?,
                 ),
-            },
-            truth: s.truth.clone(),
-            truth_by_maps: false,
-            anatomy: s.anatomy.clone(),
-            noise_sigma: 0.0,
-        }),
+            };
+            Ok(Raw {
+                traj,
+                data: s.data.clone(),
+                coils: s.coils,
+                maps: s.maps.clone(),
+                noise_sigma: covariance.as_ref().map(|c| c[0].re.sqrt()),
+                covariance,
+                truth: s.truth.clone(),
+                truth_by_maps: false,
+                anatomy: s.anatomy.clone(),
+            })
+        }
     }
 }
 

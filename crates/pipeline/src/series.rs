@@ -188,10 +188,19 @@ where
             });
             out
         };
-        out.seconds.insert(0, ("synthesis", read));
+        out.seconds.insert(0, (read_stage(l), read));
         done.push(image(*index, l, inputs, out, shares, 1));
     }
     Ok(done)
+}
+
+/// What making an image's inputs is called in its seconds: "synthesis" of
+/// synthetic data, "read" of a scan's (with its coils prepared).
+fn read_stage(l: &Loaded) -> &'static str {
+    match l.source {
+        Source::Scan(_) => "read",
+        Source::Synthetic { .. } => "synthesis",
+    }
 }
 
 /// An image's record, its outputs and truth back in the data's own units
@@ -264,7 +273,7 @@ where
     for (i, ((index, l), (inputs, read))) in images.iter().zip(inputs).enumerate() {
         let t = Instant::now();
         let gridding = g.image(&inputs.data, None).context("gridding")?;
-        let mut seconds = vec![("synthesis", read)];
+        let mut seconds = vec![(read_stage(l), read)];
         if i == 0 {
             // The batch's shared stages go to its first image.
             seconds.extend(shared.seconds.iter().chain(&solved.seconds));

@@ -349,7 +349,7 @@ where
         report.engine
     );
     println!(
-        "  data {}, {} samples{}, matrix {:?}, FOV {:?} mm, noise sigma {:.3e}",
+        "  data {}, {} samples{}, matrix {:?}, FOV {:?} mm, noise sigma {}",
         report.data,
         report.samples,
         if count > 1 {
@@ -359,7 +359,11 @@ where
         },
         report.matrix,
         report.fov_mm,
-        report.noise_sigma
+        report
+            .noise_sigma
+            .map_or("unknown (no noise data)".to_string(), |s| format!(
+                "{s:.3e}"
+            ))
     );
     let (unit, prior) = if report.prior_kind.sparse() {
         (

@@ -43,7 +43,8 @@ pub struct Report {
     /// The image model's voxel basis: "box-sinc" or "delta".
     pub basis: String,
     pub samples: usize,
-    pub noise_sigma: f64,
+    /// null when the scan says nothing of its noise.
+    pub noise_sigma: Option<f64>,
     /// The prior: "quadratic", "tv" or "dtv"; and the algorithm.
     pub prior_kind: crate::config::PriorKind,
     pub algorithm: crate::config::Algorithm,
