@@ -378,7 +378,7 @@ pub fn read_ismrmrd(
 /// header is read.
 pub fn read_ismrmrd_with(path: &Path, units: Units, opts: &ReadOptions) -> Result<Scan, IoError> {
     let allow_beyond_nyquist = opts.allow_beyond_nyquist;
-    let file = hdf5::File::open(path).at(path, "open")?;
+    let file = crate::open_hdf5(path)?;
     let xml_ds = file
         .dataset("dataset/xml")
         .map_err(|_| bad(path, "dataset/xml", "is missing"))?;

@@ -69,10 +69,17 @@ pub enum IoError {
     },
 }
 
+/// Opens the HDF5 file `path` for reading, after checking by its
+/// signature that it is one: the HDF5 library's message for another file
+/// names no format. Every reader of an input file opens it here.
+pub fn open_hdf5(path: &Path) -> Result<hdf5::File, IoError> {
+    check_hdf5(path)?;
+    hdf5::File::open(path).at(path, "open")
+}
+
 /// Checks that `path` is an HDF5 file by its signature (at byte 0, or after
-/// a user block of 512, 1024, 2048, ... bytes), before the HDF5 library
-/// sees it: its message for another file names no format.
-pub fn check_hdf5(path: &Path) -> Result<(), IoError> {
+/// a user block of 512, 1024, 2048, ... bytes).
+fn check_hdf5(path: &Path) -> Result<(), IoError> {
     use std::io::{Read, Seek, SeekFrom};
     const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
     let io = |op, source| IoError::Io {

@@ -30,7 +30,7 @@
 
 use crate::geometry::{Geometry, Part};
 use crate::hdf5;
-use crate::{beyond_nyquist, layout as bad, Context, IoError};
+use crate::{beyond_nyquist, layout as bad, IoError};
 use datasets::{attr3, check_f32, open_f32, optional, read_checked, Axis, Need};
 use recon_core::{Complex, Grid, Volume};
 use std::path::Path;
@@ -122,7 +122,7 @@ pub fn read_scan(path: &Path, allow_beyond_nyquist: bool) -> Result<Scan, IoErro
 
 /// [`read_scan`] with all its options.
 pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> {
-    let file = hdf5::File::open(path).at(path, "open")?;
+    let file = crate::open_hdf5(path)?;
     let ks = file
         .group("kspace")
         .map_err(|_| bad(path, "/kspace", "is missing (not a recon scan file?)"))?;

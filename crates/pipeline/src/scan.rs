@@ -29,7 +29,6 @@ pub type ReadScan<'a> = &'a dyn Fn(&Path, Units, bool) -> Result<(Kind, Scan)>;
 
 /// Reads and checks the file in this process.
 pub fn read_scan(path: &Path, units: Units, opts: &ReadOptions) -> Result<(Kind, Scan)> {
-    recon_io::check_hdf5(path)?;
     if recon_io::ismrmrd::is_ismrmrd(path) {
         let units = match units {
             Units::Normalized => recon_io::ismrmrd::Units::Normalized,
