@@ -10,13 +10,14 @@
 //! iterates differ from an image-by-image solve's. It takes the uniform
 //! quadratic prior and one coil; other runs go one image at a time.
 
+use crate::build::{plan_and_q, solver_params, PlanQ};
 use crate::config::{Loaded, PriorKind, RegulariserKind, StackMode};
 use crate::run::to_f64;
 use crate::{gridder, Context, Inputs, Outputs, Result, Ui};
-use recon_cg::{Params, Problem};
+use recon_cg::Problem;
 use recon_core::{Complex, Grid, Stencil};
-use recon_encoding::{batched_q, NufftBackend, Plan, Stack};
-use recon_q::{CacheStatus, Stored};
+use recon_encoding::{batched_q, NufftBackend, Stack};
+use recon_q::Stored;
 use std::time::Instant;
 
 /// Whether images of this run can be solved as one batch: one coil and
@@ -48,41 +49,6 @@ pub fn wanted(l: &Loaded, inputs: &Inputs) -> Result<bool> {
     })
 }
 
-/// What a batch shares: the 2-D plan, Q, and the stages' seconds so far.
-pub struct Shared<'b, B: NufftBackend> {
-    pub plan: Plan<'b, B>,
-    pub q: Vec<Complex<B::Real>>,
-    pub q_cache: CacheStatus,
-    pub q_file: Option<std::path::PathBuf>,
-    pub seconds: Vec<(&'static str, f64)>,
-}
-
-/// The 2-D plan and Q of `l` (a 2-D config) for the trajectory `traj`.
-pub fn shared<'b, B>(
-    backend: &'b B,
-    l: &Loaded,
-    traj: &[[f64; 3]],
-    ui: &impl Ui,
-) -> Result<Shared<'b, B>>
-where
-    B: NufftBackend,
-    B::Real: Stored,
-{
-    let t = Instant::now();
-    let plan = crate::plan(backend, l, traj)?;
-    let mut seconds = vec![("plan", t.elapsed().as_secs_f64())];
-    let t = Instant::now();
-    let (q, q_cache, q_file) = crate::stage_q(&plan, l, ui)?;
-    seconds.push(("q", t.elapsed().as_secs_f64()));
-    Ok(Shared {
-        plan,
-        q,
-        q_cache,
-        q_file,
-        seconds,
-    })
-}
-
 /// A batch's solution: each image's, and what they share.
 pub struct Solved<T> {
     /// Image after image, each on the 2-D grid ...
@@ -103,7 +69,7 @@ pub struct Solved<T> {
 pub fn solve<B>(
     backend: &B,
     l: &Loaded,
-    shared: &Shared<'_, B>,
+    shared: &PlanQ<'_, B>,
     data: &[&[Complex<f64>]],
     ui: &impl Ui,
 ) -> Result<Solved<B::Real>>
@@ -141,10 +107,7 @@ where
     let t = Instant::now();
     let stencil = Stencil::planes(grid.n);
     let lambda = l.cfg.lambda();
-    let params = Params {
-        iterations: l.cfg.iterations(),
-        tolerance: l.cfg.solver.tolerance,
-    };
+    let params = solver_params(l);
     let (mut x, info) = ui
         .solver(params.iterations, |cb| {
             problem.solve(backend, &stencil, lambda, &params, cb)
@@ -181,7 +144,7 @@ where
     B: NufftBackend,
     B::Real: Stored,
 {
-    let shared = shared(backend, slice, &stack.plane, ui)?;
+    let shared = plan_and_q(backend, slice, &stack.plane, ui)?;
     let data: Vec<&[Complex<f64>]> = data.iter().map(|d| d.as_slice()).collect();
     let solved = solve(backend, slice, &shared, &data, ui)?;
     seconds.extend(shared.seconds.iter().chain(&solved.seconds));

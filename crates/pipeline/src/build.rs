@@ -79,15 +79,13 @@ where
     B: NufftBackend,
     B::Real: Stored,
 {
-    let mut seconds = Vec::new();
-
-    let t = Instant::now();
-    let plan = plan(backend, l, &inputs.traj)?;
-    seconds.push(("plan", t.elapsed().as_secs_f64()));
-
-    let t = Instant::now();
-    let (q, q_cache, q_file) = stage_q(&plan, l, ui)?;
-    seconds.push(("q", t.elapsed().as_secs_f64()));
+    let PlanQ {
+        plan,
+        q,
+        q_cache,
+        q_file,
+        mut seconds,
+    } = plan_and_q(backend, l, &inputs.traj, ui)?;
 
     // F^H D and FFT(Q) on the device (and the maps, for several coils).
     let (problem, fhd, gridder, maps) = stage_problem(
@@ -133,12 +131,53 @@ where
         prior,
         lambda,
         lambda_abs,
-        params: Params {
-            iterations: l.cfg.iterations(),
-            tolerance: l.cfg.solver.tolerance,
-        },
+        params: solver_params(l),
         seconds,
     })
+}
+
+/// A trajectory's encoding plan and Q (through the cache), each timed
+/// ("plan", "q"): what every problem of that trajectory shares.
+pub struct PlanQ<'b, B: NufftBackend> {
+    pub plan: Plan<'b, B>,
+    pub q: Vec<Complex<B::Real>>,
+    pub q_cache: CacheStatus,
+    pub q_file: Option<PathBuf>,
+    pub seconds: Vec<(&'static str, f64)>,
+}
+
+/// The plan and Q of `traj` on `l`'s grid.
+pub fn plan_and_q<'b, B>(
+    backend: &'b B,
+    l: &Loaded,
+    traj: &[[f64; 3]],
+    ui: &impl Ui,
+) -> Result<PlanQ<'b, B>>
+where
+    B: NufftBackend,
+    B::Real: Stored,
+{
+    let t = Instant::now();
+    let plan = plan(backend, l, traj)?;
+    let mut seconds = vec![("plan", t.elapsed().as_secs_f64())];
+    let t = Instant::now();
+    let (q, q_cache, q_file) = stage_q(&plan, l, ui)?;
+    seconds.push(("q", t.elapsed().as_secs_f64()));
+    Ok(PlanQ {
+        plan,
+        q,
+        q_cache,
+        q_file,
+        seconds,
+    })
+}
+
+/// The config's solver settings: iterations and tolerance.
+pub fn solver_params(l: &Loaded) -> Params {
+    Params {
+        iterations: l.cfg.iterations(),
+        tolerance: l.cfg.solver.tolerance,
+    }
 }
 
 /// What lambda (relative) multiplies the prior by: the data term's

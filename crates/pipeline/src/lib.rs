@@ -28,7 +28,7 @@ mod solve;
 mod stack;
 
 pub use backend::{backend_for, choose_backend, Chosen};
-pub use build::{build, build_with, BuildParams, Built};
+pub use build::{build, build_with, solver_params, BuildParams, Built};
 pub use coils::{
     espirit_from_data, gridder, maps_from_data, prepare, stage_maps, stage_problem, Prepared,
 };

@@ -262,7 +262,7 @@ where
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    let shared = crate::batch::shared(backend, l, &first.traj, ui)?;
+    let shared = crate::build::plan_and_q(backend, l, &first.traj, ui)?;
     let data: Vec<&[Complex<f64>]> = inputs.iter().map(|(i, _)| i.data.as_slice()).collect();
     let solved = crate::batch::solve(backend, l, &shared, &data, ui)?;
     let t = Instant::now();

@@ -5,7 +5,6 @@ use super::{SweepPoint, ValidateArgs};
 use crate::config::Loaded;
 use crate::pipeline::{self, Inputs, Regulariser, Ui};
 use anyhow::Result;
-use recon_cg::Params;
 use recon_core::{Complex, Real, Stencil};
 use recon_encoding::NufftBackend;
 use recon_q::Stored;
@@ -73,10 +72,7 @@ where
         }
     }
     let truth = inputs.truth.as_deref().expect("checked");
-    let params = Params {
-        iterations: l.cfg.iterations(),
-        tolerance: l.cfg.solver.tolerance,
-    };
+    let params = pipeline::solver_params(l);
     let n = args.sweep_points as i64;
     let mut out = Vec::new();
     for (name, w) in regularisers {
