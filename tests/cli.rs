@@ -82,6 +82,7 @@ fn a_scan_file_reconstructs_with_flags_and_no_config() {
         tmp.path(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(report(&again)["iterations"], 7);
 }
 
 #[test]

@@ -21,7 +21,8 @@ use recon_q::Stored;
 use std::time::Instant;
 
 /// Whether images of this run can be solved as one batch: one coil and
-/// the uniform quadratic prior (CG).
+/// the uniform quadratic prior (CG). ([`wanted`] also asks that the coils
+/// were not compressed, as images that share a problem do in crate::series.)
 pub fn fits(l: &Loaded, coils: usize) -> bool {
     coils == 1
         && l.cfg.prior.kind == PriorKind::Quadratic
@@ -36,10 +37,14 @@ pub fn wanted(l: &Loaded, inputs: &Inputs) -> Result<bool> {
     let fits = fits(l, inputs.coils) && inputs.compressed.is_none();
     Ok(match l.cfg.solver.stack {
         StackMode::Batch if !fits => crate::bail!(
-            "solver.stack = \"batch\" takes one coil and the uniform quadratic prior \
-             (prior.kind = \"quadratic\", regulariser.kind = \"uniform\"); this run has {} coils, \
-             prior.kind = \"{}\" and regulariser.kind = \"{}\" (use \"slices\")",
+            "solver.stack = \"batch\" takes one coil, uncompressed, and the uniform quadratic \
+             prior (prior.kind = \"quadratic\", regulariser.kind = \"uniform\"); this run has {} \
+             coils{}, prior.kind = \"{}\" and regulariser.kind = \"{}\" (use \"slices\")",
             inputs.coils,
+            match inputs.compressed {
+                Some((from, _)) => format!(" compressed from {from}"),
+                None => String::new(),
+            },
             l.cfg.prior.kind.name(),
             l.cfg.regulariser.kind.name()
         ),
