@@ -27,6 +27,12 @@ fn simulated_scan(dir: &Path, name: &str, extra: &str) -> PathBuf {
         dir,
     );
     assert!(o.status.success(), "{}", stderr(&o));
+    // simulate says the version it wrote (1, or 2 with coils or noise).
+    let f = recon_io::hdf5::File::open(&out).unwrap();
+    let v = f.group("kspace").unwrap().attr("version").unwrap();
+    let v = v.read_raw::<i64>().unwrap()[0];
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains(&format!("(scan file version {v})")), "{said}");
     out
 }
 

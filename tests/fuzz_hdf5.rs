@@ -220,6 +220,38 @@ fn structured_scan_mutants(dir: &Path, base: &Path) -> Vec<(PathBuf, String)> {
                     .unwrap();
             }),
         ),
+        // h5py's complex types, converted on read where pairs go.
+        (
+            "data complex64",
+            replace_complex("kspace/data", vec![200], 1.0),
+        ),
+        (
+            "data complex NaN",
+            replace_complex("kspace/data", vec![200], f32::NAN),
+        ),
+        (
+            "data complex as pairs",
+            replace_complex("kspace/data", vec![200, 2], 1.0),
+        ),
+        (
+            "trajectory complex",
+            replace_complex("kspace/trajectory", vec![200, 3], 0.5),
+        ),
+        (
+            "truth complex",
+            replace_complex("reference/truth", vec![8, 8, 8], 1.0),
+        ),
+        (
+            "data complex declared 2^36",
+            Box::new(|f: &hdf5::File| {
+                f.unlink("kspace/data").unwrap();
+                f.new_dataset::<recon_core::Complex<f32>>()
+                    .chunk([1024])
+                    .shape([1usize << 36])
+                    .create("kspace/data")
+                    .unwrap();
+            }),
+        ),
         (
             "no data",
             Box::new(|f: &hdf5::File| f.unlink("kspace/data").unwrap()),
@@ -273,6 +305,27 @@ fn replace(
             .create(name)
             .unwrap()
             .write_raw(&vec![value; n])
+            .unwrap();
+    })
+}
+
+/// An edit that replaces dataset `name` (if present) by complex64 values
+/// `value + i value` of `shape`, as h5py writes NumPy's complex64.
+fn replace_complex(
+    name: &'static str,
+    shape: Vec<usize>,
+    value: f32,
+) -> Box<dyn Fn(&recon_io::hdf5::File)> {
+    Box::new(move |f: &recon_io::hdf5::File| {
+        if f.link_exists(name) {
+            f.unlink(name).unwrap();
+        }
+        let n: usize = shape.iter().product();
+        f.new_dataset::<recon_core::Complex<f32>>()
+            .shape(shape.clone())
+            .create(name)
+            .unwrap()
+            .write_raw(&vec![recon_core::Complex::new(value, value); n])
             .unwrap();
     })
 }

@@ -77,6 +77,20 @@ fn simulated_scan_reconstructs_like_the_synthetic_run_and_hits_the_cache() {
         &cache,
     ));
     assert!(s.contains("6000 samples"), "{s}");
+    // The version said is the version written (the rule: 2 with noise
+    // data, maps or several coils; this config has one coil and no noise
+    // covariance).
+    let version: i64 = {
+        let f = hdf5::File::open(&scan).unwrap();
+        f.group("kspace")
+            .unwrap()
+            .attr("version")
+            .unwrap()
+            .read_raw::<i64>()
+            .unwrap()[0]
+    };
+    assert_eq!(version, 1);
+    assert!(s.contains("(scan file version 1)"), "{s}");
     ok(&recon(
         &[
             "--config",
@@ -204,7 +218,7 @@ with h5py.File(sys.argv[1], "w") as f:
 /// Writes a scan file from parts, for the bad cases.
 struct Parts {
     traj: Option<(Vec<usize>, Vec<f32>)>,
-    data_f64: bool,
+    data_int: bool,
     data: Option<(Vec<usize>, Vec<f32>)>,
     matrix: Vec<i64>,
     truth: Option<(Vec<usize>, Vec<f32>)>,
@@ -218,7 +232,7 @@ impl Parts {
             .collect();
         Parts {
             traj: Some((vec![m, 3], traj)),
-            data_f64: false,
+            data_int: false,
             data: Some((vec![m, 2], vec![0.5; 2 * m])),
             matrix: vec![8, 8, 8],
             truth: Some((vec![8, 8, 8], vec![1.0; 512])),
@@ -237,9 +251,9 @@ impl Parts {
                 .unwrap();
         }
         if let Some((s, v)) = &self.data {
-            if self.data_f64 {
-                let v: Vec<f64> = v.iter().map(|x| *x as f64).collect();
-                g.new_dataset::<f64>()
+            if self.data_int {
+                let v: Vec<i32> = v.iter().map(|x| *x as i32).collect();
+                g.new_dataset::<i32>()
                     .shape(s.clone())
                     .create("data")
                     .unwrap()
@@ -294,8 +308,8 @@ fn bad_scan_files_are_named_and_nothing_is_written() {
         &["kspace/trajectory", "shape [75, 2]", "expected [M, 3]"],
     ));
     let mut p = Parts::good();
-    p.data_f64 = true;
-    cases.push(("dtype", p, "", &["kspace/data", "float32"]));
+    p.data_int = true;
+    cases.push(("dtype", p, "", &["kspace/data", "float32 or float64"]));
     let mut p = Parts::good();
     p.data.as_mut().unwrap().1[17] = f32::NAN;
     cases.push(("nan", p, "", &["kspace/data", "NaN", "index 17"]));

@@ -31,7 +31,7 @@
 use crate::geometry::{Geometry, Part};
 use crate::hdf5;
 use crate::{beyond_nyquist, layout as bad, IoError};
-use datasets::{attr3, check_f32, open_f32, optional, read_checked, Axis, Need};
+use datasets::{attr3, check_numbers, open_numbers, optional, read_checked, real_rank, Axis, Need};
 use recon_core::{Complex, Grid, Volume};
 use std::path::Path;
 
@@ -169,28 +169,28 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
         ));
     }
     let width = if planar { 2 } else { 3 };
-    let (tds, tshape) = open_f32(
+    let (tds, tshape) = open_numbers(
         &file,
         path,
         "kspace/trajectory",
         &[Axis::Any("M"), Axis::Is(width)],
     )?;
     // [M, 2] (version 1) or [C, M, 2] (version 2).
-    let rank = file.dataset("kspace/data").map_or(2, |d| d.ndim());
+    let rank = file.dataset("kspace/data").map_or(2, |d| real_rank(&d));
     let rank = match version {
         Some(1) => 2,
         Some(_) => 3,
         None => rank,
     };
     let (dds, dshape) = if rank == 3 {
-        open_f32(
+        open_numbers(
             &file,
             path,
             "kspace/data",
             &[Axis::Any("C"), Axis::Any("M"), Axis::Is(2)],
         )?
     } else {
-        open_f32(&file, path, "kspace/data", &[Axis::Any("M"), Axis::Is(2)])?
+        open_numbers(&file, path, "kspace/data", &[Axis::Any("M"), Axis::Is(2)])?
     };
     let (coils, dm) = match dshape[..] {
         [c, m, _] => (c, m),
@@ -230,7 +230,7 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     let truth = match optional(&file, path, "reference", "truth")? {
         Some(ds) => {
             let name = "reference/truth";
-            let shape = check_f32(&ds, path, name, &voxels).map_err(on_the_grid)?;
+            let shape = check_numbers(&ds, path, name, &voxels).map_err(on_the_grid)?;
             Some((ds, shape))
         }
         None => None,
@@ -240,7 +240,7 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     let maps = match optional(&file, path, "coils", "maps")? {
         Some(ds) => {
             let shape = [Axis::Any("C"), voxels[0], voxels[1], voxels[2], Axis::Is(2)];
-            let got = check_f32(&ds, path, "coils/maps", &shape).map_err(on_the_grid)?;
+            let got = check_numbers(&ds, path, "coils/maps", &shape).map_err(on_the_grid)?;
             same_coils(path, "coils/maps", got[0], coils)?;
             Some((ds, got))
         }
@@ -255,8 +255,9 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
         ));
     }
 
-    // What reading takes: each dataset as stored (float32), and decoded
-    // (float64: 3 per sample, 2 per complex value, 1 per image voxel).
+    // What reading takes: each dataset decoded (float64: 3 per sample, 2
+    // per complex value, 1 per image voxel), and the largest read as
+    // float64 before it is decoded.
     let count = |shape: &[usize]| shape.iter().product::<usize>() as u64;
     let stored = [
         Some(count(&tshape)),
@@ -284,7 +285,7 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
         path,
         &names.join(", "),
         Need {
-            own: decoded + 4 * largest,
+            own: decoded + 8 * largest,
             decoded,
         },
         opts.handed_to,
@@ -295,7 +296,7 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     let t = read_checked(&tds, path, "kspace/trajectory", &tshape)?;
     let traj: Vec<[f64; 3]> = t
         .chunks_exact(width)
-        .map(|k| [k[0], k[1], k.get(2).copied().unwrap_or(0.0)].map(f64::from))
+        .map(|k| [k[0], k[1], k.get(2).copied().unwrap_or(0.0)])
         .collect();
     drop(t);
     crate::check_spread(path, "kspace/trajectory", &traj)?;
@@ -315,21 +316,13 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     }
     let data = complex(read_checked(&dds, path, "kspace/data", &dshape)?);
     let truth = match truth {
-        Some((ds, shape)) => Some(
-            read_checked(&ds, path, "reference/truth", &shape)?
-                .into_iter()
-                .map(f64::from)
-                .collect(),
-        ),
+        Some((ds, shape)) => Some(read_checked(&ds, path, "reference/truth", &shape)?),
         None => None,
     };
     let anatomy = match anatomy {
         Some((ds, shape, g)) => {
             let v = read_checked(&ds, path, "reference/anatomy", &shape)?;
-            Some(
-                Volume::new(g, v.into_iter().map(f64::from).collect())
-                    .map_err(|e| bad(path, "reference/anatomy", e.to_string()))?,
-            )
+            Some(Volume::new(g, v).map_err(|e| bad(path, "reference/anatomy", e.to_string()))?)
         }
         None => None,
     };
@@ -410,10 +403,10 @@ fn read_geometry(ks: &hdf5::Group, path: &Path) -> Result<Option<Geometry>, IoEr
     Ok(Some(g))
 }
 
-/// Float32 pairs `[..., 2]` as complex numbers.
-fn complex(v: Vec<f32>) -> Vec<Complex<f64>> {
+/// Pairs `[..., 2]` as complex numbers.
+fn complex(v: Vec<f64>) -> Vec<Complex<f64>> {
     v.chunks_exact(2)
-        .map(|c| Complex::new(c[0] as f64, c[1] as f64))
+        .map(|c| Complex::new(c[0], c[1]))
         .collect()
 }
 
@@ -450,7 +443,7 @@ fn noise_dataset(
             "and kspace/noise are both present: give the noise samples or their covariance, not both",
         )),
         (Some(ds), None) => {
-            let shape = check_f32(&ds, path, NOISE_SAMPLES, &[Axis::Any("C"), Axis::Any("K"), Axis::Is(2)])?;
+            let shape = check_numbers(&ds, path, NOISE_SAMPLES, &[Axis::Any("C"), Axis::Any("K"), Axis::Is(2)])?;
             same_coils(path, NOISE_SAMPLES, shape[0], coils)?;
             if shape[1] == 0 || shape[1] > recon_core::MAX_SAMPLES {
                 return Err(bad(
@@ -462,7 +455,7 @@ fn noise_dataset(
             Ok(Some((ds, shape, NOISE_SAMPLES)))
         }
         (None, Some(ds)) => {
-            let shape = check_f32(&ds, path, NOISE_COVARIANCE, &[Axis::Any("C"), Axis::Any("C"), Axis::Is(2)])?;
+            let shape = check_numbers(&ds, path, NOISE_COVARIANCE, &[Axis::Any("C"), Axis::Any("C"), Axis::Is(2)])?;
             same_coils(path, NOISE_COVARIANCE, shape[0], coils)?;
             same_coils(path, NOISE_COVARIANCE, shape[1], coils)?;
             Ok(Some((ds, shape, NOISE_COVARIANCE)))
@@ -519,7 +512,7 @@ fn anatomy_dataset(
     let Some(ds) = optional(file, path, "reference", "anatomy")? else {
         return Ok(None);
     };
-    let shape = check_f32(
+    let shape = check_numbers(
         &ds,
         path,
         name,

@@ -276,16 +276,17 @@ fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
     };
     recon_io::scan::write_scan(out, &scan).context("writing the scan file")?;
     println!(
-        "wrote {}: {} samples{}, matrix {:?}, FOV {:?} mm, truth{}",
+        "wrote {} (scan file version {}): {} samples from {} coil{}{}, matrix {:?}, FOV {:?} mm, truth{}",
         out.display(),
+        scan.version(),
         scan.traj.len(),
-        if scan.coils > 1 {
-            format!(
-                " from {} coils (version 2, with their noise covariance and maps)",
-                scan.coils
-            )
-        } else {
-            String::new()
+        scan.coils,
+        if scan.coils > 1 { "s" } else { "" },
+        match (&scan.noise, &scan.maps) {
+            (Some(_), Some(_)) => ", their noise covariance and maps",
+            (Some(_), None) => ", their noise covariance",
+            (None, Some(_)) => ", their maps",
+            (None, None) => "",
         },
         scan.grid.n,
         scan.grid.fov_mm,

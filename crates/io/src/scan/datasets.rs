@@ -1,5 +1,5 @@
 //! Opening a scan file's parts checked, before anything large is read:
-//! float32 datasets of a declared shape (each axis named in messages),
+//! datasets of numbers (float32, float64 or h5py's complex types) of a declared shape (each axis named in messages),
 //! optional groups that are present but unreadable (an error, not an
 //! absence), attributes of three numbers, and the memory a read needs.
 
@@ -36,38 +36,98 @@ impl Axis {
     }
 }
 
-/// Checks a float32 dataset's type and declared shape (nothing is read).
-pub(crate) fn check_f32(
+/// How a dataset's numbers are stored. Every kind is converted to float64
+/// on read, so a file written by NumPy or h5py is read as it comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored {
+    /// float32 or float64.
+    Real,
+    /// h5py's complex type: a compound of two floats named `r` and `i`
+    /// (complex64 or complex128), one element for a trailing axis of 2.
+    Complex,
+}
+
+/// The numbers a dataset holds, or why they are not numbers recon reads.
+fn stored(ds: &hdf5::Dataset, path: &Path, name: &str) -> Result<Stored, IoError> {
+    use hdf5::types::FloatSize;
+    let dtype = ds
+        .dtype()
+        .and_then(|t| t.to_descriptor())
+        .at(path, &format!("read the type of `{name}`"))?;
+    let float =
+        |t: &TypeDescriptor| matches!(t, TypeDescriptor::Float(FloatSize::U4 | FloatSize::U8));
+    match &dtype {
+        t if float(t) => Ok(Stored::Real),
+        TypeDescriptor::Compound(c)
+            if c.fields.len() == 2
+                && c.fields[0].name == "r"
+                && c.fields[1].name == "i"
+                && float(&c.fields[0].ty)
+                && c.fields[0].ty == c.fields[1].ty =>
+        {
+            Ok(Stored::Complex)
+        }
+        t => Err(bad(
+            path,
+            name,
+            format!(
+                "has type {t}, expected float32 or float64, or for complex values pairs [..., 2] \
+                 or h5py's complex64/complex128 (a compound of two floats named r and i)"
+            ),
+        )),
+    }
+}
+
+/// Checks a dataset's type and declared shape (nothing is read). Real
+/// numbers are float32 or float64; where `shape` ends with a pair axis
+/// `Is(2)` (complex values), h5py's complex types are accepted too, with
+/// one element for each pair. The shape returned counts the pair axis
+/// either way, as if the values were real pairs.
+pub(crate) fn check_numbers(
     ds: &hdf5::Dataset,
     path: &Path,
     name: &str,
     shape: &[Axis],
 ) -> Result<Vec<usize>, IoError> {
-    let dtype = ds
-        .dtype()
-        .and_then(|t| t.to_descriptor())
-        .at(path, &format!("read the type of `{name}`"))?;
-    if dtype != TypeDescriptor::Float(hdf5::types::FloatSize::U4) {
-        return Err(bad(
-            path,
-            name,
-            format!("has type {dtype}, expected float32"),
-        ));
+    let kind = stored(ds, path, name)?;
+    let pairs = matches!(shape.last(), Some(Axis::Is(2)));
+    let mut got = ds.shape();
+    if kind == Stored::Complex {
+        if !pairs {
+            return Err(bad(
+                path,
+                name,
+                "holds complex numbers, expected real ones (float32 or float64)",
+            ));
+        }
+        got.push(2);
     }
-    let got = ds.shape();
     if got.len() != shape.len() || !got.iter().zip(shape).all(|(g, a)| a.fits(*g)) {
         let want: Vec<String> = shape.iter().map(|a| a.show()).collect();
-        return Err(bad(
-            path,
-            name,
-            format!("has shape {got:?}, expected [{}]", want.join(", ")),
-        ));
+        let (got, want) = match kind {
+            Stored::Complex => (
+                format!("{:?} (complex)", &got[..got.len() - 1]),
+                format!("[{}] (complex)", want[..want.len() - 1].join(", ")),
+            ),
+            Stored::Real => (format!("{got:?}"), format!("[{}]", want.join(", "))),
+        };
+        return Err(bad(path, name, format!("has shape {got}, expected {want}")));
     }
     Ok(got)
 }
 
-/// A float32 dataset that must be present, opened and checked by [`check_f32`].
-pub(crate) fn open_f32(
+/// The rank a dataset has read as real numbers: one more than stored for
+/// h5py's complex types (their pair axis). 0 when its type is unreadable.
+pub(crate) fn real_rank(ds: &hdf5::Dataset) -> usize {
+    let complex = matches!(
+        ds.dtype().and_then(|t| t.to_descriptor()),
+        Ok(TypeDescriptor::Compound(_))
+    );
+    ds.ndim() + usize::from(complex)
+}
+
+/// A dataset that must be present, opened and checked by [`check_numbers`].
+pub(crate) fn open_numbers(
     file: &hdf5::File,
     path: &Path,
     name: &str,
@@ -76,7 +136,7 @@ pub(crate) fn open_f32(
     let ds = file
         .dataset(name)
         .map_err(|_| bad(path, name, "is missing"))?;
-    let got = check_f32(&ds, path, name, shape)?;
+    let got = check_numbers(&ds, path, name, shape)?;
     Ok((ds, got))
 }
 
@@ -121,14 +181,25 @@ pub(crate) fn optional(
         .map_err(|e| bad(path, &full, format!("is present but cannot be read: {e}")))
 }
 
-/// Reads a dataset checked by [`check_f32`], and checks its values are finite.
+/// Reads a dataset checked by [`check_numbers`] as float64 (complex
+/// values as real pairs, `shape` as it returned), and checks its values
+/// are finite.
 pub(crate) fn read_checked(
     ds: &hdf5::Dataset,
     path: &Path,
     name: &str,
     shape: &[usize],
-) -> Result<Vec<f32>, IoError> {
-    let v: Vec<f32> = ds.read_raw().at(path, &format!("read `{name}`"))?;
+) -> Result<Vec<f64>, IoError> {
+    let read = format!("read `{name}`");
+    let v: Vec<f64> = match stored(ds, path, name)? {
+        Stored::Real => ds.read_raw().at(path, &read)?,
+        Stored::Complex => ds
+            .read_raw::<recon_core::Complex<f64>>()
+            .at(path, &read)?
+            .into_iter()
+            .flat_map(|c| [c.re, c.im])
+            .collect(),
+    };
     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
         let row: usize = shape[1..].iter().product();
         return Err(bad(

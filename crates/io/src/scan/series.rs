@@ -5,6 +5,16 @@ use super::Scan;
 use crate::geometry::{Index, Part};
 
 impl Scan {
+    /// The version a scan file of it has: 1 for one coil with neither
+    /// noise data nor maps, 2 otherwise (the one rule [`super::write_scan`]
+    /// follows).
+    pub fn version(&self) -> u32 {
+        match self.coils > 1 || self.noise.is_some() || self.maps.is_some() {
+            true => 2,
+            false => 1,
+        }
+    }
+
     /// How many images the scan holds.
     pub fn images(&self) -> usize {
         self.parts.len().max(1)

@@ -32,14 +32,14 @@ pub fn write_scan(path: &Path, scan: &Scan) -> Result<(), IoError> {
             v.iter().flat_map(|c| [c.re as f32, c.im as f32]).collect()
         };
         let c = scan.coils;
-        let v2 = c > 1 || scan.noise.is_some() || scan.maps.is_some();
+        let v2 = scan.version() == 2;
         crate::write_dataset(tmp, &ks, "trajectory", &[m, 3], &t, false)?;
         if v2 {
             crate::write_dataset(tmp, &ks, "data", &[c, m, 2], &d, false)?;
         } else {
             crate::write_dataset(tmp, &ks, "data", &[m, 2], &d, false)?;
         }
-        crate::set_attr(tmp, &ks, "version", &[if v2 { 2i64 } else { 1 }])?;
+        crate::set_attr(tmp, &ks, "version", &[scan.version() as i64])?;
         crate::set_attr(tmp, &ks, "fov_mm", &scan.grid.fov_mm)?;
         crate::set_attr(tmp, &ks, "matrix", &scan.grid.n.map(|v| v as i64))?;
         if let Some(g) = &scan.geometry {
