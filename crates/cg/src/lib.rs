@@ -371,6 +371,19 @@ impl<'d, B: Backend + 'd> Problem<'d, B> {
         Ok((out, info))
     }
 
+    /// The data misfit of `x` less `||D||^2`: `x^H A x - 2 Re(x^H b)`,
+    /// since `sum_c ||F S_c x - D_c||^2 = x^H A x - 2 Re(x^H b) + ||D||^2`
+    /// with `A` the data term and `b` the right-hand side. One product by
+    /// the data term; the caller, who holds D, adds `||D||^2`.
+    pub fn misfit(&mut self, backend: &B, x: &[Complex<B::Real>]) -> Result<f64> {
+        Error::check_len("x (one value per voxel)", self.grid.len(), x.len())?;
+        let x = backend.upload(x)?;
+        let mut ax = backend.zeros(self.grid.len())?;
+        self.data.apply(backend, &mut ax, &x)?;
+        // x^H A x is real for a Hermitian A: its real part is the whole.
+        Ok(backend.dot_re(&x, &ax)? - 2.0 * backend.dot_re(&x, &self.fhd)?)
+    }
+
     /// CG from 0 with W's stencil and `lambda = lambda_rel * max|Q|`.
     /// Returns x on the host, and what CG did.
     pub fn solve(

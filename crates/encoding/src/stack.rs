@@ -100,6 +100,17 @@ impl Stack {
         self.split(data, true)
     }
 
+    /// The factor by which [`Stack::slices`] multiplies the noise variance
+    /// of the data: each slice's sample is `sum_p D_p w_p` with
+    /// `|w_p| = 1 / (Nz r_p)`, so white noise of variance sigma^2 on the
+    /// partitions has variance `sigma^2 sum_p 1 / (Nz r_p)^2` in a slice.
+    pub fn noise_gain(&self) -> f64 {
+        let nz = self.len() as f64;
+        (0..self.len())
+            .map(|p| (nz * self.factor(p)).powi(-2))
+            .sum()
+    }
+
     /// The inverse DFT along k_z alone, without the basis factor: what the
     /// 3-D gridding baseline, which does not model the voxel basis, sees of
     /// each slice.

@@ -11,7 +11,8 @@
 //! quadratic prior and one coil; other runs go one image at a time.
 
 use crate::build::{plan_and_q, solver_params, PlanQ};
-use crate::config::{Loaded, PriorKind, RegulariserKind, StackMode};
+use crate::config::{Lambda, Loaded, PriorKind, RegulariserKind, StackMode};
+use crate::lambda::{solve_with, Target, Used};
 use crate::run::to_f64;
 use crate::{gridder, Context, Inputs, Outputs, Result, Ui};
 use recon_cg::Problem;
@@ -61,6 +62,9 @@ pub struct Solved<T> {
     /// ... and each image's F^H D.
     pub fhd: Vec<Complex<T>>,
     pub info: recon_cg::Info,
+    /// The lambda used and why (one for the whole batch), and its
+    /// absolute value.
+    pub lambda: Used,
     pub lambda_abs: f64,
     /// Stages "fhd", "fft_q" and "cg".
     pub seconds: Vec<(&'static str, f64)>,
@@ -69,13 +73,16 @@ pub struct Solved<T> {
 /// Solves the 2-D problems of `data` (each image's samples on the shared
 /// plan's trajectory) together: each image's F^H D, stacked along z, and
 /// one CG on `(F^H F + lambda W^H W) x = F^H D` with `l`'s lambda and
-/// iterations. An odd count is padded by an image of zeros, whose solution
-/// stays 0 (the batch's grid needs an even z).
+/// iterations (lambda "auto": one for the batch, by the discrepancy
+/// principle over all its data, of noise variance `sigma2` per sample
+/// where known). An odd count is padded by an image of zeros, whose
+/// solution stays 0 (the batch's grid needs an even z).
 pub fn solve<B>(
     backend: &B,
     l: &Loaded,
     shared: &PlanQ<'_, B>,
     data: &[&[Complex<f64>]],
+    sigma2: Option<f64>,
     ui: &impl Ui,
 ) -> Result<Solved<B::Real>>
 where
@@ -111,20 +118,32 @@ where
     // (F^H F + lambda W^H W) x = F^H D, all images at once
     let t = Instant::now();
     let stencil = Stencil::planes(grid.n);
-    let lambda = l.cfg.lambda();
     let params = solver_params(l);
-    let (mut x, info) = ui
-        .solver(params.iterations, |cb| {
-            problem.solve(backend, &stencil, lambda, &params, cb)
-        })
-        .context(l.cfg.algorithm().describe())?;
+    let target = match l.cfg.lambda() {
+        Lambda::Auto => Some(Target::new(data, shared.plan.traj(), slice.n, sigma2)?),
+        Lambda::Fixed(_) => None,
+    };
+    let ((mut x, info), lambda) =
+        solve_with(l.cfg.lambda(), target.as_ref(), ui, |lambda, measure| {
+            let solved = ui
+                .solver(params.iterations, |cb| {
+                    problem.solve(backend, &stencil, lambda, &params, cb)
+                })
+                .context(l.cfg.algorithm().describe())?;
+            let misfit = match measure {
+                true => problem.misfit(backend, &solved.0)?,
+                false => f64::NAN,
+            };
+            Ok((solved, misfit))
+        })?;
     x.truncate(data.len() * per);
     seconds.push(("cg", t.elapsed().as_secs_f64()));
     Ok(Solved {
         x,
         fhd,
         info,
-        lambda_abs: problem.lambda_abs(lambda),
+        lambda_abs: problem.lambda_abs(lambda.lambda),
+        lambda,
         seconds,
     })
 }
@@ -151,7 +170,8 @@ where
 {
     let shared = plan_and_q(backend, slice, &stack.plane, ui)?;
     let data: Vec<&[Complex<f64>]> = data.iter().map(|d| d.as_slice()).collect();
-    let solved = solve(backend, slice, &shared, &data, ui)?;
+    let sigma2 = first.sigma2; // the slices' (the split's gain applied)
+    let solved = solve(backend, slice, &shared, &data, sigma2, ui)?;
     seconds.extend(shared.seconds.iter().chain(&solved.seconds));
 
     let t = Instant::now();
@@ -171,6 +191,7 @@ where
         q_cache: shared.q_cache.clone(),
         q_file: shared.q_file.clone(),
         lambda_abs: solved.lambda_abs,
+        lambda: solved.lambda,
         stencil: Stencil::planes(l.grid.n),
         prior: None,
         seconds,

@@ -3,7 +3,8 @@
 //! validation's sweeps and the benchmarks all build through here, so a
 //! benchmark times exactly what a run does.
 
-use crate::config::Loaded;
+use crate::config::{Lambda, Loaded};
+use crate::lambda::{solve_with, Target, Used};
 use crate::{plan, regulariser, stage_problem, stage_q, Inputs, Regulariser, Solved};
 use crate::{Context, Result, Ui};
 use recon_cg::{Params, Problem};
@@ -34,8 +35,14 @@ pub struct Built<'b, B: NufftBackend> {
     pub maps: Option<Vec<Vec<Complex<f64>>>>,
     /// The config's prior.
     pub prior: Regulariser,
-    /// The config's lambda (relative) and what it multiplies the prior by.
-    pub lambda: f64,
+    /// The config's lambda: a value, or `"auto"` ...
+    pub setting: Lambda,
+    /// ... and for "auto", the discrepancy principle's target for the
+    /// image's data.
+    pub target: Option<Target>,
+    /// The lambda (relative) the last solve used and why, and what it
+    /// multiplies the prior by; for "auto" set by each solve.
+    pub lambda: Used,
     pub lambda_abs: f64,
     /// The config's solver settings.
     pub params: Params,
@@ -101,9 +108,19 @@ where
     )?;
 
     let t = Instant::now();
-    let lambda = l.cfg.lambda();
+    let setting = l.cfg.lambda();
+    let target = target(l, inputs)?;
+    let lambda = Used {
+        lambda: match setting {
+            Lambda::Fixed(v) => v,
+            Lambda::Auto => crate::lambda::START,
+        },
+        rule: "given".into(),
+        tried: Vec::new(),
+        unmet: None,
+    };
     let prior = regulariser(l, inputs)?;
-    let lambda_abs = lambda_abs(backend, &problem, &prior, lambda)?;
+    let lambda_abs = lambda_abs(backend, &problem, &prior, lambda.lambda)?;
     if let Regulariser::Anatomical(p) = &prior {
         let i = &p.info;
         ui.log(&format!(
@@ -129,6 +146,8 @@ where
         gridder,
         maps,
         prior,
+        setting,
+        target,
         lambda,
         lambda_abs,
         params: solver_params(l),
@@ -180,6 +199,22 @@ pub fn solver_params(l: &Loaded) -> Params {
     }
 }
 
+/// For lambda = "auto", the discrepancy principle's target for `inputs`'
+/// data (each coil's samples), with their noise variance where known.
+fn target(l: &Loaded, inputs: &Inputs) -> Result<Option<Target>> {
+    if l.cfg.lambda() != Lambda::Auto {
+        return Ok(None);
+    }
+    let m = inputs.traj.len();
+    let rows: Vec<&[Complex<f64>]> = inputs.data.chunks_exact(m.max(1)).collect();
+    Ok(Some(Target::new(
+        &rows,
+        &inputs.traj,
+        l.grid.n,
+        inputs.sigma2,
+    )?))
+}
+
 /// What lambda (relative) multiplies the prior by: the data term's
 /// diagonal peak for the quadratic prior, `max |F^H D|` for the sparse ones.
 fn lambda_abs<B: NufftBackend>(
@@ -207,8 +242,9 @@ impl<'b, B: NufftBackend> Built<'b, B> {
     ) -> Result<()> {
         self.problem.set_rhs(backend, &fhd)?;
         self.fhd = fhd;
+        self.target = target(l, inputs)?;
         self.prior = regulariser(l, inputs)?;
-        self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda)?;
+        self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda.lambda)?;
         Ok(())
     }
 
@@ -237,21 +273,35 @@ impl<'b, B: NufftBackend> Built<'b, B> {
             &mut seconds,
         )?;
         (self.problem, self.fhd, self.gridder, self.maps) = (problem, fhd, gridder, maps);
+        self.target = target(l, inputs)?;
         self.prior = regulariser(l, inputs)?;
-        self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda)?;
+        self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda.lambda)?;
         Ok(seconds)
     }
 
     /// Solves with the config's prior, lambda and solver settings, with
-    /// progress through `ui`; `what` says which algorithm, for errors.
+    /// progress through `ui`; `what` says which algorithm, for errors. With
+    /// lambda = "auto", solves for each candidate of the discrepancy
+    /// principle's search ([`crate::lambda`]) and keeps the chosen one's
+    /// image, lambda and [`Choice`].
     pub fn solve(&mut self, backend: &B, what: &str, ui: &impl Ui) -> Result<Solved<B::Real>> {
-        let (prior, lambda, params) = (&self.prior, self.lambda, self.params);
+        let (prior, params) = (&self.prior, self.params);
         let problem = &mut self.problem;
-        let solved = ui
-            .solver(params.iterations * prior.passes(), |cb| {
-                crate::solve(backend, problem, prior, lambda, &params, cb)
-            })
-            .context(what.to_string())?;
+        let (solved, used) =
+            solve_with(self.setting, self.target.as_ref(), ui, |lambda, measure| {
+                let solved = ui
+                    .solver(params.iterations * prior.passes(), |cb| {
+                        crate::solve(backend, problem, prior, lambda, &params, cb)
+                    })
+                    .context(what.to_string())?;
+                let misfit = match measure {
+                    true => problem.misfit(backend, &solved.x)?,
+                    false => f64::NAN,
+                };
+                Ok((solved, misfit))
+            })?;
+        self.lambda = used;
+        self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda.lambda)?;
         if let Some(n) = solved.prior.as_ref().and_then(|i| i.data_edges) {
             ui.log(&format!(
                 "W: second pass, {n} more edges relaxed where the first pass's image has edges"

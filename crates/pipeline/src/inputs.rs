@@ -36,6 +36,12 @@ pub struct Inputs {
     /// synthetic data's (0 without noise), a scan's from its noise scan or
     /// covariance; `None` when the scan says nothing of its noise.
     pub noise_sigma: Option<f64>,
+    /// Each sample's noise variance `E |n|^2` in `data` as prepared
+    /// (whitened, compressed and normalised): the mean of the noise
+    /// covariance's diagonal (whitening keeps it, see
+    /// `recon_coils::whitening`) times `data_scale^2`; `None` without noise
+    /// data (noiseless synthetic data included).
+    pub sigma2: Option<f64>,
     /// The power of two the data (and, to match, the truth) were multiplied
     /// by so that the largest |D| lies in [0.5, 1): see [`normalise`].
     pub data_scale: f64,
@@ -80,6 +86,10 @@ pub fn inputs(l: &Loaded, traj: Vec<[f64; 3]>, ui: &impl Ui) -> Result<Inputs> {
 pub fn prepared(l: &Loaded, raw: Raw, ui: &impl Ui) -> Result<Inputs> {
     let mut p = prepare(l, raw.data, raw.coils, raw.maps, raw.covariance.as_deref())?;
     let data_scale = normalise(&mut p.data);
+    let sigma2 = raw.covariance.as_ref().map(|c| {
+        let mean = (0..raw.coils).map(|i| c[i * raw.coils + i].re).sum::<f64>() / raw.coils as f64;
+        mean * data_scale * data_scale
+    });
     let mut truth = truth_seen(raw.truth, raw.truth_by_maps, p.maps.as_deref());
     if let Some(t) = &mut truth {
         t.iter_mut().for_each(|v| *v *= data_scale);
@@ -99,6 +109,7 @@ pub fn prepared(l: &Loaded, raw: Raw, ui: &impl Ui) -> Result<Inputs> {
         whitened: p.whitened,
         compressed: p.compressed,
         noise_sigma: raw.noise_sigma,
+        sigma2: sigma2.filter(|s| *s > 0.0),
     })
 }
 

@@ -20,6 +20,7 @@ mod coils;
 pub mod config;
 mod error;
 mod inputs;
+pub mod lambda;
 mod memory;
 mod run;
 pub mod scan;

@@ -21,6 +21,8 @@ pub struct Outputs {
     pub q_cache: CacheStatus,
     pub q_file: Option<std::path::PathBuf>,
     pub lambda_abs: f64,
+    /// The lambda (relative) the solve used, and why.
+    pub lambda: crate::lambda::Used,
     /// The regulariser W, and what the anatomical prior found (if used).
     pub stencil: Stencil,
     pub prior: Option<recon_prior::Info>,
@@ -180,6 +182,7 @@ where
         q_cache: built.q_cache.clone(),
         q_file: built.q_file.clone(),
         lambda_abs: built.lambda_abs,
+        lambda: built.lambda.clone(),
         stencil: solved.stencil,
         prior: solved.prior,
         seconds,

@@ -264,7 +264,8 @@ where
     ));
     let shared = crate::build::plan_and_q(backend, l, &first.traj, ui)?;
     let data: Vec<&[Complex<f64>]> = inputs.iter().map(|(i, _)| i.data.as_slice()).collect();
-    let solved = crate::batch::solve(backend, l, &shared, &data, ui)?;
+    // one scan's images: its noise data hold for every one
+    let solved = crate::batch::solve(backend, l, &shared, &data, first.sigma2, ui)?;
     let t = Instant::now();
     let g = crate::gridder(backend, l, first)?;
     let mut made = t.elapsed().as_secs_f64();
@@ -290,6 +291,7 @@ where
             q_cache: shared.q_cache.clone(),
             q_file: shared.q_file.clone(),
             lambda_abs: solved.lambda_abs,
+            lambda: solved.lambda.clone(),
             stencil: recon_core::Stencil::uniform(l.grid.n),
             prior: None,
             seconds,

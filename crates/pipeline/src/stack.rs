@@ -100,6 +100,8 @@ fn slice_inputs(stack: &Stack, inputs: &Inputs, data: Vec<Complex<f64>>, j: usiz
             .as_ref()
             .map(|a| plane(grid, a, j).to_vec()),
         noise_sigma: inputs.noise_sigma,
+        // the split's weights scale the noise (Stack::noise_gain)
+        sigma2: inputs.sigma2.map(|s| s * stack.noise_gain()),
         data_scale: inputs.data_scale,
     }
 }
@@ -219,6 +221,7 @@ where
         q_cache: built.q_cache,
         q_file: built.q_file,
         lambda_abs: built.lambda_abs,
+        lambda: built.lambda.clone(),
         stencil: stencil.expect("a slice"),
         prior,
         seconds,

@@ -378,12 +378,13 @@ where
         )
     };
     println!(
-        "  {}: {} iterations, relative residual {:.3e}, lambda {} x {unit} = {:.3e}, {prior}{}",
+        "  {}: {} iterations, relative residual {:.3e}, lambda {:.4} x {unit} = {:.3e} ({}), {prior}{}",
         report.algorithm.describe(),
         report.iterations,
         report.relative_residual,
         report.lambda,
         report.lambda_abs,
+        report.lambda_rule,
         if count > 1 { " (first image)" } else { "" }
     );
     println!("  Q cache: {}", report.q_cache);

@@ -49,9 +49,16 @@ pub struct Report {
     pub prior_kind: crate::config::PriorKind,
     pub algorithm: crate::config::Algorithm,
     /// Relative (to the peak of Q for the quadratic prior, of |F^H D| for
-    /// the sparse ones) and absolute.
+    /// the sparse ones) and absolute, as the solve used them ...
     pub lambda: f64,
     pub lambda_abs: f64,
+    /// ... and how it was chosen: "given", or the discrepancy principle
+    /// with its noise level (lambda = "auto") ...
+    pub lambda_rule: String,
+    /// ... its candidates (relative lambda, misfit over the noise's
+    /// energy), and why it missed the target, where it did.
+    pub lambda_tried: Vec<(f64, f64)>,
+    pub lambda_unmet: Option<String>,
     /// The quadratic prior's W: "uniform" or "anatomical".
     pub regulariser: crate::config::RegulariserKind,
     /// What the anatomical prior found (anatomical W only).
@@ -85,6 +92,7 @@ pub struct ImageReport {
     pub batch: usize,
     pub iterations: usize,
     pub relative_residual: f64,
+    pub lambda: f64,
     pub lambda_abs: f64,
     pub psnr_db: Option<f64>,
     pub gridding_psnr_db: Option<f64>,
@@ -131,6 +139,7 @@ pub fn report(l: &Loaded, images: &[Image], arrangement: &Arrangement, total_s: 
                     batch: i.batch,
                     iterations: i.out.info.iterations,
                     relative_residual: i.out.info.relative_residual,
+                    lambda: i.out.lambda.lambda,
                     lambda_abs: i.out.lambda_abs,
                     psnr_db: it.map(|q| q.psnr_db),
                     gridding_psnr_db: g.map(|q| q.psnr_db),
@@ -160,8 +169,11 @@ pub fn report(l: &Loaded, images: &[Image], arrangement: &Arrangement, total_s: 
         noise_sigma: inputs.noise_sigma,
         prior_kind: l.cfg.prior.kind,
         algorithm: l.cfg.algorithm(),
-        lambda: l.cfg.lambda(),
+        lambda: out.lambda.lambda,
         lambda_abs: out.lambda_abs,
+        lambda_rule: out.lambda.rule.clone(),
+        lambda_tried: out.lambda.tried.clone(),
+        lambda_unmet: out.lambda.unmet.clone(),
         regulariser: l.cfg.regulariser.kind,
         prior: out.prior.clone(),
         psnr_db: iterative.as_ref().map(|q| q.psnr_db),

@@ -28,6 +28,7 @@ pub use load::{
     COMMAND_LINE,
 };
 pub use prior::{Algorithm, PriorCfg, PriorKind};
+
 pub use settings::Settings;
 
 /// One value for all three axes, or `[x, y, z]`.
@@ -194,9 +195,10 @@ pub struct SolverCfg {
     /// Relative residual at which to stop early; 0 runs every iteration.
     #[serde(default)]
     pub tolerance: f64,
-    /// Weight of W^H W relative to the peak of Q (or `prior.lambda`).
+    /// Weight of W^H W relative to the peak of Q (or `prior.lambda`), or
+    /// `"auto"` (the default): chosen by the discrepancy principle.
     #[serde(default)]
-    pub lambda: f64,
+    pub lambda: Lambda,
     /// "cg", "admm" or "pdhg"; omitted: CG for the quadratic prior, ADMM
     /// for the sparse ones.
     pub algorithm: Option<Algorithm>,
@@ -218,6 +220,61 @@ pub struct SolverCfg {
     /// one 2-D problem per slice, or as the 3-D problem.
     #[serde(default)]
     pub stack: StackMode,
+}
+
+/// `solver.lambda` (or `prior.lambda`): a number, relative to the data
+/// term's diagonal (to `max |F^H D|` for the sparse priors), or `"auto"`,
+/// chosen for each image by the discrepancy principle
+/// (`crate::lambda`). Auto is the default: real scans have no truth to
+/// sweep lambda against.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+#[serde(untagged)]
+pub enum Lambda {
+    Fixed(f64),
+    #[default]
+    #[serde(serialize_with = "auto_name")]
+    Auto,
+}
+
+fn auto_name<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("auto")
+}
+
+impl<'de> Deserialize<'de> for Lambda {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Lambda;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number, or \"auto\" (chosen by the discrepancy principle)")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Lambda, E> {
+                Ok(Lambda::Fixed(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Lambda, E> {
+                Ok(Lambda::Fixed(v as f64))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Lambda, E> {
+                Ok(Lambda::Fixed(v as f64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Lambda, E> {
+                match v {
+                    "auto" => Ok(Lambda::Auto),
+                    _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl fmt::Display for Lambda {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Lambda::Fixed(v) => write!(f, "{v}"),
+            Lambda::Auto => f.write_str("auto"),
+        }
+    }
 }
 
 /// How slices are solved (`solver.stack`): a stack's (one 2-D trajectory
@@ -270,7 +327,7 @@ impl Default for SolverCfg {
         SolverCfg {
             iterations: None,
             tolerance: 0.0,
-            lambda: 0.0,
+            lambda: Lambda::Auto,
             algorithm: None,
             inner: default_inner(),
             rho: default_rho(),

@@ -1,7 +1,7 @@
 //! `[prior]` and the solver's algorithm: which prior R(rho) the run uses,
 //! its lambda, and which algorithm minimises the model with it.
 
-use super::{Config, RegulariserKind};
+use super::{Config, Lambda, RegulariserKind};
 use serde::Deserialize;
 
 /// The prior R(rho).
@@ -135,9 +135,10 @@ impl Config {
         })
     }
 
-    /// The prior's relative lambda, wherever it was set.
-    pub fn lambda(&self) -> f64 {
-        self.prior.lambda.unwrap_or(self.solver.lambda)
+    /// The prior's relative lambda, wherever it was set (`"auto"` when
+    /// neither key is).
+    pub fn lambda(&self) -> Lambda {
+        self.prior.lambda.map_or(self.solver.lambda, Lambda::Fixed)
     }
 
     /// Whether the run needs a reference image (an anatomical W, or a
@@ -187,7 +188,7 @@ impl Config {
             if !(l.is_finite() && l >= 0.0) {
                 return Err(("prior.lambda", format!("must be zero or positive, got {l}")));
             }
-            if self.solver.lambda != 0.0 {
+            if self.solver.lambda != Lambda::Auto {
                 return Err((
                     "prior.lambda",
                     format!(

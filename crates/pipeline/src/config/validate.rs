@@ -212,11 +212,13 @@ impl Config {
                 format!("must lie in [0, 1), got {}", self.solver.tolerance),
             );
         }
-        if !(self.solver.lambda.is_finite() && self.solver.lambda >= 0.0) {
-            return fail(
-                "solver.lambda",
-                format!("must be zero or positive, got {}", self.solver.lambda),
-            );
+        if let Lambda::Fixed(v) = self.solver.lambda {
+            if !(v.is_finite() && v >= 0.0) {
+                return fail(
+                    "solver.lambda",
+                    format!("must be zero or positive, or \"auto\", got {v}"),
+                );
+            }
         }
         if let Err((key, msg)) = self.check_prior() {
             return fail(key, msg);

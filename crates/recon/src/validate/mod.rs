@@ -78,9 +78,32 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub dtv_margin: Option<f64>,
     /// Skip the matrix of engines; run only the sweeps (--lambda-sweep,
-    /// --priors) on the noisy data.
+    /// --priors, --auto-lambda) on the noisy data.
     #[arg(long)]
     pub sweeps_only: bool,
+    /// Check lambda = "auto" against the truth: on the noisy data, sweep
+    /// the config's own prior over lambda, choose lambda by the discrepancy
+    /// principle on the same problem, and require its PSNR within
+    /// --auto-margin dB of the sweep's best.
+    #[arg(long)]
+    pub auto_lambda: bool,
+    /// With --auto-lambda: how far below the sweep's best PSNR the
+    /// automatic lambda's may be.
+    #[arg(long, default_value_t = 1.0)]
+    pub auto_margin: f64,
+}
+
+/// `--auto-lambda`'s finding: the discrepancy principle's lambda against
+/// the best of a sweep of the config's own prior.
+#[derive(Debug, Clone, Serialize)]
+pub struct AutoLambda {
+    pub prior: String,
+    pub lambda: f64,
+    pub rule: String,
+    pub psnr_db: f64,
+    pub tried: Vec<(f64, f64)>,
+    pub best_lambda: f64,
+    pub best_psnr_db: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -110,7 +133,7 @@ pub struct Validation {
     pub data: String,
     pub matrix: [usize; 3],
     pub samples: usize,
-    pub lambda: f64,
+    pub lambda: crate::config::Lambda,
     pub iterations: usize,
     pub rows: Vec<Row>,
     pub checks: Vec<Check>,
@@ -118,6 +141,8 @@ pub struct Validation {
     pub best_lambda: Option<f64>,
     /// The best lambda is still at an end of the range after extending it.
     pub best_lambda_at_range_edge: Option<bool>,
+    /// `--auto-lambda`'s finding.
+    pub auto_lambda: Option<AutoLambda>,
     pub priors: Option<Priors>,
 }
 
@@ -246,9 +271,10 @@ impl ValidateArgs {
 }
 
 pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
-    if args.sweeps_only && !(args.lambda_sweep || args.priors) {
+    if args.sweeps_only && !(args.lambda_sweep || args.priors || args.auto_lambda) {
         anyhow::bail!(
-            "--sweeps-only needs --lambda-sweep or --priors: there is nothing else to run"
+            "--sweeps-only needs --lambda-sweep, --priors or --auto-lambda: there is nothing else \
+             to run"
         );
     }
     // Before any computation: can the outputs be written?
@@ -403,8 +429,15 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             }
         }
     }
+    // --auto-lambda: the config's own prior, swept last.
+    let own = format!("the config's prior ({})", prior_name(case));
+    if args.auto_lambda {
+        let w = pipeline::regulariser(case, inputs)?;
+        stencils.push((own.clone(), SweepMethod::Joint(w)));
+    }
     // The sweeps run with the config's engine, in float32 on the GPU when
-    // there is one, else on the CPU.
+    // there is one, else on the CPU (and the automatic lambda with them).
+    let mut auto = None;
     let swept = if stencils.is_empty() {
         Vec::new()
     } else {
@@ -416,7 +449,40 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
             DeviceChoice::Cpu
         };
         let chosen = crate::choose_backend(&e)?;
-        crate::on_backend!(chosen, b => sweep(b, case, inputs, args, &stencils, ui))?
+        crate::on_backend!(chosen, b => {
+            if args.auto_lambda {
+                auto = Some(sweep::auto(b, case, inputs, ui)?);
+            }
+            sweep(b, case, inputs, args, &stencils, ui)
+        })?
+    };
+    let auto_lambda = match auto {
+        Some((used, psnr_db)) => {
+            let s = swept.iter().find(|s| s.name == own).expect("swept");
+            let best = &s.points[s.best];
+            let a = AutoLambda {
+                prior: own.clone(),
+                lambda: used.lambda,
+                rule: used.rule,
+                psnr_db,
+                tried: used.tried,
+                best_lambda: best.lambda,
+                best_psnr_db: best.psnr_db,
+            };
+            let below = a.best_psnr_db - a.psnr_db;
+            checks.push(Check {
+                what: format!(
+                    "{case_name}: lambda \"auto\" ({:.3e}) below the best of the sweep ({:.3e})",
+                    a.lambda, a.best_lambda
+                ),
+                value: below,
+                bound: Some(format!("<= {} dB", args.auto_margin)),
+                passed: Some(below <= args.auto_margin),
+                not_run: None,
+            });
+            Some(a)
+        }
+        None => None,
     };
     let (sweep_points, best, best_at_edge) = match swept.first() {
         Some(s) if args.lambda_sweep => (
@@ -442,7 +508,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         data: l.data_name(),
         matrix: l.grid.n,
         samples: traj.len(),
-        lambda: l.cfg.solver.lambda,
+        lambda: l.cfg.lambda(),
         iterations: l.cfg.iterations(),
         rows,
         checks,
@@ -450,6 +516,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         best_lambda: best,
         best_lambda_at_range_edge: best_at_edge,
         priors,
+        auto_lambda,
     };
     let files = write(outputs, l, &v, inputs, &swept, prior_gridding.as_deref())?;
     print!("{}", markdown(&v));
@@ -474,6 +541,14 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
 /// The priors table: gridding and each W at its best lambda, with checks
 /// that the anatomical W beats both.
 #[allow(clippy::too_many_arguments)]
+/// The config's prior, as the validation names it.
+fn prior_name(l: &Loaded) -> String {
+    match l.cfg.prior.kind {
+        crate::config::PriorKind::Quadratic => format!("{} W", l.cfg.regulariser.kind.name()),
+        k => k.name().to_string(),
+    }
+}
+
 fn compare_priors(
     name: &str,
     l: &Loaded,

@@ -84,6 +84,14 @@ pub(super) fn markdown(v: &Validation) -> String {
             );
         }
     }
+    if let Some(a) = &v.auto_lambda {
+        let _ = writeln!(
+            s,
+            "\n## Lambda without the truth (noisy data)\n\n{}: lambda \"auto\" chose {:.3e}, \
+             PSNR {:.3} dB ({}); the best of the sweep is {:.3e}, PSNR {:.3} dB.",
+            a.prior, a.lambda, a.psnr_db, a.rule, a.best_lambda, a.best_psnr_db
+        );
+    }
     if let Some(p) = &v.priors {
         let _ = writeln!(
             s,

@@ -4,7 +4,7 @@
 use super::{SweepPoint, ValidateArgs};
 use crate::config::Loaded;
 use crate::pipeline::{self, Inputs, Regulariser, Ui};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use recon_core::{Complex, Real, Stencil};
 use recon_encoding::NufftBackend;
 use recon_q::Stored;
@@ -31,6 +31,37 @@ pub(super) enum SweepMethod {
     /// Several coils: each coil reconstructed alone (its own F^H D, uniform
     /// W), combined by the root sum of squares.
     CoilByCoil,
+}
+
+/// The run's problem solved with lambda = "auto" (the discrepancy
+/// principle) instead of the config's: the lambda used and why, and the
+/// image's PSNR.
+pub(super) fn auto<B>(
+    b: &B,
+    l: &Loaded,
+    inputs: &Inputs,
+    ui: &impl Ui,
+) -> Result<(pipeline::lambda::Used, f64)>
+where
+    B: NufftBackend,
+    B::Real: Stored + Real,
+{
+    let mut auto = l.clone();
+    auto.cfg.solver.lambda = crate::config::Lambda::Auto;
+    auto.cfg.prior.lambda = None;
+    let mut built = pipeline::build(b, &auto, inputs, ui)?;
+    let solved = built.solve(b, "lambda = \"auto\"", ui)?;
+    let img: Vec<Complex<f64>> = solved
+        .x
+        .iter()
+        .map(|c| Complex::new(c.re.f64(), c.im.f64()))
+        .collect();
+    let q = pipeline::quality(&img, inputs.truth.as_deref()).context("no truth")?;
+    ui.log(&format!(
+        "lambda \"auto\": {:.3e}, PSNR {:.2} dB ({})",
+        built.lambda.lambda, q.psnr_db, built.lambda.rule
+    ));
+    Ok((built.lambda.clone(), q.psnr_db))
 }
 
 /// PSNR over a log range of lambda for each method on one backend: the

@@ -1,0 +1,447 @@
+//! Choosing lambda without a truth: the discrepancy principle (Morozov).
+//! The regularised image should explain the data down to the noise and no
+//! further: lambda is raised until the data misfit `sum_c ||F S_c x - D_c||^2`
+//! equals the noise's expected energy `E ||n||^2 = M C sigma^2` (M samples,
+//! C coils, sigma^2 each sample's noise variance). A smaller lambda fits
+//! noise, a larger one blurs structure the data hold.
+//!
+//! The noise variance comes from the scan's noise data (a noise scan or
+//! covariance; after prewhitening each virtual coil's variance is their
+//! mean diagonal, see `recon_coils::whitening`). Without noise data it is
+//! estimated from the outer k-space, where a scan holds little signal: the
+//! median of `|D|^2` over the samples in the outermost tenth of the
+//! trajectory's radius, divided by ln 2 (`|n|^2` of complex Gaussian noise
+//! is exponential, with median `sigma^2 ln 2`). Key design decision: the
+//! misfit is measured without the forward operator, from the normal
+//! equations' parts the solver already holds,
+//! `||F x - D||^2 = x^H A x - 2 Re(x^H b) + ||D||^2`
+//! ([`recon_cg::Problem::misfit`]), so each candidate costs its solve and
+//! one product by the data term, on any backend and for any prior.
+
+use crate::config::Lambda;
+use crate::{bail, Result, Ui};
+use recon_core::Complex;
+
+/// Where the noise level came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoiseSource {
+    /// The scan's noise scan or covariance (or the synthetic noise).
+    NoiseData,
+    /// Estimated from the outer k-space of the data.
+    OuterKspace,
+}
+
+/// The discrepancy principle's target for one problem.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Target {
+    /// `||D||^2` over every coil and sample.
+    pub data_energy: f64,
+    /// `E ||n||^2 = M C sigma^2`: the misfit to reach.
+    pub noise_energy: f64,
+    /// Each sample's noise variance sigma^2, and where it came from.
+    pub sigma2: f64,
+    pub source: NoiseSource,
+}
+
+/// The fewest samples an outer-k-space estimate of the noise takes.
+pub const OUTER_SAMPLES: usize = 32;
+
+impl Target {
+    /// The target of the data `rows` (each coil's, or each image's, samples
+    /// on `traj`; on a grid of `n` voxels), with each sample's noise
+    /// variance `sigma2` when known, else estimated from the outer k-space.
+    pub fn new(
+        rows: &[&[Complex<f64>]],
+        traj: &[[f64; 3]],
+        n: [usize; 3],
+        sigma2: Option<f64>,
+    ) -> Result<Target> {
+        let data_energy: f64 = rows
+            .iter()
+            .flat_map(|r| r.iter())
+            .map(|d| d.norm_sqr())
+            .sum();
+        let samples: usize = rows.iter().map(|r| r.len()).sum();
+        let (sigma2, source) = match sigma2 {
+            Some(s) if s > 0.0 && s.is_finite() => (s, NoiseSource::NoiseData),
+            _ => (outer_kspace(rows, traj, n)?, NoiseSource::OuterKspace),
+        };
+        Ok(Target {
+            data_energy,
+            noise_energy: samples as f64 * sigma2,
+            sigma2,
+            source,
+        })
+    }
+
+    /// The rule, as the report says it.
+    pub fn describe(&self) -> String {
+        format!(
+            "discrepancy principle, noise variance {:.3e} per sample {}",
+            self.sigma2,
+            match self.source {
+                NoiseSource::NoiseData => "from the noise data (a noise scan or covariance)",
+                NoiseSource::OuterKspace => "estimated from the outer k-space (no noise data)",
+            }
+        )
+    }
+}
+
+/// sigma^2 from the samples in the outermost tenth of the trajectory's
+/// radius (each axis's k over its Nyquist limit, the largest of them).
+fn outer_kspace(rows: &[&[Complex<f64>]], traj: &[[f64; 3]], n: [usize; 3]) -> Result<f64> {
+    let radius = |k: &[f64; 3]| {
+        (0..3)
+            .filter(|&d| n[d] > 1)
+            .map(|d| k[d].abs() / (n[d] as f64 / 2.0))
+            .fold(0.0, f64::max)
+    };
+    let r: Vec<f64> = traj.iter().map(radius).collect();
+    let largest = r.iter().copied().fold(0.0, f64::max);
+    let mut energies: Vec<f64> = rows
+        .iter()
+        .flat_map(|row| {
+            row.iter()
+                .zip(&r)
+                .filter(|(_, &r)| r >= 0.9 * largest)
+                .map(|(d, _)| d.norm_sqr())
+        })
+        .collect();
+    if energies.len() < OUTER_SAMPLES {
+        bail!(
+            "lambda = \"auto\" cannot estimate the noise: the scan has no noise data and only {} \
+             samples lie in the outer tenth of its k-space (at least {OUTER_SAMPLES} are needed); \
+             give lambda a value (--lambda) or add a noise scan",
+            energies.len()
+        );
+    }
+    let mid = energies.len() / 2;
+    let (_, median, _) = energies.select_nth_unstable_by(mid, f64::total_cmp);
+    let sigma2 = *median / std::f64::consts::LN_2;
+    if !(sigma2 > 0.0 && sigma2.is_finite()) {
+        bail!(
+            "lambda = \"auto\" cannot estimate the noise: the outer k-space's samples are {} \
+             (noiseless data?); give lambda a value (--lambda)",
+            if sigma2 == 0.0 { "zero" } else { "not finite" }
+        );
+    }
+    Ok(sigma2)
+}
+
+/// The lambda a solve used and why: for `report.json` and the summary.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Used {
+    /// Relative lambda.
+    pub lambda: f64,
+    /// "given", or the discrepancy principle and its noise level.
+    pub rule: String,
+    /// The search's candidates: relative lambda and misfit over the
+    /// target (empty for a given lambda).
+    pub tried: Vec<(f64, f64)>,
+    /// Why the target was not met, where it was not.
+    pub unmet: Option<String>,
+}
+
+/// Solves once at the config's lambda, or, for "auto", for each candidate
+/// of the discrepancy principle's search on `target` (which "auto" needs),
+/// logging each through `ui`. `solve(lambda, measure)` returns a solution
+/// and, when `measure`, its misfit less `||D||^2`.
+pub fn solve_with<T>(
+    setting: Lambda,
+    target: Option<&Target>,
+    ui: &impl Ui,
+    mut solve: impl FnMut(f64, bool) -> Result<(T, f64)>,
+) -> Result<(T, Used)> {
+    let target = match (setting, target) {
+        (Lambda::Fixed(lambda), _) => {
+            let (x, _) = solve(lambda, false)?;
+            let used = Used {
+                lambda,
+                rule: "given".into(),
+                tried: Vec::new(),
+                unmet: None,
+            };
+            return Ok((x, used));
+        }
+        (Lambda::Auto, Some(t)) => t,
+        (Lambda::Auto, None) => bail!("lambda = \"auto\" needs its target (a bug: none was made)"),
+    };
+    let (x, choice) = discrepancy(target, |lambda| {
+        let (x, misfit) = solve(lambda, true)?;
+        let g = (misfit + target.data_energy) / target.noise_energy;
+        ui.log(&format!(
+            "lambda {lambda:.3e}: misfit {g:.3} times the noise's energy"
+        ));
+        Ok((x, misfit))
+    })?;
+    if let Some(why) = &choice.unmet {
+        ui.log(&format!(
+            "warning: lambda = \"auto\" took {:.3e}, the nearest it found: {why}",
+            choice.lambda
+        ));
+    }
+    let used = Used {
+        lambda: choice.lambda,
+        rule: target.describe(),
+        tried: choice.tried,
+        unmet: choice.unmet,
+    };
+    Ok((x, used))
+}
+
+/// What the search found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    /// The relative lambda chosen.
+    pub lambda: f64,
+    /// Each candidate tried, in order: relative lambda and its misfit over
+    /// the target (1 is the principle's choice).
+    pub tried: Vec<(f64, f64)>,
+    /// `None` when the misfit met the target within [`TOLERANCE`]; else why
+    /// not (the nearest candidate was taken).
+    pub unmet: Option<String>,
+}
+
+/// The search's range of relative lambda, its first candidate and the
+/// misfit ratio it accepts (`|ln(misfit / target)| <= ln(1 + TOLERANCE)`).
+pub const RANGE: (f64, f64) = (1e-6, 1e4);
+pub const START: f64 = 1e-2;
+pub const TOLERANCE: f64 = 0.02;
+/// The most candidates one search solves.
+pub const MAX_SOLVES: usize = 14;
+
+/// The discrepancy principle's lambda: `solve(lambda)` returns a candidate
+/// solution and its misfit less `||D||^2` ([`recon_cg::Problem::misfit`]).
+/// Brackets the target by factors of 10 from [`START`] within [`RANGE`],
+/// then closes in by regula falsi (Illinois) on `ln misfit` against
+/// `ln lambda`. Returns the solution of the candidate nearest the target.
+pub fn discrepancy<T>(
+    target: &Target,
+    mut solve: impl FnMut(f64) -> Result<(T, f64)>,
+) -> Result<(T, Choice)> {
+    if !(target.noise_energy > 0.0 && target.noise_energy.is_finite()) {
+        bail!(
+            "lambda = \"auto\": the noise energy to reach is {}",
+            target.noise_energy
+        );
+    }
+    let mut s = Search {
+        tried: Vec::new(),
+        best: None,
+        target: *target,
+    };
+    let met = |f: f64| f.abs() <= (1.0 + TOLERANCE).ln();
+
+    // Bracket: lo below the target, hi above, a factor of 10 apart.
+    let mut lambda = START;
+    let mut f = s.eval(&mut solve, lambda)?;
+    let (mut lo, mut hi);
+    if met(f) {
+        return Ok(s.finish(None));
+    }
+    if f < 0.0 {
+        loop {
+            let next = lambda * 10.0;
+            if next > RANGE.1 {
+                let why = format!(
+                    "the misfit stays below the noise level up to lambda = {:e} (noise \
+                     overestimated?)",
+                    RANGE.1
+                );
+                return Ok(s.finish(Some(why)));
+            }
+            let f_next = s.eval(&mut solve, next)?;
+            if met(f_next) {
+                return Ok(s.finish(None));
+            }
+            if f_next > 0.0 {
+                (lo, hi) = ((lambda.ln(), f), (next.ln(), f_next));
+                break;
+            }
+            (lambda, f) = (next, f_next);
+        }
+    } else {
+        loop {
+            let next = lambda / 10.0;
+            if next < RANGE.0 {
+                let why = format!(
+                    "the misfit stays above the noise level down to lambda = {:e}: the model \
+                     does not fit the data to their noise (noise underestimated, or the \
+                     trajectory, FOV or coils disagree with the data)",
+                    RANGE.0
+                );
+                return Ok(s.finish(Some(why)));
+            }
+            let f_next = s.eval(&mut solve, next)?;
+            if met(f_next) {
+                return Ok(s.finish(None));
+            }
+            if f_next < 0.0 {
+                (lo, hi) = ((next.ln(), f_next), (lambda.ln(), f));
+                break;
+            }
+            (lambda, f) = (next, f_next);
+        }
+    }
+
+    // Regula falsi (Illinois) on f(u) = ln g(e^u), with f(lo) < 0 < f(hi).
+    let mut side = 0i8;
+    while s.tried.len() < MAX_SOLVES {
+        let u = (lo.0 * hi.1 - hi.0 * lo.1) / (hi.1 - lo.1);
+        let fu = s.eval(&mut solve, u.exp())?;
+        if met(fu) {
+            return Ok(s.finish(None));
+        }
+        if fu < 0.0 {
+            lo = (u, fu);
+            if side == -1 {
+                hi.1 /= 2.0;
+            }
+            side = -1;
+        } else {
+            hi = (u, fu);
+            if side == 1 {
+                lo.1 /= 2.0;
+            }
+            side = 1;
+        }
+    }
+    let why = format!("{MAX_SOLVES} candidates did not meet the target within {TOLERANCE}");
+    Ok(s.finish(Some(why)))
+}
+
+/// The candidates solved so far, and the nearest one's solution.
+struct Search<T> {
+    tried: Vec<(f64, f64)>,
+    /// `|ln(misfit / target)|` and the solution of the nearest candidate.
+    best: Option<(f64, f64, T)>,
+    target: Target,
+}
+
+impl<T> Search<T> {
+    /// Solves at `lambda`: `ln(misfit / target)`.
+    fn eval(
+        &mut self,
+        solve: &mut impl FnMut(f64) -> Result<(T, f64)>,
+        lambda: f64,
+    ) -> Result<f64> {
+        let (x, misfit) = solve(lambda)?;
+        // The misfit is a difference of large numbers, never below 0 in
+        // exact arithmetic: a tiny positive floor keeps ln finite.
+        let g =
+            ((misfit + self.target.data_energy).max(0.0) / self.target.noise_energy).max(1e-300);
+        self.tried.push((lambda, g));
+        let f = g.ln();
+        if self.best.as_ref().is_none_or(|(b, _, _)| f.abs() < *b) {
+            self.best = Some((f.abs(), lambda, x));
+        }
+        Ok(f)
+    }
+
+    fn finish(self, unmet: Option<String>) -> (T, Choice) {
+        let (_, lambda, x) = self.best.expect("at least one candidate was solved");
+        (
+            x,
+            Choice {
+                lambda,
+                tried: self.tried,
+                unmet,
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(noise: f64) -> Target {
+        Target {
+            data_energy: 10.0,
+            noise_energy: noise,
+            sigma2: 1.0,
+            source: NoiseSource::NoiseData,
+        }
+    }
+
+    // A misfit growing as a power of lambda: the search finds the lambda
+    // where it crosses the target, from either side of START.
+    #[test]
+    fn the_search_meets_a_monotone_misfit() {
+        for (crossing, power) in [(3.7e-4, 0.5), (250.0, 1.0), (0.02, 2.0)] {
+            let g = |l: f64| 4.0 * (l / crossing).powf(power); // g = 4 at the crossing
+            let (x, c) = discrepancy(&target(4.0), |l| Ok((l, g(l) - 10.0))).unwrap();
+            assert!(c.unmet.is_none(), "{c:?}");
+            // within the tolerance on the misfit: |ln g/4| <= ln 1.05
+            assert!(
+                (g(c.lambda) / 4.0 - 1.0).abs() <= TOLERANCE + 1e-12,
+                "{c:?}"
+            );
+            assert_eq!(x, c.lambda, "the solution is the chosen candidate's");
+            assert!(c.tried.len() <= MAX_SOLVES);
+        }
+    }
+
+    #[test]
+    fn an_unreachable_target_says_why_and_takes_the_nearest() {
+        // Misfit always above the target: the smallest lambda, with a reason.
+        let (_, c) = discrepancy(&target(1.0), |l| Ok((l, 2.0 + l - 10.0))).unwrap();
+        assert_eq!(c.lambda, 1e-6);
+        assert!(c
+            .unmet
+            .as_deref()
+            .unwrap()
+            .contains("above the noise level"));
+        // Always below: the largest.
+        let (_, c) = discrepancy(&target(100.0), |l| Ok((l, 1.0 - 10.0))).unwrap();
+        assert_eq!(c.lambda, 1e4);
+        assert!(c
+            .unmet
+            .as_deref()
+            .unwrap()
+            .contains("below the noise level"));
+    }
+
+    #[test]
+    fn the_outer_kspace_gives_the_noise_of_pure_noise() {
+        // Complex Gaussian noise of variance 2 on a uniform grid of k: the
+        // median estimate over ~1300 outer samples is within a few percent.
+        let mut state = 12345u64;
+        let mut uniform = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        };
+        let m = 20000;
+        let traj: Vec<[f64; 3]> = (0..m)
+            .map(|_| {
+                [
+                    16.0 * (2.0 * uniform() - 1.0),
+                    16.0 * (2.0 * uniform() - 1.0),
+                    0.0,
+                ]
+            })
+            .collect();
+        let data: Vec<Complex<f64>> = (0..m)
+            .map(|_| {
+                // Box-Muller: variance 1 per part, 2 per complex sample
+                let (u, v) = (uniform(), uniform());
+                let r = (-2.0 * u.ln()).sqrt();
+                let a = 2.0 * std::f64::consts::PI * v;
+                Complex::new(r * a.cos(), r * a.sin())
+            })
+            .collect();
+        let t = Target::new(&[&data], &traj, [32, 32, 1], None).unwrap();
+        assert_eq!(t.source, NoiseSource::OuterKspace);
+        // ~3800 samples: the median's relative error is about 1/sqrt(n)
+        assert!((t.sigma2 / 2.0 - 1.0).abs() < 0.08, "{}", t.sigma2);
+        assert!((t.noise_energy / (m as f64 * t.sigma2) - 1.0).abs() < 1e-12);
+        // Known noise is taken as given.
+        let t = Target::new(&[&data], &traj, [32, 32, 1], Some(3.0)).unwrap();
+        assert_eq!((t.sigma2, t.source), (3.0, NoiseSource::NoiseData));
+        // Too few samples to estimate from: an error naming the way out.
+        let e = Target::new(&[&data[..40]], &traj[..40], [32, 32, 1], None).unwrap_err();
+        assert!(e.to_string().contains("--lambda"), "{e}");
+    }
+}
