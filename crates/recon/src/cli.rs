@@ -3,7 +3,7 @@
 //! into the config's settings ([`crate::config::Settings`]).
 
 use crate::config::{self, DeviceChoice};
-use crate::{bench, bench_nufft, bench_sense, inspect, parboil, reader, validate};
+use crate::{bench, bench_nufft, bench_sense, import, inspect, parboil, reader, validate};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -52,9 +52,10 @@ pub(crate) struct RunArgs {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct SettingArgs {
     /// `solver.lambda`: the prior's weight, relative to the data term's
-    /// diagonal.
-    #[arg(long)]
-    pub(crate) lambda: Option<f64>,
+    /// diagonal, or `auto` (the default): chosen by the discrepancy
+    /// principle.
+    #[arg(long, value_parser = parse_lambda)]
+    pub(crate) lambda: Option<String>,
     /// `solver.iterations`.
     #[arg(long)]
     pub(crate) iterations: Option<usize>,
@@ -64,10 +65,20 @@ pub(crate) struct SettingArgs {
     /// `engine.threads`: CPU threads (0: every core).
     #[arg(long)]
     pub(crate) threads: Option<usize>,
+    /// Also write the image for another tool: `cfl` (BART's recon.cfl
+    /// and recon.hdr; `output.cfl`). Repeatable.
+    #[arg(long, value_enum)]
+    pub(crate) export: Vec<Export>,
     /// Any config key, `section.key=value` (repeatable; a TOML value, or
     /// text): `--set sense.maps=espirit --set scan.slices=[0,2]`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub(crate) set: Vec<String>,
+}
+
+/// The formats `--export` writes.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Export {
+    Cfl,
 }
 
 impl RunArgs {
@@ -85,8 +96,8 @@ impl SettingArgs {
     /// The flags as the config's settings, after `scan` (`scan.file`).
     pub(crate) fn settings(&self, scan: Option<&std::path::Path>) -> config::Settings {
         let mut set = Vec::new();
-        if let Some(v) = self.lambda {
-            set.push(format!("solver.lambda={v:?}"));
+        if let Some(v) = &self.lambda {
+            set.push(format!("solver.lambda={v}"));
         }
         if let Some(v) = self.iterations {
             set.push(format!("solver.iterations={v}"));
@@ -97,11 +108,27 @@ impl SettingArgs {
         if let Some(v) = self.threads {
             set.push(format!("engine.threads={v}"));
         }
+        for e in &self.export {
+            match e {
+                Export::Cfl => set.push("output.cfl=true".into()),
+            }
+        }
         set.extend(self.set.iter().cloned());
         config::Settings {
             scan: scan.map(|p| p.to_path_buf()),
             set,
         }
+    }
+}
+
+/// `--lambda`: a number (kept as written) or `auto`.
+fn parse_lambda(s: &str) -> Result<String, String> {
+    match s {
+        "auto" => Ok(s.into()),
+        _ => match s.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(format!("{v:?}")),
+            _ => Err("expected a number >= 0, or auto".into()),
+        },
     }
 }
 
@@ -138,6 +165,9 @@ pub(crate) enum Command {
     Q(QArgs),
     /// Write the config's synthetic data as a scan file.
     Simulate(SimulateArgs),
+    /// Write a scan file from BART's cfl/hdr files or NumPy's npy/npz
+    /// arrays (trajectory, k-space, noise), with the matrix and FOV given.
+    Import(import::ImportArgs),
     /// Run the config through every engine, noiseless and noisy, with gridding.
     Validate(validate::ValidateArgs),
     /// Time the book's reference problem: each GPU variant, then each

@@ -13,6 +13,7 @@ mod bench;
 mod bench_nufft;
 mod bench_sense;
 mod cli;
+mod import;
 mod inspect;
 mod output;
 mod parboil;
@@ -145,6 +146,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::BenchSense(args) => bench_sense::run(&args),
         Command::ParboilQ(args) => parboil::run(&args, &Bars),
         Command::Inspect(args) => inspect::run(&args),
+        Command::Import(args) => import::run(&args),
         Command::Check(args) => check(&args),
         Command::ReadInput(args) => reader::read_input(&args),
         Command::Simulate(args) => {

@@ -452,6 +452,31 @@ pub fn write(
         dir.stage(name, |tmp| write_nifti(tmp, image, what))
             .with_context(|| format!("writing {name}"))?;
     }
+    if l.cfg.output.cfl {
+        // BART's order is x fastest, as recon's; images along dimension 13.
+        let n = l.grid.n;
+        let mut dims = vec![n[0], n[1], n[2]];
+        if images.len() > 1 {
+            dims.resize(13, 1);
+            dims.push(images.len());
+        }
+        let values = to_c32(&gather(images, |i| &i.out.recon));
+        let write = |tmp: &Path, data: &[u8]| {
+            std::fs::write(tmp, data).map_err(|e| recon_io::IoError::Io {
+                path: tmp.display().to_string(),
+                op: "write",
+                source: e,
+            })
+        };
+        dir.stage("recon.cfl", |tmp| {
+            write(tmp, &recon_import::cfl::bytes(&values))
+        })
+        .context("writing recon.cfl")?;
+        dir.stage("recon.hdr", |tmp| {
+            write(tmp, recon_import::cfl::header(&dims).as_bytes())
+        })
+        .context("writing recon.hdr")?;
+    }
     let first = &images[0];
     dir.stage("montage.png", |tmp| {
         crate::pictures::montage(

@@ -470,6 +470,11 @@ pub struct OutputCfg {
     /// their magnitudes, one volume per coil).
     #[serde(default)]
     pub maps_nifti: bool,
+    /// Also write the complex iterative image for BART (`recon.cfl` and
+    /// `recon.hdr`, dimensions `[Nx, Ny, Nz]`, a scan's images along
+    /// BART's slice dimension 13).
+    #[serde(default)]
+    pub cfl: bool,
 }
 
 /// A whole run configuration.
