@@ -384,6 +384,17 @@ impl<'d, B: Backend + 'd> Problem<'d, B> {
         Ok(backend.dot_re(&x, &ax)? - 2.0 * backend.dot_re(&x, &self.fhd)?)
     }
 
+    /// The data term applied to `x` on the host: `A x`.
+    pub fn normal(&mut self, backend: &B, x: &[Complex<B::Real>]) -> Result<Vec<Complex<B::Real>>> {
+        Error::check_len("x (one value per voxel)", self.grid.len(), x.len())?;
+        let x = backend.upload(x)?;
+        let mut ax = backend.zeros(self.grid.len())?;
+        self.data.apply(backend, &mut ax, &x)?;
+        let mut out = vec![Complex::default(); self.grid.len()];
+        backend.download(&mut out, &ax)?;
+        Ok(out)
+    }
+
     /// CG from 0 with W's stencil and `lambda = lambda_rel * max|Q|`.
     /// Returns x on the host, and what CG did.
     pub fn solve(
@@ -394,10 +405,33 @@ impl<'d, B: Backend + 'd> Problem<'d, B> {
         params: &Params,
         on_iteration: &mut dyn FnMut(usize, f64),
     ) -> Result<(Vec<Complex<B::Real>>, Info)> {
+        self.solve_on(backend, weights, lambda_rel, None, params, on_iteration)
+    }
+
+    /// [`Problem::solve`] for another right-hand side `b` (on the host),
+    /// the problem's own when `None`: GCV's trace probes solve
+    /// `(A + lambda W^H W) v = A z`.
+    pub fn solve_on(
+        &mut self,
+        backend: &B,
+        weights: &Stencil,
+        lambda_rel: f64,
+        b: Option<&[Complex<B::Real>]>,
+        params: &Params,
+        on_iteration: &mut dyn FnMut(usize, f64),
+    ) -> Result<(Vec<Complex<B::Real>>, Info)> {
+        let other = match b {
+            Some(b) => {
+                Error::check_len("b (one value per voxel)", self.grid.len(), b.len())?;
+                Some(backend.upload(b)?)
+            }
+            None => None,
+        };
         let lambda = self.lambda_abs(lambda_rel);
         let mut a = Regularised::new(backend, &mut self.data, weights, lambda)?;
         let mut x = backend.zeros(self.grid.len())?;
-        let info = solve(backend, &mut a, &mut x, &self.fhd, params, on_iteration)?;
+        let rhs = other.as_ref().unwrap_or(&self.fhd);
+        let info = solve(backend, &mut a, &mut x, rhs, params, on_iteration)?;
         let mut out = vec![Complex::default(); self.grid.len()];
         backend.download(&mut out, &x)?;
         Ok((out, info))

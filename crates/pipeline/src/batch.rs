@@ -11,8 +11,8 @@
 //! quadratic prior and one coil; other runs go one image at a time.
 
 use crate::build::{plan_and_q, solver_params, PlanQ};
-use crate::config::{Lambda, Loaded, PriorKind, RegulariserKind, StackMode};
-use crate::lambda::{solve_with, Target, Used};
+use crate::config::{Loaded, PriorKind, RegulariserKind, StackMode};
+use crate::lambda::{gcv::Probe, solve_with, Candidate, Need, Rule, Used};
 use crate::run::to_f64;
 use crate::{gridder, Context, Inputs, Outputs, Result, Ui};
 use recon_cg::Problem;
@@ -73,9 +73,8 @@ pub struct Solved<T> {
 /// Solves the 2-D problems of `data` (each image's samples on the shared
 /// plan's trajectory) together: each image's F^H D, stacked along z, and
 /// one CG on `(F^H F + lambda W^H W) x = F^H D` with `l`'s lambda and
-/// iterations (lambda "auto": one for the batch, by the discrepancy
-/// principle over all its data, of noise variance `sigma2` per sample
-/// where known). An odd count is padded by an image of zeros, whose
+/// iterations (lambda "auto" or "gcv": one for the batch, chosen over all
+/// its data, of noise variance `sigma2` per sample where known). An odd count is padded by an image of zeros, whose
 /// solution stays 0 (the batch's grid needs an even z).
 pub fn solve<B>(
     backend: &B,
@@ -119,23 +118,37 @@ where
     let t = Instant::now();
     let stencil = Stencil::planes(grid.n);
     let params = solver_params(l);
-    let target = match l.cfg.lambda() {
-        Lambda::Auto => Some(Target::new(data, shared.plan.traj(), slice.n, sigma2)?),
-        Lambda::Fixed(_) => None,
-    };
-    let ((mut x, info), lambda) =
-        solve_with(l.cfg.lambda(), target.as_ref(), ui, |lambda, measure| {
-            let solved = ui
-                .solver(params.iterations, |cb| {
-                    problem.solve(backend, &stencil, lambda, &params, cb)
-                })
-                .context(l.cfg.algorithm().describe())?;
-            let misfit = match measure {
-                true => problem.misfit(backend, &solved.0)?,
-                false => f64::NAN,
-            };
-            Ok((solved, misfit))
-        })?;
+    // the batch's prior is the uniform quadratic one
+    let rule = Rule::new(
+        l.cfg.lambda(),
+        true,
+        data,
+        shared.plan.traj(),
+        slice.n,
+        sigma2,
+    )?;
+    // GCV's probe: zero on the padding plane, which holds no samples
+    let mut probe = Probe::new(grid.len(), data.len() * per);
+    let ((mut x, info), lambda) = solve_with(l.cfg.lambda(), rule.as_ref(), ui, |lambda, need| {
+        let solved = ui
+            .solver(params.iterations, |cb| {
+                problem.solve(backend, &stencil, lambda, &params, cb)
+            })
+            .context(l.cfg.algorithm().describe())?;
+        let misfit = match need {
+            Need::Nothing => f64::NAN,
+            _ => problem.misfit(backend, &solved.0)?,
+        };
+        let df = match need {
+            Need::MisfitAndDf => probe.df(backend, &mut problem, &stencil, lambda, &params)?,
+            _ => f64::NAN,
+        };
+        Ok(Candidate {
+            x: solved,
+            misfit,
+            df,
+        })
+    })?;
     x.truncate(data.len() * per);
     seconds.push(("cg", t.elapsed().as_secs_f64()));
     Ok(Solved {

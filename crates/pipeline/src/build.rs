@@ -4,7 +4,7 @@
 //! benchmark times exactly what a run does.
 
 use crate::config::{Lambda, Loaded};
-use crate::lambda::{solve_with, Target, Used};
+use crate::lambda::{gcv::Probe, solve_with, Candidate, Need, Rule, Used};
 use crate::{plan, regulariser, stage_problem, stage_q, Inputs, Regulariser, Solved};
 use crate::{Context, Result, Ui};
 use recon_cg::{Params, Problem};
@@ -37,9 +37,8 @@ pub struct Built<'b, B: NufftBackend> {
     pub prior: Regulariser,
     /// The config's lambda: a value, or `"auto"` ...
     pub setting: Lambda,
-    /// ... and for "auto", the discrepancy principle's target for the
-    /// image's data.
-    pub target: Option<Target>,
+    /// ... and for "auto", how it is chosen for the image's data.
+    pub rule: Option<Rule>,
     /// The lambda (relative) the last solve used and why, and what it
     /// multiplies the prior by; for "auto" set by each solve.
     pub lambda: Used,
@@ -109,11 +108,11 @@ where
 
     let t = Instant::now();
     let setting = l.cfg.lambda();
-    let target = target(l, inputs)?;
+    let rule = rule(l, inputs)?;
     let lambda = Used {
         lambda: match setting {
             Lambda::Fixed(v) => v,
-            Lambda::Auto => crate::lambda::START,
+            _ => crate::lambda::START,
         },
         rule: "given".into(),
         tried: Vec::new(),
@@ -147,7 +146,7 @@ where
         maps,
         prior,
         setting,
-        target,
+        rule,
         lambda,
         lambda_abs,
         params: solver_params(l),
@@ -199,20 +198,20 @@ pub fn solver_params(l: &Loaded) -> Params {
     }
 }
 
-/// For lambda = "auto", the discrepancy principle's target for `inputs`'
-/// data (each coil's samples), with their noise variance where known.
-fn target(l: &Loaded, inputs: &Inputs) -> Result<Option<Target>> {
-    if l.cfg.lambda() != Lambda::Auto {
-        return Ok(None);
-    }
+/// The rule of lambda "auto" or "gcv" for `inputs`' data (each coil's
+/// samples, their noise variance where known).
+fn rule(l: &Loaded, inputs: &Inputs) -> Result<Option<Rule>> {
     let m = inputs.traj.len();
     let rows: Vec<&[Complex<f64>]> = inputs.data.chunks_exact(m.max(1)).collect();
-    Ok(Some(Target::new(
+    let quadratic = !l.cfg.prior.kind.sparse();
+    Rule::new(
+        l.cfg.lambda(),
+        quadratic,
         &rows,
         &inputs.traj,
         l.grid.n,
         inputs.sigma2,
-    )?))
+    )
 }
 
 /// What lambda (relative) multiplies the prior by: the data term's
@@ -242,7 +241,7 @@ impl<'b, B: NufftBackend> Built<'b, B> {
     ) -> Result<()> {
         self.problem.set_rhs(backend, &fhd)?;
         self.fhd = fhd;
-        self.target = target(l, inputs)?;
+        self.rule = rule(l, inputs)?;
         self.prior = regulariser(l, inputs)?;
         self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda.lambda)?;
         Ok(())
@@ -273,7 +272,7 @@ impl<'b, B: NufftBackend> Built<'b, B> {
             &mut seconds,
         )?;
         (self.problem, self.fhd, self.gridder, self.maps) = (problem, fhd, gridder, maps);
-        self.target = target(l, inputs)?;
+        self.rule = rule(l, inputs)?;
         self.prior = regulariser(l, inputs)?;
         self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda.lambda)?;
         Ok(seconds)
@@ -287,19 +286,31 @@ impl<'b, B: NufftBackend> Built<'b, B> {
     pub fn solve(&mut self, backend: &B, what: &str, ui: &impl Ui) -> Result<Solved<B::Real>> {
         let (prior, params) = (&self.prior, self.params);
         let problem = &mut self.problem;
-        let (solved, used) =
-            solve_with(self.setting, self.target.as_ref(), ui, |lambda, measure| {
-                let solved = ui
-                    .solver(params.iterations * prior.passes(), |cb| {
-                        crate::solve(backend, problem, prior, lambda, &params, cb)
-                    })
-                    .context(what.to_string())?;
-                let misfit = match measure {
-                    true => problem.misfit(backend, &solved.x)?,
-                    false => f64::NAN,
-                };
-                Ok((solved, misfit))
-            })?;
+        let n = problem.grid().len();
+        let mut probe = Probe::new(n, n);
+        let (solved, used) = solve_with(self.setting, self.rule.as_ref(), ui, |lambda, need| {
+            let solved = ui
+                .solver(params.iterations * prior.passes(), |cb| {
+                    crate::solve(backend, problem, prior, lambda, &params, cb)
+                })
+                .context(what.to_string())?;
+            let misfit = match need {
+                Need::Nothing => f64::NAN,
+                _ => problem.misfit(backend, &solved.x)?,
+            };
+            let df = match need {
+                // W as the candidate's last pass used it
+                Need::MisfitAndDf => {
+                    probe.df(backend, problem, &solved.stencil, lambda, &params)?
+                }
+                _ => f64::NAN,
+            };
+            Ok(Candidate {
+                x: solved,
+                misfit,
+                df,
+            })
+        })?;
         self.lambda = used;
         self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda.lambda)?;
         if let Some(n) = solved.prior.as_ref().and_then(|i| i.data_edges) {

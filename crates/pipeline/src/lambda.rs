@@ -1,5 +1,8 @@
-//! Choosing lambda without a truth: the discrepancy principle (Morozov).
-//! The regularised image should explain the data down to the noise and no
+//! Choosing lambda without a truth (lambda = "auto"). The quadratic
+//! priors, whose image is linear in the data, take generalised
+//! cross-validation ([`gcv`]), which needs no noise level and counts model
+//! error as noise. The sparse priors take the discrepancy principle
+//! (Morozov), here: the regularised image should explain the data down to the noise and no
 //! further: lambda is raised until the data misfit `sum_c ||F S_c x - D_c||^2`
 //! equals the noise's expected energy `E ||n||^2 = M C sigma^2` (M samples,
 //! C coils, sigma^2 each sample's noise variance). A smaller lambda fits
@@ -22,6 +25,8 @@ use crate::config::Lambda;
 use crate::{bail, Result, Ui};
 use recon_core::Complex;
 
+pub mod gcv;
+
 /// Where the noise level came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoiseSource {
@@ -34,7 +39,9 @@ pub enum NoiseSource {
 /// The discrepancy principle's target for one problem.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Target {
-    /// `||D||^2` over every coil and sample.
+    /// Data values (samples times coils or images) ...
+    pub samples: usize,
+    /// ... and `||D||^2` over them.
     pub data_energy: f64,
     /// `E ||n||^2 = M C sigma^2`: the misfit to reach.
     pub noise_energy: f64,
@@ -67,6 +74,7 @@ impl Target {
             _ => (outer_kspace(rows, traj, n)?, NoiseSource::OuterKspace),
         };
         Ok(Target {
+            samples,
             data_energy,
             noise_energy: samples as f64 * sigma2,
             sigma2,
@@ -142,38 +150,125 @@ pub struct Used {
     pub unmet: Option<String>,
 }
 
+/// How lambda is chosen for one problem (`"auto"` or `"gcv"`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rule {
+    /// `"auto"`: the discrepancy principle on this target; where the
+    /// misfit stays above the noise level however small lambda (model
+    /// error: the noise level does not describe the data's error) and the
+    /// prior is quadratic, GCV instead.
+    Discrepancy { target: Target, quadratic: bool },
+    /// `"gcv"` (the quadratic priors): GCV ([`gcv`]) over `samples` data
+    /// values of energy `||D||^2`.
+    Gcv { samples: usize, data_energy: f64 },
+}
+
+impl Rule {
+    /// The rule `setting` asks for (`None` for a given lambda), for a
+    /// problem with a `quadratic` prior or not, on the data `rows` (see
+    /// [`Target::new`]).
+    pub fn new(
+        setting: Lambda,
+        quadratic: bool,
+        rows: &[&[Complex<f64>]],
+        traj: &[[f64; 3]],
+        n: [usize; 3],
+        sigma2: Option<f64>,
+    ) -> Result<Option<Rule>> {
+        Ok(match setting {
+            Lambda::Fixed(_) => None,
+            Lambda::Gcv => Some(Rule::Gcv {
+                samples: rows.iter().map(|r| r.len()).sum(),
+                data_energy: rows
+                    .iter()
+                    .flat_map(|r| r.iter())
+                    .map(|d| d.norm_sqr())
+                    .sum(),
+            }),
+            Lambda::Auto => Some(Rule::Discrepancy {
+                target: Target::new(rows, traj, n, sigma2)?,
+                quadratic,
+            }),
+        })
+    }
+}
+
+/// What a candidate's solve must also measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    Nothing,
+    /// Its misfit less `||D||^2` ([`recon_cg::Problem::misfit`]).
+    Misfit,
+    /// And its degrees of freedom `tr(A^-1 T)` by the probe [`gcv::probe`].
+    MisfitAndDf,
+}
+
+/// A candidate solution and what was measured of it (NaN where not).
+pub struct Candidate<T> {
+    pub x: T,
+    pub misfit: f64,
+    pub df: f64,
+}
+
 /// Solves once at the config's lambda, or, for "auto", for each candidate
-/// of the discrepancy principle's search on `target` (which "auto" needs),
-/// logging each through `ui`. `solve(lambda, measure)` returns a solution
-/// and, when `measure`, its misfit less `||D||^2`.
+/// of the rule's search (which "auto" needs), logging each through `ui`.
 pub fn solve_with<T>(
     setting: Lambda,
-    target: Option<&Target>,
+    rule: Option<&Rule>,
     ui: &impl Ui,
-    mut solve: impl FnMut(f64, bool) -> Result<(T, f64)>,
+    mut solve: impl FnMut(f64, Need) -> Result<Candidate<T>>,
 ) -> Result<(T, Used)> {
-    let target = match (setting, target) {
+    let rule = match (setting, rule) {
         (Lambda::Fixed(lambda), _) => {
-            let (x, _) = solve(lambda, false)?;
+            let c = solve(lambda, Need::Nothing)?;
             let used = Used {
                 lambda,
                 rule: "given".into(),
                 tried: Vec::new(),
                 unmet: None,
             };
-            return Ok((x, used));
+            return Ok((c.x, used));
         }
-        (Lambda::Auto, Some(t)) => t,
-        (Lambda::Auto, None) => bail!("lambda = \"auto\" needs its target (a bug: none was made)"),
+        (_, Some(r)) => r,
+        (_, None) => bail!("lambda = \"{setting}\" needs its rule (a bug: none was made)"),
     };
-    let (x, choice) = discrepancy(target, |lambda| {
-        let (x, misfit) = solve(lambda, true)?;
-        let g = (misfit + target.data_energy) / target.noise_energy;
-        ui.log(&format!(
-            "lambda {lambda:.3e}: misfit {g:.3} times the noise's energy"
-        ));
-        Ok((x, misfit))
-    })?;
+    let (x, choice, name) = match rule {
+        Rule::Discrepancy { target, quadratic } => {
+            let mut solve_dp = |lambda: f64| {
+                let c = solve(lambda, Need::Misfit)?;
+                let g = (c.misfit + target.data_energy) / target.noise_energy;
+                ui.log(&format!(
+                    "lambda {lambda:.3e}: misfit {g:.3} times the noise's energy"
+                ));
+                Ok((c.x, c.misfit))
+            };
+            let (x, choice) = discrepancy(target, &mut solve_dp)?;
+            let above = choice.tried.iter().all(|(_, g)| *g > 1.0 + TOLERANCE);
+            match (above, quadratic) {
+                (true, true) => {
+                    ui.log(&format!(
+                        "the misfit stays above the noise level down to lambda = {:e}: the data \
+                         hold error beyond their noise (model error); choosing by generalised \
+                         cross-validation instead",
+                        RANGE.0
+                    ));
+                    drop(x);
+                    let (x, mut choice, name) =
+                        by_gcv(target.samples, target.data_energy, ui, &mut solve)?;
+                    choice.unmet = Some(format!(
+                        "the discrepancy principle's target ({}) lies below the misfit at every lambda; GCV chose",
+                        target.describe()
+                    ));
+                    (x, choice, name)
+                }
+                _ => (x, choice, target.describe()),
+            }
+        }
+        Rule::Gcv {
+            samples,
+            data_energy,
+        } => by_gcv(*samples, *data_energy, ui, &mut solve)?,
+    };
     if let Some(why) = &choice.unmet {
         ui.log(&format!(
             "warning: lambda = \"auto\" took {:.3e}, the nearest it found: {why}",
@@ -182,11 +277,35 @@ pub fn solve_with<T>(
     }
     let used = Used {
         lambda: choice.lambda,
-        rule: target.describe(),
+        rule: name,
         tried: choice.tried,
         unmet: choice.unmet,
     };
     Ok((x, used))
+}
+
+/// GCV's choice over `samples` data values of energy `data_energy`, each
+/// candidate logged: the solution, the search's findings and the rule.
+fn by_gcv<T>(
+    samples: usize,
+    data_energy: f64,
+    ui: &impl Ui,
+    solve: &mut impl FnMut(f64, Need) -> Result<Candidate<T>>,
+) -> Result<(T, Choice, String)> {
+    let (x, choice) = gcv::gcv(samples, |lambda| {
+        let c = solve(lambda, Need::MisfitAndDf)?;
+        let misfit = c.misfit + data_energy;
+        ui.log(&format!(
+            "lambda {lambda:.3e}: misfit {:.4e} of ||D||^2, {:.1} degrees of freedom of {samples}",
+            misfit / data_energy,
+            c.df
+        ));
+        Ok((c.x, misfit, c.df))
+    })?;
+    let name = format!(
+        "generalised cross-validation (randomised trace, one probe) over {samples} samples"
+    );
+    Ok((x, choice, name))
 }
 
 /// What the search found.
@@ -194,8 +313,9 @@ pub fn solve_with<T>(
 pub struct Choice {
     /// The relative lambda chosen.
     pub lambda: f64,
-    /// Each candidate tried, in order: relative lambda and its misfit over
-    /// the target (1 is the principle's choice).
+    /// Each candidate tried, in order: relative lambda and its score, the
+    /// misfit over the target (the discrepancy principle, 1 at its
+    /// choice) or V over the least V (GCV, 1 at its choice).
     pub tried: Vec<(f64, f64)>,
     /// `None` when the misfit met the target within [`TOLERANCE`]; else why
     /// not (the nearest candidate was taken).
@@ -357,6 +477,7 @@ mod tests {
 
     fn target(noise: f64) -> Target {
         Target {
+            samples: 100,
             data_energy: 10.0,
             noise_energy: noise,
             sigma2: 1.0,
@@ -386,15 +507,15 @@ mod tests {
     fn an_unreachable_target_says_why_and_takes_the_nearest() {
         // Misfit always above the target: the smallest lambda, with a reason.
         let (_, c) = discrepancy(&target(1.0), |l| Ok((l, 2.0 + l - 10.0))).unwrap();
-        assert_eq!(c.lambda, 1e-6);
+        assert!((c.lambda / 1e-6 - 1.0).abs() < 1e-12, "{}", c.lambda); // by factors of 10 from START
         assert!(c
             .unmet
             .as_deref()
             .unwrap()
             .contains("above the noise level"));
-        // Always below: the largest.
-        let (_, c) = discrepancy(&target(100.0), |l| Ok((l, 1.0 - 10.0))).unwrap();
-        assert_eq!(c.lambda, 1e4);
+        // Always below, rising: the largest.
+        let (_, c) = discrepancy(&target(100.0), |l| Ok((l, 1.0 + 1e-4 * l - 10.0))).unwrap();
+        assert!((c.lambda / 1e4 - 1.0).abs() < 1e-12, "{}", c.lambda);
         assert!(c
             .unmet
             .as_deref()

@@ -52,8 +52,8 @@ pub(crate) struct RunArgs {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct SettingArgs {
     /// `solver.lambda`: the prior's weight, relative to the data term's
-    /// diagonal, or `auto` (the default): chosen by the discrepancy
-    /// principle.
+    /// diagonal; or `auto` (the default: the discrepancy principle) or
+    /// `gcv` (generalised cross-validation), chosen without a truth.
     #[arg(long, value_parser = parse_lambda)]
     pub(crate) lambda: Option<String>,
     /// `solver.iterations`.
@@ -124,10 +124,10 @@ impl SettingArgs {
 /// `--lambda`: a number (kept as written) or `auto`.
 fn parse_lambda(s: &str) -> Result<String, String> {
     match s {
-        "auto" => Ok(s.into()),
+        "auto" | "gcv" => Ok(s.into()),
         _ => match s.parse::<f64>() {
             Ok(v) if v.is_finite() && v >= 0.0 => Ok(format!("{v:?}")),
-            _ => Err("expected a number >= 0, or auto".into()),
+            _ => Err("expected a number >= 0, auto or gcv".into()),
         },
     }
 }

@@ -223,10 +223,11 @@ pub struct SolverCfg {
 }
 
 /// `solver.lambda` (or `prior.lambda`): a number, relative to the data
-/// term's diagonal (to `max |F^H D|` for the sparse priors), or `"auto"`,
-/// chosen for each image by the discrepancy principle
-/// (`crate::lambda`). Auto is the default: real scans have no truth to
-/// sweep lambda against.
+/// term's diagonal (to `max |F^H D|` for the sparse priors), or chosen for
+/// each image without a truth (`crate::lambda`): `"auto"` (the default:
+/// real scans have no truth to sweep lambda against), the discrepancy
+/// principle, or `"gcv"`, generalised cross-validation (the quadratic
+/// priors).
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 #[serde(untagged)]
 pub enum Lambda {
@@ -234,10 +235,17 @@ pub enum Lambda {
     #[default]
     #[serde(serialize_with = "auto_name")]
     Auto,
+    /// Generalised cross-validation (the quadratic priors).
+    #[serde(serialize_with = "gcv_name")]
+    Gcv,
 }
 
 fn auto_name<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str("auto")
+}
+
+fn gcv_name<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("gcv")
 }
 
 impl<'de> Deserialize<'de> for Lambda {
@@ -246,7 +254,10 @@ impl<'de> Deserialize<'de> for Lambda {
         impl Visitor<'_> for V {
             type Value = Lambda;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a number, or \"auto\" (chosen by the discrepancy principle)")
+                f.write_str(
+                    "a number, \"auto\" (the discrepancy principle) or \"gcv\" (generalised \
+                     cross-validation)",
+                )
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Lambda, E> {
                 Ok(Lambda::Fixed(v))
@@ -260,6 +271,7 @@ impl<'de> Deserialize<'de> for Lambda {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Lambda, E> {
                 match v {
                     "auto" => Ok(Lambda::Auto),
+                    "gcv" => Ok(Lambda::Gcv),
                     _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
                 }
             }
@@ -273,6 +285,7 @@ impl fmt::Display for Lambda {
         match self {
             Lambda::Fixed(v) => write!(f, "{v}"),
             Lambda::Auto => f.write_str("auto"),
+            Lambda::Gcv => f.write_str("gcv"),
         }
     }
 }

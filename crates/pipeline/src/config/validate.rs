@@ -212,11 +212,21 @@ impl Config {
                 format!("must lie in [0, 1), got {}", self.solver.tolerance),
             );
         }
+        if self.lambda() == Lambda::Gcv && self.prior.kind.sparse() {
+            return fail(
+                "solver.lambda",
+                format!(
+                    "\"gcv\" is for the quadratic prior, whose image is linear in the data; \
+                     prior.kind = \"{}\" takes a value or \"auto\" (the discrepancy principle)",
+                    self.prior.kind.name()
+                ),
+            );
+        }
         if let Lambda::Fixed(v) = self.solver.lambda {
             if !(v.is_finite() && v >= 0.0) {
                 return fail(
                     "solver.lambda",
-                    format!("must be zero or positive, or \"auto\", got {v}"),
+                    format!("must be zero or positive, \"auto\" or \"gcv\", got {v}"),
                 );
             }
         }

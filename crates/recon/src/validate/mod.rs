@@ -104,6 +104,8 @@ pub struct AutoLambda {
     pub tried: Vec<(f64, f64)>,
     pub best_lambda: f64,
     pub best_psnr_db: f64,
+    /// The quadratic priors: lambda "gcv" too (lambda, PSNR).
+    pub gcv: Option<(f64, f64)>,
 }
 
 #[derive(Debug, Serialize)]
@@ -451,13 +453,18 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         let chosen = crate::choose_backend(&e)?;
         crate::on_backend!(chosen, b => {
             if args.auto_lambda {
-                auto = Some(sweep::auto(b, case, inputs, ui)?);
+                let a = sweep::auto(b, case, inputs, crate::config::Lambda::Auto, ui)?;
+                let g = match case.cfg.prior.kind.sparse() {
+                    false => Some(sweep::auto(b, case, inputs, crate::config::Lambda::Gcv, ui)?),
+                    true => None,
+                };
+                auto = Some((a, g));
             }
             sweep(b, case, inputs, args, &stencils, ui)
         })?
     };
     let auto_lambda = match auto {
-        Some((used, psnr_db)) => {
+        Some(((used, psnr_db), gcv)) => {
             let s = swept.iter().find(|s| s.name == own).expect("swept");
             let best = &s.points[s.best];
             let a = AutoLambda {
@@ -468,6 +475,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
                 tried: used.tried,
                 best_lambda: best.lambda,
                 best_psnr_db: best.psnr_db,
+                gcv: gcv.map(|(u, p)| (u.lambda, p)),
             };
             let below = a.best_psnr_db - a.psnr_db;
             checks.push(Check {

@@ -91,6 +91,9 @@ pub(super) fn markdown(v: &Validation) -> String {
              PSNR {:.3} dB ({}); the best of the sweep is {:.3e}, PSNR {:.3} dB.",
             a.prior, a.lambda, a.psnr_db, a.rule, a.best_lambda, a.best_psnr_db
         );
+        if let Some((lambda, psnr)) = a.gcv {
+            let _ = writeln!(s, "lambda \"gcv\" chose {lambda:.3e}, PSNR {psnr:.3} dB.");
+        }
     }
     if let Some(p) = &v.priors {
         let _ = writeln!(

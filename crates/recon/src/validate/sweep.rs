@@ -33,13 +33,14 @@ pub(super) enum SweepMethod {
     CoilByCoil,
 }
 
-/// The run's problem solved with lambda = "auto" (the discrepancy
-/// principle) instead of the config's: the lambda used and why, and the
+/// The run's problem solved with lambda chosen by `setting` ("auto" or
+/// "gcv") instead of the config's: the lambda used and why, and the
 /// image's PSNR.
 pub(super) fn auto<B>(
     b: &B,
     l: &Loaded,
     inputs: &Inputs,
+    setting: crate::config::Lambda,
     ui: &impl Ui,
 ) -> Result<(pipeline::lambda::Used, f64)>
 where
@@ -47,10 +48,10 @@ where
     B::Real: Stored + Real,
 {
     let mut auto = l.clone();
-    auto.cfg.solver.lambda = crate::config::Lambda::Auto;
+    auto.cfg.solver.lambda = setting;
     auto.cfg.prior.lambda = None;
     let mut built = pipeline::build(b, &auto, inputs, ui)?;
-    let solved = built.solve(b, "lambda = \"auto\"", ui)?;
+    let solved = built.solve(b, &format!("lambda = \"{setting}\""), ui)?;
     let img: Vec<Complex<f64>> = solved
         .x
         .iter()
@@ -58,7 +59,7 @@ where
         .collect();
     let q = pipeline::quality(&img, inputs.truth.as_deref()).context("no truth")?;
     ui.log(&format!(
-        "lambda \"auto\": {:.3e}, PSNR {:.2} dB ({})",
+        "lambda \"{setting}\": {:.3e}, PSNR {:.2} dB ({})",
         built.lambda.lambda, q.psnr_db, built.lambda.rule
     ));
     Ok((built.lambda.clone(), q.psnr_db))
