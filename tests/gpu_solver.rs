@@ -369,12 +369,14 @@ fn anatomical_two_pass_solve_matches_cpu_f64() {
     let fhd64 = common::fhd(&cpu, &grid, &traj, &data);
     let w = recon::pipeline::Regulariser::Anatomical(Box::new(prior));
     let mut p64 = recon_cg::Problem::new(&cpu, &grid, &q64, &fhd64).unwrap();
-    let s64 = recon::pipeline::solve(&cpu, &mut p64, &w, 3.0, &params, &mut |_, _| {}).unwrap();
+    let s64 =
+        recon::pipeline::solve(&cpu, &mut p64, &w, 3.0, &params, &mut |_, _| {}, &|_| {}).unwrap();
     let (x64, used64) = (s64.x, s64.prior.unwrap());
     let q = common::q(&b, &grid, &traj);
     let fhd = common::fhd(&b, &grid, &traj, &data);
     let mut p32 = recon_cg::Problem::new(&b, &grid, &q, &fhd).unwrap();
-    let s = recon::pipeline::solve(&b, &mut p32, &w, 3.0, &params, &mut |_, _| {}).unwrap();
+    let s =
+        recon::pipeline::solve(&b, &mut p32, &w, 3.0, &params, &mut |_, _| {}, &|_| {}).unwrap();
     let (xh, used) = (s.x, s.prior.unwrap());
     let (n64, n32) = (used64.data_edges.unwrap(), used.data_edges.unwrap());
     let err = nrmse(&up(&xh), &x64);

@@ -58,7 +58,8 @@ fn solve(p: &Problem, reference: &[f64], lambda: f64, data_edges: bool) -> Vec<f
     let b = CpuBackend::<f32>::new();
     let mut problem = recon_cg::Problem::new(&b, &p.grid, &p.q, &p.fhd).unwrap();
     let w = recon::pipeline::Regulariser::Anatomical(Box::new(prior));
-    let s = recon::pipeline::solve(&b, &mut problem, &w, lambda, &cg, &mut |_, _| {}).unwrap();
+    let s =
+        recon::pipeline::solve(&b, &mut problem, &w, lambda, &cg, &mut |_, _| {}, &|_| {}).unwrap();
     s.x.iter().map(|c| c.norm() as f64).collect()
 }
 
@@ -215,6 +216,30 @@ fn anatomical_run_writes_w_and_a_scan_file_carries_the_reference() {
     );
     let r = report(&a);
     assert_eq!(r["regulariser"], "anatomical");
+    // Both passes reported: their iterations, summed, and every residual;
+    // the log says the second pass starts before its CG does (restarting
+    // from 0, where the residual jumps back up).
+    let passes: Vec<u64> = r["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(passes.len(), 2, "{}", r["passes"]);
+    assert_eq!(
+        r["iterations"].as_u64().unwrap(),
+        passes.iter().sum::<u64>()
+    );
+    assert_eq!(
+        r["residuals"].as_array().unwrap().len() as u64,
+        passes.iter().sum::<u64>()
+    );
+    let second = log.find("second pass").unwrap();
+    let last_iteration = log.rfind("CG: iteration").unwrap_or(0);
+    assert!(
+        second < last_iteration,
+        "the second pass is announced after its CG:\n{log}"
+    );
     let prior = &r["prior"];
     assert_eq!(prior["edges"], 3 * 15 * 16 * 16);
     assert!(prior["boundary_edges"].as_u64().unwrap() > 0);

@@ -200,6 +200,7 @@ where
         gridding,
         fhd: to_f64(&solved.fhd),
         q: None,
+        passes: vec![solved.info.iterations],
         info: solved.info,
         q_cache: shared.q_cache.clone(),
         q_file: shared.q_file.clone(),

@@ -291,7 +291,7 @@ impl<'b, B: NufftBackend> Built<'b, B> {
         let (solved, used) = solve_with(self.setting, self.rule.as_ref(), ui, |lambda, need| {
             let solved = ui
                 .solver(params.iterations * prior.passes(), |cb| {
-                    crate::solve(backend, problem, prior, lambda, &params, cb)
+                    crate::solve(backend, problem, prior, lambda, &params, cb, &|m| ui.log(m))
                 })
                 .context(what.to_string())?;
             let misfit = match need {
@@ -313,11 +313,6 @@ impl<'b, B: NufftBackend> Built<'b, B> {
         })?;
         self.lambda = used;
         self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda.lambda)?;
-        if let Some(n) = solved.prior.as_ref().and_then(|i| i.data_edges) {
-            ui.log(&format!(
-                "W: second pass, {n} more edges relaxed where the first pass's image has edges"
-            ));
-        }
         Ok(solved)
     }
 }

@@ -23,6 +23,9 @@ pub struct Outputs {
     pub lambda_abs: f64,
     /// The lambda (relative) the solve used, and why.
     pub lambda: crate::lambda::Used,
+    /// Each solver pass's iterations (the anatomical W runs two; `info`
+    /// holds them together).
+    pub passes: Vec<usize>,
     /// The regulariser W, and what the anatomical prior found (if used).
     pub stencil: Stencil,
     pub prior: Option<recon_prior::Info>,
@@ -183,6 +186,7 @@ where
         q_file: built.q_file.clone(),
         lambda_abs: built.lambda_abs,
         lambda: built.lambda.clone(),
+        passes: solved.passes,
         stencil: solved.stencil,
         prior: solved.prior,
         seconds,

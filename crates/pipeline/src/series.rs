@@ -292,6 +292,7 @@ where
             q_file: shared.q_file.clone(),
             lambda_abs: solved.lambda_abs,
             lambda: solved.lambda.clone(),
+            passes: vec![solved.info.iterations],
             stencil: recon_core::Stencil::uniform(l.grid.n),
             prior: None,
             seconds,

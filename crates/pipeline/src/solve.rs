@@ -151,8 +151,12 @@ pub fn sparse(l: &Loaded, prior: SparsePrior) -> Regulariser {
 /// What [`solve`] returns.
 pub struct Solved<T> {
     pub x: Vec<Complex<T>>,
-    /// Of the last pass.
+    /// Of every pass together: iterations summed, residuals pass after
+    /// pass, the last pass's relative residual ...
     pub info: recon_cg::Info,
+    /// ... and each pass's iterations (one entry but for the anatomical
+    /// W's two passes).
+    pub passes: Vec<usize>,
     /// W as the last pass used it, and the prior's findings.
     pub stencil: Stencil,
     pub prior: Option<recon_prior::Info>,
@@ -162,7 +166,8 @@ pub struct Solved<T> {
 /// `lambda` relative to Q's peak. An anatomical W with data edges solves
 /// twice: solve, relax the edges the image shows beyond its noise
 /// ([`recon_prior::Prior::relaxed`]), solve again. `on_iteration` counts
-/// iterations across passes. The problem (FFT(Q), F^H D) is reused.
+/// iterations across passes, and `log` hears of the second pass before it
+/// starts. The problem (FFT(Q), F^H D) is reused.
 pub fn solve<B: NufftBackend>(
     backend: &B,
     problem: &mut Problem<'_, B>,
@@ -170,6 +175,7 @@ pub fn solve<B: NufftBackend>(
     lambda: f64,
     params: &Params,
     on_iteration: &mut dyn FnMut(usize, f64),
+    log: &dyn Fn(&str),
 ) -> Result<Solved<B::Real>> {
     match w {
         Regulariser::Sparse {
@@ -188,6 +194,7 @@ pub fn solve<B: NufftBackend>(
                 problem.solve_sparse(backend, prior, *algorithm, params, on_iteration)?;
             Ok(Solved {
                 x,
+                passes: vec![info.iterations],
                 info,
                 stencil: Stencil::uniform(problem.grid().n),
                 prior: None,
@@ -198,6 +205,7 @@ pub fn solve<B: NufftBackend>(
             let (x, info) = problem.solve(backend, &stencil, lambda, params, on_iteration)?;
             Ok(Solved {
                 x,
+                passes: vec![info.iterations],
                 info,
                 stencil,
                 prior: None,
@@ -209,18 +217,33 @@ pub fn solve<B: NufftBackend>(
             let Some(used) = p.relaxed(&mag)? else {
                 return Ok(Solved {
                     x,
+                    passes: vec![info.iterations],
                     info,
                     stencil: p.stencil.clone(),
                     prior: Some(p.info.clone()),
                 });
             };
-            let (x, info) =
+            if let Some(n) = used.info.data_edges {
+                log(&format!(
+                    "W: second pass (CG restarts from 0), {n} more edges relaxed where the first \
+                     pass's image has edges"
+                ));
+            }
+            let first = info;
+            let (x, second) =
                 problem.solve(backend, &used.stencil, lambda, params, &mut |i, r| {
-                    on_iteration(params.iterations + i, r)
+                    on_iteration(first.iterations + i, r)
                 })?;
+            let mut residuals = first.residuals.clone();
+            residuals.extend(&second.residuals);
             Ok(Solved {
                 x,
-                info,
+                passes: vec![first.iterations, second.iterations],
+                info: recon_cg::Info {
+                    iterations: first.iterations + second.iterations,
+                    relative_residual: second.relative_residual,
+                    residuals,
+                },
                 stencil: used.stencil,
                 prior: Some(used.info),
             })

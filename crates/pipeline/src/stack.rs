@@ -157,6 +157,7 @@ where
     seconds.push(("stack", split));
     let (mut cg, mut grid_s) = (0.0, 0.0);
     let mut info: Option<recon_cg::Info> = None;
+    let mut passes = Vec::new();
     let (mut stencil, mut prior) = (None, None);
     for (j, raw) in raw.into_iter().enumerate() {
         if j > 0 && coils > 1 {
@@ -203,6 +204,7 @@ where
             .is_none_or(|i| solved.info.relative_residual > i.relative_residual)
         {
             info = Some(solved.info);
+            passes = solved.passes;
         }
         stencil.get_or_insert(solved.stencil);
         prior = prior.or(solved.prior);
@@ -222,6 +224,7 @@ where
         q_file: built.q_file,
         lambda_abs: built.lambda_abs,
         lambda: built.lambda.clone(),
+        passes,
         stencil: stencil.expect("a slice"),
         prior,
         seconds,

@@ -380,9 +380,13 @@ where
         )
     };
     println!(
-        "  {}: {} iterations, relative residual {:.3e}, lambda {:.4} x {unit} = {:.3e} ({}), {prior}{}",
+        "  {}: {} iterations{}, relative residual {:.3e}, lambda {:.4} x {unit} = {:.3e} ({}), {prior}{}",
         report.algorithm.describe(),
         report.iterations,
+        match report.passes.len() {
+            0 | 1 => String::new(),
+            _ => format!(" in {} passes ({:?})", report.passes.len(), report.passes),
+        },
         report.relative_residual,
         report.lambda,
         report.lambda_abs,

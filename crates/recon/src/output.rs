@@ -68,7 +68,12 @@ pub struct Report {
     pub percent_error: Option<f64>,
     pub gridding_psnr_db: Option<f64>,
     pub gridding_percent_error: Option<f64>,
+    /// Every solver pass's iterations together, and each pass's (the
+    /// anatomical W runs two, CG restarting from 0) ...
     pub iterations: usize,
+    pub passes: Vec<usize>,
+    /// ... the last pass's relative residual, and every iteration's,
+    /// pass after pass.
     pub relative_residual: f64,
     pub residuals: Vec<f64>,
     pub q_cache: String,
@@ -181,6 +186,7 @@ pub fn report(l: &Loaded, images: &[Image], arrangement: &Arrangement, total_s: 
         gridding_psnr_db: gridding.as_ref().map(|q| q.psnr_db),
         gridding_percent_error: gridding.as_ref().map(|q| q.percent_error),
         iterations: out.info.iterations,
+        passes: out.passes.clone(),
         relative_residual: out.info.relative_residual,
         residuals: out.info.residuals.clone(),
         q_cache: out.q_cache.word().to_string(),

@@ -124,8 +124,15 @@ where
             let lambda = 10f64.powf(lo + step * i as f64);
             let img: Vec<Complex<f64>> = match w {
                 SweepMethod::Joint(w) => {
-                    let solved =
-                        pipeline::solve(b, &mut problem, w, lambda, &params, &mut |_, _| {})?;
+                    let solved = pipeline::solve(
+                        b,
+                        &mut problem,
+                        w,
+                        lambda,
+                        &params,
+                        &mut |_, _| {},
+                        &|_| {},
+                    )?;
                     solved
                         .x
                         .iter()
