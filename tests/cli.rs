@@ -17,6 +17,12 @@ fn report(out: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
 }
 
+/// The `[gridding]` table's defaults, as a config without one resolves it.
+fn default_gridding() -> serde_json::Value {
+    let cfg: recon::config::Config = toml::from_str("[scan]\nfile = \"x.h5\"\n").unwrap();
+    serde_json::to_value(&cfg.gridding).unwrap()
+}
+
 fn run(args: &[&str], dir: &Path) -> std::process::Output {
     recon(args, &dir.join("cache"))
 }
@@ -68,6 +74,42 @@ fn a_scan_file_reconstructs_with_flags_and_no_config() {
     for f in ["recon.h5", "recon.nii", "montage.png"] {
         assert!(out.join(f).exists(), "{f}");
     }
+    // Provenance: version, commit, command line, every setting resolved,
+    // the input's hash, the device and the lambda rule; recon.h5 holds the
+    // same JSON.
+    let p = &r["provenance"];
+    assert_eq!(p["recon_version"], env!("CARGO_PKG_VERSION"));
+    assert!(!p["commit"].as_str().unwrap().is_empty());
+    let args: Vec<&str> = p["command_line"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        args.windows(2).any(|w| w == ["--lambda", "0.02"]),
+        "{args:?}"
+    );
+    assert_eq!(p["settings"]["solver"]["lambda"], 0.02);
+    assert_eq!(p["settings"]["solver"]["iterations"], 7);
+    assert_eq!(p["settings"]["engine"]["precision"], "f64");
+    assert_eq!(
+        p["settings"]["gridding"],
+        serde_json::to_value(default_gridding()).unwrap()
+    );
+    let sha = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(std::fs::read(&scan).unwrap()))
+    };
+    assert_eq!(p["input"]["sha256"], sha);
+    assert_eq!(p["device"], r["device"]);
+    assert_eq!(p["lambda_rule"], "given");
+    no_hdf5_locking();
+    let f = recon_io::hdf5::File::open(out.join("recon.h5")).unwrap();
+    let attr: recon_io::hdf5::types::VarLenUnicode =
+        f.attr("provenance").unwrap().read_scalar().unwrap();
+    let in_h5: serde_json::Value = serde_json::from_str(attr.as_str()).unwrap();
+    assert_eq!(&in_h5, p);
     // `recon run SCAN` is the same command.
     let again = tmp.path().join("again");
     let o = run(

@@ -341,7 +341,7 @@ where
     ));
     let indices: Vec<_> = done.iter().map(|i| i.index).collect();
     let arrangement = arrange::Arrangement::of(&indices);
-    let report = output::report(l, &done, &arrangement, start.elapsed().as_secs_f64());
+    let report = output::report(l, &done, &arrangement, start.elapsed().as_secs_f64())?;
     let files = output::write(outputs, l, &done, &arrangement, &report)?;
 
     // One-screen summary.

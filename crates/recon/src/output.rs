@@ -83,6 +83,75 @@ pub struct Report {
     /// the first image's, `seconds` the whole run's). Absent for one image.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub images: Option<Vec<ImageReport>>,
+    pub provenance: Provenance,
+}
+
+/// What a study needs to reproduce a run: in `report.json` and as
+/// `recon.h5`'s attribute `provenance` (the same JSON).
+#[derive(Debug, Serialize)]
+pub struct Provenance {
+    pub recon_version: &'static str,
+    /// The commit recon was built from (`+changes`: with uncommitted
+    /// changes to tracked files; "unknown" outside a git checkout).
+    pub commit: &'static str,
+    pub command_line: Vec<String>,
+    /// The input file and its SHA-256 (synthetic data: none).
+    pub input: Option<InputFile>,
+    pub device: String,
+    pub lambda_rule: String,
+    /// Every config key as the run resolved it, defaults included.
+    pub settings: serde_json::Value,
+}
+
+#[derive(Debug, Serialize)]
+pub struct InputFile {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// The SHA-256 of a file, read in blocks.
+fn sha256(path: &Path) -> std::io::Result<(u64, String)> {
+    use sha2::Digest;
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut bytes = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+        h.update(&buf[..n]);
+    }
+    Ok((bytes, hex::encode(h.finalize())))
+}
+
+/// The run's provenance.
+pub fn provenance(l: &Loaded, out: &crate::pipeline::Outputs) -> Result<Provenance> {
+    let input = match &l.cfg.scan {
+        Some(scan) => {
+            let (bytes, sha256) =
+                sha256(&scan.file).with_context(|| format!("hashing {}", scan.file.display()))?;
+            Some(InputFile {
+                path: scan.file.clone(),
+                bytes,
+                sha256,
+            })
+        }
+        None => None,
+    };
+    Ok(Provenance {
+        recon_version: env!("CARGO_PKG_VERSION"),
+        commit: env!("RECON_COMMIT"),
+        command_line: std::env::args().collect(),
+        input,
+        device: out.device.clone(),
+        lambda_rule: out.lambda.rule.clone(),
+        settings: serde_json::to_value(&l.cfg)?,
+    })
 }
 
 /// One image of a scan of several, in `report.json`.
@@ -122,7 +191,12 @@ pub fn quality(image: &Image) -> (Option<Quality>, Option<Quality>) {
 }
 
 /// `report.json` of a run of `images` (in index order), `total_s` long.
-pub fn report(l: &Loaded, images: &[Image], arrangement: &Arrangement, total_s: f64) -> Report {
+pub fn report(
+    l: &Loaded,
+    images: &[Image],
+    arrangement: &Arrangement,
+    total_s: f64,
+) -> Result<Report> {
     let first = &images[0];
     let (inputs, out) = (&first.inputs, &first.out);
     let (iterative, gridding) = quality(first);
@@ -153,7 +227,7 @@ pub fn report(l: &Loaded, images: &[Image], arrangement: &Arrangement, total_s: 
             })
             .collect()
     });
-    Report {
+    Ok(Report {
         config: l.path.display().to_string(),
         data: l.data_name(),
         trajectory: l.cfg.trajectory.clone(),
@@ -193,7 +267,8 @@ pub fn report(l: &Loaded, images: &[Image], arrangement: &Arrangement, total_s: 
         q_cache_file: out.q_file.clone(),
         seconds,
         images: per_image,
-    }
+        provenance: provenance(l, out)?,
+    })
 }
 
 fn to_c32(v: &[Complex<f64>]) -> Vec<Complex<f32>> {
@@ -218,6 +293,7 @@ fn write_h5(
     l: &Loaded,
     images: &[Image],
     arrangement: &Arrangement,
+    provenance: &str,
 ) -> Result<(), recon_io::IoError> {
     let n = l.grid.n;
     let series = arrangement.shape();
@@ -294,6 +370,7 @@ fn write_h5(
     recon_io::set_attr(path, &file, "matrix", &n.map(|v| v as u64))?;
     recon_io::set_attr(path, &file, "voxel_mm", &l.grid.voxel_mm())?;
     recon_io::set_str_attr(path, &file, "axes", &axes.join(", "))?;
+    recon_io::set_str_attr(path, &file, "provenance", provenance)?;
     file.close().at(path, "close")
 }
 
@@ -416,8 +493,11 @@ pub fn write(
     report: &Report,
 ) -> Result<Vec<String>> {
     let json = serde_json::to_string_pretty(report)? + "\n";
-    dir.stage("recon.h5", |tmp| write_h5(tmp, l, images, arrangement))
-        .context("writing recon.h5")?;
+    let provenance = serde_json::to_string(&report.provenance)?;
+    dir.stage("recon.h5", |tmp| {
+        write_h5(tmp, l, images, arrangement, &provenance)
+    })
+    .context("writing recon.h5")?;
     let geometries: Vec<_> = images.iter().map(|i| i.geometry).collect();
     let nii = |values: Vec<f32>, frames: usize| {
         crate::arrange::nifti(&l.grid, arrangement, &geometries, &values, frames)

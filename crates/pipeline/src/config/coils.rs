@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 /// Synthetic receive coils (synthetic data only). Without `[coils]` the
 /// data come from one coil of sensitivity 1, as before.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CoilsCfg {
     /// Number of coils, 1 to 128.
@@ -22,7 +22,7 @@ pub struct CoilsCfg {
     pub noise_correlation: f64,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ArrangementCfg {
     #[default]
@@ -66,7 +66,7 @@ pub enum MapsSource {
 }
 
 /// SENSE settings, used when the data have several coils.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SenseCfg {
     #[serde(default)]

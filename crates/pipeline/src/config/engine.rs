@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 /// The floating-point precision of the computation.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     F32,
@@ -11,7 +11,7 @@ pub enum Precision {
 }
 
 /// Where to compute.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceChoice {
     /// The GPU when one is usable, else the CPU (saying why).
@@ -21,7 +21,7 @@ pub enum DeviceChoice {
 }
 
 /// How Q, F^H D and F are computed (recon-encoding's engines).
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// Non-uniform FFTs to `engine.tolerance`.
@@ -31,7 +31,7 @@ pub enum EngineKind {
     Exact,
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct EngineCfg {
     #[serde(default)]
@@ -64,7 +64,7 @@ pub struct EngineCfg {
 }
 
 /// `engine.basis` (recon_core::Basis).
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum BasisCfg {
     #[default]

@@ -35,6 +35,12 @@ pub use settings::Settings;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Triple<T>(pub [T; 3]);
 
+impl<T: serde::Serialize> serde::Serialize for Triple<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
 impl<'de, T: Deserialize<'de> + Copy + fmt::Debug> Deserialize<'de> for Triple<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V<T>(std::marker::PhantomData<T>);
@@ -69,7 +75,7 @@ impl<'de, T: Deserialize<'de> + Copy + fmt::Debug> Deserialize<'de> for Triple<T
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GridCfg {
     /// Voxels per axis.
@@ -78,7 +84,7 @@ pub struct GridCfg {
     pub fov_mm: Triple<f64>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhantomCfg {
     /// Phantom TOML file (see phantoms/).
@@ -95,7 +101,7 @@ pub struct PhantomCfg {
 }
 
 /// A scan file to reconstruct instead of synthetic data.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScanCfg {
     /// Scan file (HDF5, see the README).
@@ -136,7 +142,7 @@ impl ScanCfg {
 }
 
 /// Units of an ISMRMRD trajectory (the format does not fix them).
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum TrajectoryUnits {
     /// Cycles per pixel, in [-0.5, 0.5] (Gadgetron's convention).
@@ -153,7 +159,7 @@ fn default_supersample() -> usize {
     4
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoiseCfg {
     /// RMS of the noiseless data over the noise standard deviation.
@@ -162,7 +168,7 @@ pub struct NoiseCfg {
     pub seed: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct QCfg {
     /// Use the Q cache.
@@ -186,7 +192,7 @@ impl Default for QCfg {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SolverCfg {
     /// Iterations of the algorithm; omitted: [`Config::iterations`]'s
@@ -372,7 +378,7 @@ impl RegulariserKind {
 }
 
 /// The regulariser W (see recon-prior for the anatomical one).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegulariserCfg {
     #[serde(default)]
@@ -443,7 +449,7 @@ impl RegulariserCfg {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GriddingCfg {
     /// The fine grid's upsampling: 2, the NUFFT's (kept so that configs
@@ -471,7 +477,7 @@ impl Default for GriddingCfg {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputCfg {
     /// Output folder (`--out` on the command line gives it too).
@@ -491,7 +497,7 @@ pub struct OutputCfg {
 }
 
 /// A whole run configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Synthetic data: [grid], [phantom] and [trajectory] (and [noise]) ...

@@ -36,7 +36,7 @@ impl PriorKind {
 }
 
 /// The prior's table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PriorCfg {
     #[serde(default)]
