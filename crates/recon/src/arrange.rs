@@ -47,9 +47,9 @@ impl Arrangement {
 
 /// A NIfTI image of a run: its dimensions (x fastest), its values in that
 /// order, and the voxel-to-RAS transform of its first three.
-pub struct Nifti {
+pub struct Nifti<T = f32> {
     pub dims: Vec<usize>,
-    pub values: Vec<f32>,
+    pub values: Vec<T>,
     pub affine: [[f64; 4]; 3],
     /// Voxel sizes along the first three dimensions (mm).
     pub voxel_mm: [f64; 3],
@@ -97,13 +97,13 @@ fn slice_step(grid: &Grid, slices: &[Option<Geometry>]) -> Option<f64> {
 /// The NIfTI of `values`, one volume per image (image after image, in
 /// index order, each `[Nz, Ny, Nx]` x fastest), `frames` volumes per image
 /// (coil maps: one per coil; else 1) placed after the series' dimensions.
-pub fn nifti(
+pub fn nifti<T: Copy>(
     grid: &Grid,
     arrangement: &Arrangement,
     geometries: &[Option<Geometry>],
-    values: &[f32],
+    values: &[T],
     frames: usize,
-) -> Nifti {
+) -> Nifti<T> {
     let n = grid.n;
     let series = arrangement.shape();
     let geometry = geometries
@@ -155,7 +155,7 @@ pub fn nifti(
     if frames == 1 {
         drop(k);
     }
-    let values: Vec<f32> = permuted.as_standard_layout().iter().copied().collect();
+    let values: Vec<T> = permuted.as_standard_layout().iter().copied().collect();
     dims.reverse();
     let v = grid.voxel_mm();
     let (affine, dz) = match stacked {

@@ -19,6 +19,7 @@ mod output;
 mod parboil;
 mod pictures;
 mod reader;
+mod report;
 mod ui;
 mod validate;
 
@@ -341,7 +342,7 @@ where
     ));
     let indices: Vec<_> = done.iter().map(|i| i.index).collect();
     let arrangement = arrange::Arrangement::of(&indices);
-    let report = output::report(l, &done, &arrangement, start.elapsed().as_secs_f64())?;
+    let report = report::report(l, &done, &arrangement, start.elapsed().as_secs_f64())?;
     let files = output::write(outputs, l, &done, &arrangement, &report)?;
 
     // One-screen summary.
@@ -408,7 +409,7 @@ where
                 }
             );
         }
-        match output::quality(image) {
+        match report::quality(image) {
             (Some(i), Some(g)) => {
                 println!("                 PSNR (dB)   error (%)");
                 println!(

@@ -494,6 +494,13 @@ pub struct OutputCfg {
     /// BART's slice dimension 13).
     #[serde(default)]
     pub cfl: bool,
+    /// Write recon.nii and gridding.nii as complex values (NIfTI's
+    /// complex64) rather than magnitudes.
+    #[serde(default)]
+    pub complex: bool,
+    /// Write the NIfTI files gzip-compressed, as `.nii.gz`.
+    #[serde(default)]
+    pub compress: bool,
 }
 
 /// A whole run configuration.
