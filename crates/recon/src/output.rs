@@ -352,6 +352,7 @@ pub fn write(
         crate::pictures::montage(
             tmp,
             &l.grid,
+            first.geometry.as_ref(),
             first.inputs.truth.as_deref(),
             &first.out.recon,
             &first.out.gridding,

@@ -5,6 +5,7 @@
 
 use font8x8::UnicodeFonts;
 use recon_core::{Complex, Grid};
+use recon_io::geometry::Geometry;
 use std::path::Path;
 
 type Rgb = [u8; 3];
@@ -96,10 +97,12 @@ impl Canvas {
     }
 }
 
-/// One 2-D slice: its width and values (row-major, top row first).
+/// One 2-D slice: its width and values (row-major, top row first), and
+/// the grid axes (0 x, 1 y, 2 z) along its width and up its height.
 struct Slice {
     w: usize,
     v: Vec<f64>,
+    axes: (usize, usize),
 }
 
 /// The central axial (xy), coronal (xz) and sagittal (yz) slices of an
@@ -115,18 +118,21 @@ fn central_slices(grid: &Grid, vol: &[f64]) -> [Slice; 3] {
             v: (0..ny * nx)
                 .map(|i| at(i % nx, flip(ny, i / nx), cz))
                 .collect(),
+            axes: (0, 1),
         },
         Slice {
             w: nx,
             v: (0..nz * nx)
                 .map(|i| at(i % nx, cy, flip(nz, i / nx)))
                 .collect(),
+            axes: (0, 2),
         },
         Slice {
             w: ny,
             v: (0..nz * ny)
                 .map(|i| at(cx, i % ny, flip(nz, i / ny)))
                 .collect(),
+            axes: (1, 2),
         },
     ]
 }
@@ -136,24 +142,50 @@ fn grey(v: f64, max: f64) -> Rgb {
     [g, g, g]
 }
 
-/// A horizontal grey-scale bar from 0 to `max`, labelled.
-fn colour_bar(c: &mut Canvas, x: i64, y: i64, w: i64, label: &str, max: f64) {
+/// A value for a label: three significant digits, in exponent form where
+/// fixed point would hide them (real data are around 1e-5).
+fn label(v: f64) -> String {
+    match v.abs() {
+        a if a == 0.0 => "0".into(),
+        a if (0.01..10000.0).contains(&a) => format!("{v:.3}"),
+        _ => format!("{v:.2e}"),
+    }
+}
+
+/// A horizontal grey-scale bar from 0 to `max`, labelled with its units.
+fn colour_bar(c: &mut Canvas, x: i64, y: i64, w: i64, label_text: &str, max: f64) {
     for i in 0..w {
         c.rect(x + i, y, 1, 10, grey(i as f64, (w - 1) as f64));
     }
     c.text(x, y + 14, "0", BLACK);
-    let m = format!("{max:.3}");
+    let m = label(max);
     c.text(x + w - 8 * m.len() as i64, y + 14, &m, BLACK);
-    c.text(x, y - 12, label, BLACK);
+    c.text(x, y - 12, label_text, BLACK);
+}
+
+/// The letter of the patient direction a (LPS) unit vector points to most:
+/// L/R, P/A, S/I.
+fn direction_letter(v: [f64; 3]) -> char {
+    let i = (0..3)
+        .max_by(|&a, &b| v[a].abs().total_cmp(&v[b].abs()))
+        .expect("3 axes");
+    let letters = [('L', 'R'), ('P', 'A'), ('S', 'I')];
+    match v[i] >= 0.0 {
+        true => letters[i].0,
+        false => letters[i].1,
+    }
 }
 
 /// The montage: rows axial / coronal / sagittal; columns truth, iterative,
 /// gridding and | |iterative| - truth | (magnitudes; without a truth, the
 /// two reconstructions only). Images share one grey scale, 0 to the truth's
 /// maximum (the iterative result's without a truth); the error has its own.
+/// `geometry` places the image in the patient (LPS) for the panels'
+/// orientation letters; `None`: the scanner's axes (synthetic data).
 pub fn montage(
     path: &Path,
     grid: &Grid,
+    geometry: Option<&Geometry>,
     truth: Option<&[f64]>,
     recon: &[Complex<f64>],
     gridding: &[Complex<f64>],
@@ -168,7 +200,7 @@ pub fn montage(
     if let Some(t) = truth {
         cols.push(Column::error("|error| iterative", &it, t));
     }
-    montage_columns(path, grid, &cols)
+    montage_columns(path, grid, geometry, &cols)
 }
 
 /// |v| per voxel.
@@ -214,9 +246,27 @@ impl Column {
     }
 }
 
+/// Pixels per voxel along each grid axis: physical proportions (the
+/// largest FOV about 160 pixels across), each axis at least 40 pixels
+/// long, so that a thin slab's side views stay readable.
+fn pixels_per_voxel(grid: &Grid) -> [i64; 3] {
+    let fov = grid.fov_mm.iter().copied().fold(0.0, f64::max);
+    let v = grid.voxel_mm();
+    [0, 1, 2].map(|d| {
+        let physical = (160.0 * v[d] / fov).round().max(1.0) as i64;
+        physical.max((40 + grid.n[d] as i64 - 1) / grid.n[d] as i64)
+    })
+}
+
 /// Central axial, coronal and sagittal slices (rows) of each column; the
-/// one plane of a 2-D grid.
-pub fn montage_columns(path: &Path, grid: &Grid, cols: &[Column]) -> Result<(), recon_io::IoError> {
+/// one plane of a 2-D grid. Each panel carries the patient directions of
+/// its edges (from `geometry`, else the scanner's axes).
+pub fn montage_columns(
+    path: &Path,
+    grid: &Grid,
+    geometry: Option<&Geometry>,
+    cols: &[Column],
+) -> Result<(), recon_io::IoError> {
     let peak = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
     let shared = |scale: Scale| -> Option<f64> {
         let vols: Vec<&Column> = cols.iter().filter(|c| c.scale == scale).collect();
@@ -226,31 +276,55 @@ pub fn montage_columns(path: &Path, grid: &Grid, cols: &[Column]) -> Result<(), 
         }
     };
     let (img_max, err_max) = (shared(Scale::Image), shared(Scale::Error));
-    // Each slice is magnified to about 160 pixels across its larger side.
-    let big = grid.n.iter().copied().max().unwrap_or(1);
-    let s = (160 / big).max(1) as i64;
-    let cell = big as i64 * s + 12;
-    let (left, top) = (72i64, 28i64);
-    let w = (left + cols.len() as i64 * cell + 8).max(420);
+    let g = geometry.copied().unwrap_or_else(Geometry::identity);
+    let dirs = [g.read_dir, g.phase_dir, g.slice_dir];
+    let ends = |d: usize| {
+        let v = dirs[d];
+        (direction_letter(v.map(|x| -x)), direction_letter(v))
+    };
+    let p = pixels_per_voxel(grid);
     // A 2-D grid has its one plane to show.
     let rows = if grid.is_2d() { 1 } else { 3 };
-    let h = top + rows as i64 * cell + 70;
+    let size = |axes: (usize, usize)| {
+        (
+            grid.n[axes.0] as i64 * p[axes.0],
+            grid.n[axes.1] as i64 * p[axes.1],
+        )
+    };
+    let panels = [(0, 1), (0, 2), (1, 2)];
+    // Column width: the widest panel; row height: its panel's.
+    let cell_w = panels[..rows].iter().map(|a| size(*a).0).max().unwrap_or(1) + 24;
+    let row_h: Vec<i64> = panels[..rows].iter().map(|a| size(*a).1 + 24).collect();
+    let (left, top) = (80i64, 28i64);
+    let w = (left + cols.len() as i64 * cell_w + 8).max(440);
+    let h = top + row_h.iter().sum::<i64>() + 76;
     let mut c = Canvas::new(w as usize, h as usize, WHITE);
     for (j, col) in cols.iter().enumerate() {
         let (name, vol) = (&col.name, &col.values);
-        c.text(left + j as i64 * cell, 10, name, BLACK);
+        c.text(left + j as i64 * cell_w + 10, 10, name, BLACK);
         let max = match col.scale {
             Scale::Image => img_max,
             Scale::Error => err_max,
             Scale::Own => None,
         }
         .unwrap_or_else(|| peak(vol));
+        let mut y0 = top;
         for (r, sl) in central_slices(grid, vol).iter().take(rows).enumerate() {
-            let (x0, y0) = (left + j as i64 * cell, top + r as i64 * cell);
+            let x0 = left + j as i64 * cell_w + 10;
+            let (pw, ph) = (p[sl.axes.0], p[sl.axes.1]);
             for (i, v) in sl.v.iter().enumerate() {
                 let (x, y) = ((i % sl.w) as i64, (i / sl.w) as i64);
-                c.rect(x0 + x * s, y0 + y * s, s, s, grey(*v, max));
+                c.rect(x0 + x * pw, y0 + 8 + y * ph, pw, ph, grey(*v, max));
             }
+            // Orientation: the horizontal axis's ends left and right, the
+            // vertical's (pointing up) top and bottom.
+            let (wd, hd) = size(sl.axes);
+            let ((l, rr), (b, t)) = (ends(sl.axes.0), ends(sl.axes.1));
+            c.text(x0 - 9, y0 + 8 + hd / 2 - 4, &l.to_string(), GREY);
+            c.text(x0 + wd + 1, y0 + 8 + hd / 2 - 4, &rr.to_string(), GREY);
+            c.text(x0 + wd / 2 - 4, y0 - 1, &t.to_string(), GREY);
+            c.text(x0 + wd / 2 - 4, y0 + 9 + hd, &b.to_string(), GREY);
+            y0 += row_h[r];
         }
     }
     let names: &[&str] = if rows == 1 {
@@ -258,15 +332,17 @@ pub fn montage_columns(path: &Path, grid: &Grid, cols: &[Column]) -> Result<(), 
     } else {
         &["axial", "coronal", "sagittal"]
     };
+    let mut y0 = top;
     for (r, name) in names.iter().enumerate() {
-        c.text(4, top + r as i64 * cell + cell / 2 - 4, name, BLACK);
+        c.text(4, y0 + row_h[r] / 2 - 4, name, BLACK);
+        y0 += row_h[r];
     }
-    let y = top + rows as i64 * cell + 24;
+    let y = top + row_h.iter().sum::<i64>() + 24;
     if let Some(m) = img_max {
-        colour_bar(&mut c, left, y, 160, "images", m);
+        colour_bar(&mut c, left, y, 160, "|image|, data units", m);
     }
     if let Some(m) = err_max {
-        colour_bar(&mut c, left + 200, y, 160, "error", m);
+        colour_bar(&mut c, left + 200, y, 160, "|error|, data units", m);
     }
     c.write_png(path)
 }
@@ -420,4 +496,45 @@ pub fn bar_chart(
         c.text(label_w + len + 6, y + 4, &format!("{v:.2} {unit}"), BLACK);
     }
     c.write_png(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_keep_three_significant_digits_at_any_scale() {
+        assert_eq!(label(0.556), "0.556");
+        // real data are around 1e-5: never "0.000"
+        assert_eq!(label(1.234e-5), "1.23e-5");
+        assert_eq!(label(123456.0), "1.23e5");
+        assert_eq!(label(0.0), "0");
+    }
+
+    #[test]
+    fn orientation_letters_follow_the_geometry() {
+        // recon's frame without geometry: x to the patient's right, y
+        // anterior, z superior (LPS: -x, -y, +z).
+        let g = Geometry::identity();
+        assert_eq!(direction_letter(g.read_dir), 'R');
+        assert_eq!(direction_letter(g.phase_dir), 'A');
+        assert_eq!(direction_letter(g.slice_dir), 'S');
+        // a sagittal slice: readout along P, phase along S, slice along L,
+        // and an oblique vector takes its largest component
+        assert_eq!(direction_letter([0.0, 1.0, 0.0]), 'P');
+        assert_eq!(direction_letter([0.0, 0.0, -1.0]), 'I');
+        assert_eq!(direction_letter([0.3, -0.2, 0.93]), 'S');
+        assert_eq!(direction_letter([0.9, 0.1, 0.4]), 'L');
+    }
+
+    #[test]
+    fn a_thin_slab_keeps_its_side_views_readable() {
+        // 4 slices of 10 mm under a 240 mm FOV: physically 40 px tall at
+        // 160 px per 240 mm would be 27 px; each axis gets at least 40 px.
+        let g = Grid::new([32, 32, 4], [240.0, 240.0, 40.0]).unwrap();
+        let p = pixels_per_voxel(&g);
+        assert_eq!(p[0], 5);
+        assert_eq!(p[1], 5);
+        assert!(p[2] * 4 >= 40, "{p:?}");
+    }
 }

@@ -300,6 +300,6 @@ fn priors_montage(
         ));
     }
     Ok(dir.stage("priors.png", |tmp| {
-        crate::pictures::montage_columns(tmp, &l.grid, &cols)
+        crate::pictures::montage_columns(tmp, &l.grid, None, &cols)
     })?)
 }
