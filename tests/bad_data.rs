@@ -27,12 +27,19 @@ fn simulated_scan(dir: &Path, name: &str, extra: &str) -> PathBuf {
         dir,
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    // simulate says the version it wrote (1, or 2 with coils or noise).
+    // simulate says the version it wrote, by the rule: 1 for one coil
+    // without noise data, 2 with coils or a noise covariance.
     let f = recon_io::hdf5::File::open(&out).unwrap();
     let v = f.group("kspace").unwrap().attr("version").unwrap();
     let v = v.read_raw::<i64>().unwrap()[0];
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(said.contains(&format!("(scan file version {v})")), "{said}");
+    let rule = if extra.contains("[coils]") || extra.contains("[noise]") {
+        2
+    } else {
+        1
+    };
+    assert_eq!(v, rule, "{extra}");
     out
 }
 

@@ -189,8 +189,8 @@ fn bad_command_lines_say_what_is_wrong_and_write_nothing() {
             vec!["prior.kind", "smooth"],
         ),
         (
-            vec![scan_s, "--out", out_s, "--lambda=-1"],
-            vec!["solver.lambda"],
+            vec![scan_s, "--out", out_s, "--set", "solver.lambda=-1"],
+            vec!["solver.lambda", "zero or positive"],
         ),
         (
             vec!["--lambda", "0.1", "--out", out_s],
@@ -259,6 +259,8 @@ fn quiet_says_nothing_verbose_every_iteration_and_paths_print_normalised() {
             out.to_str().unwrap().to_string(),
             "--iterations".into(),
             "5".into(),
+            "--lambda".into(),
+            "0.01".into(),
             flag.into(),
         ]
     };

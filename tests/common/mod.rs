@@ -334,3 +334,37 @@ pub fn recon_h5_magnitudes(dir: &Path, name: &str) -> Vec<f64> {
             .collect(),
     }
 }
+
+/// Runs the small config with `edit` applied, returning the report.
+pub fn run_small(
+    dir: &std::path::Path,
+    name: &str,
+    edit: impl Fn(String) -> String,
+) -> serde_json::Value {
+    let text = std::fs::read_to_string(repo().join("configs/test-small.toml")).unwrap();
+    let phantom = repo().join("phantoms/shepp-logan.toml");
+    let text = edit(text.replace(
+        "../phantoms/shepp-logan.toml",
+        &phantom.display().to_string(),
+    ));
+    let cfg = dir.join(format!("{name}.toml"));
+    std::fs::write(&cfg, text).unwrap();
+    let out = dir.join(name);
+    let o = std::process::Command::new(recon_bin())
+        .args([
+            "--config",
+            cfg.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .env("HDF5_USE_FILE_LOCKING", "FALSE") // see common::recon
+        .env("RECON_CACHE_DIR", dir.join("cache"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+}

@@ -11,6 +11,7 @@ use recon_core::{metrics, Complex};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+mod auto;
 mod method;
 mod report;
 mod sweep;
@@ -93,21 +94,6 @@ pub struct ValidateArgs {
     pub auto_margin: f64,
 }
 
-/// `--auto-lambda`'s finding: the discrepancy principle's lambda against
-/// the best of a sweep of the config's own prior.
-#[derive(Debug, Clone, Serialize)]
-pub struct AutoLambda {
-    pub prior: String,
-    pub lambda: f64,
-    pub rule: String,
-    pub psnr_db: f64,
-    pub tried: Vec<(f64, f64)>,
-    pub best_lambda: f64,
-    pub best_psnr_db: f64,
-    /// The quadratic priors: lambda "gcv" too (lambda, PSNR).
-    pub gcv: Option<(f64, f64)>,
-}
-
 #[derive(Debug, Serialize)]
 pub struct Row {
     pub data: String,
@@ -144,7 +130,7 @@ pub struct Validation {
     /// The best lambda is still at an end of the range after extending it.
     pub best_lambda_at_range_edge: Option<bool>,
     /// `--auto-lambda`'s finding.
-    pub auto_lambda: Option<AutoLambda>,
+    pub auto_lambda: Option<auto::AutoLambda>,
     pub priors: Option<Priors>,
 }
 
@@ -432,7 +418,7 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         }
     }
     // --auto-lambda: the config's own prior, swept last.
-    let own = format!("the config's prior ({})", prior_name(case));
+    let own = auto::own_name(case);
     if args.auto_lambda {
         let w = pipeline::regulariser(case, inputs)?;
         stencils.push((own.clone(), SweepMethod::Joint(w)));
@@ -453,45 +439,13 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
         let chosen = crate::choose_backend(&e)?;
         crate::on_backend!(chosen, b => {
             if args.auto_lambda {
-                let a = sweep::auto(b, case, inputs, crate::config::Lambda::Auto, ui)?;
-                let g = match case.cfg.prior.kind.sparse() {
-                    false => Some(sweep::auto(b, case, inputs, crate::config::Lambda::Gcv, ui)?),
-                    true => None,
-                };
-                auto = Some((a, g));
+                auto = Some(auto::solve(b, case, inputs, ui)?);
             }
             sweep(b, case, inputs, args, &stencils, ui)
         })?
     };
-    let auto_lambda = match auto {
-        Some(((used, psnr_db), gcv)) => {
-            let s = swept.iter().find(|s| s.name == own).expect("swept");
-            let best = &s.points[s.best];
-            let a = AutoLambda {
-                prior: own.clone(),
-                lambda: used.lambda,
-                rule: used.rule,
-                psnr_db,
-                tried: used.tried,
-                best_lambda: best.lambda,
-                best_psnr_db: best.psnr_db,
-                gcv: gcv.map(|(u, p)| (u.lambda, p)),
-            };
-            let below = a.best_psnr_db - a.psnr_db;
-            checks.push(Check {
-                what: format!(
-                    "{case_name}: lambda \"auto\" ({:.3e}) below the best of the sweep ({:.3e})",
-                    a.lambda, a.best_lambda
-                ),
-                value: below,
-                bound: Some(format!("<= {} dB", args.auto_margin)),
-                passed: Some(below <= args.auto_margin),
-                not_run: None,
-            });
-            Some(a)
-        }
-        None => None,
-    };
+    let auto_lambda =
+        auto.map(|found| auto::finding(found, &swept, &own, case_name, args, &mut checks));
     let (sweep_points, best, best_at_edge) = match swept.first() {
         Some(s) if args.lambda_sweep => (
             Some(s.points.clone()),
@@ -549,14 +503,6 @@ pub fn run(l: &Loaded, args: &ValidateArgs, ui: &impl Ui) -> Result<()> {
 /// The priors table: gridding and each W at its best lambda, with checks
 /// that the anatomical W beats both.
 #[allow(clippy::too_many_arguments)]
-/// The config's prior, as the validation names it.
-fn prior_name(l: &Loaded) -> String {
-    match l.cfg.prior.kind {
-        crate::config::PriorKind::Quadratic => format!("{} W", l.cfg.regulariser.kind.name()),
-        k => k.name().to_string(),
-    }
-}
-
 fn compare_priors(
     name: &str,
     l: &Loaded,
