@@ -169,8 +169,10 @@ fn small_pipeline_end_to_end() {
         (info.width, info.height, buf)
     };
     let (w, h, px) = decode("montage.png");
-    // 4 columns and 3 rows of 16 voxels magnified 10x, plus margins.
-    assert_eq!((w, h), (72 + 4 * 172 + 8, 28 + 3 * 172 + 70));
+    // 4 columns and 3 rows of 16 voxels magnified 10x (a cubic FOV: the
+    // same on every axis), each panel with 24 pixels of orientation
+    // letters, plus margins.
+    assert_eq!((w, h), (80 + 4 * 184 + 8, 28 + 3 * 184 + 76));
     let greys: std::collections::BTreeSet<u8> = px
         .chunks(3)
         .filter(|p| p[0] == p[1] && p[1] == p[2])

@@ -8,15 +8,14 @@ use common::*;
 use recon_io::hdf5;
 use std::path::Path;
 
-/// Writes `tests/scan_variants.py`'s files into `dir`; false (after saying
-/// so) when Python, NumPy or h5py is missing.
-fn variants(dir: &Path) -> bool {
-    let script = repo().join("tests/scan_variants.py");
-    match std::process::Command::new("python3")
-        .arg(&script)
+/// Runs the Python script `tests/{script}` with `dir`; false (after
+/// saying so) when Python, NumPy or h5py is missing.
+fn python(script: &str, dir: &Path) -> bool {
+    let o = std::process::Command::new("python3")
+        .arg(repo().join("tests").join(script))
         .arg(dir)
-        .output()
-    {
+        .output();
+    match o {
         Ok(o) if o.status.success() => true,
         Ok(o) if String::from_utf8_lossy(&o.stderr).contains("No module named") => {
             println!("skipped: h5py or numpy missing (scripts/setup.sh installs them)");
@@ -28,6 +27,11 @@ fn variants(dir: &Path) -> bool {
             false
         }
     }
+}
+
+/// `tests/scan_variants.py`'s files in `dir`: one scan in every number type.
+fn variants(dir: &Path) -> bool {
+    python("scan_variants.py", dir)
 }
 
 fn image(out: &Path) -> Vec<recon_core::Complex<f32>> {
@@ -119,25 +123,10 @@ fn numbers_of_another_type_or_shape_are_refused_by_name() {
     }
 }
 
-/// Runs `tests/import_sources.py` into `dir`; false (after saying so) when
-/// Python, NumPy or h5py is missing.
+/// `tests/import_sources.py`'s files in `dir`: one scan in BART's and
+/// NumPy's layouts, and bad inputs.
 fn import_sources(dir: &Path) -> bool {
-    let o = std::process::Command::new("python3")
-        .arg(repo().join("tests/import_sources.py"))
-        .arg(dir)
-        .output();
-    match o {
-        Ok(o) if o.status.success() => true,
-        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("No module named") => {
-            println!("skipped: h5py or numpy missing (scripts/setup.sh installs them)");
-            false
-        }
-        Ok(o) => panic!("{}", String::from_utf8_lossy(&o.stderr)),
-        Err(_) => {
-            println!("skipped: no python3");
-            false
-        }
-    }
+    python("import_sources.py", dir)
 }
 
 fn import(dir: &Path, out: &str, args: &[&str]) -> std::process::Output {

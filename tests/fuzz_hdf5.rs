@@ -295,18 +295,7 @@ fn replace(
     shape: Vec<usize>,
     value: f32,
 ) -> Box<dyn Fn(&recon_io::hdf5::File)> {
-    Box::new(move |f: &recon_io::hdf5::File| {
-        if f.link_exists(name) {
-            f.unlink(name).unwrap();
-        }
-        let n: usize = shape.iter().product();
-        f.new_dataset::<f32>()
-            .shape(shape.clone())
-            .create(name)
-            .unwrap()
-            .write_raw(&vec![value; n])
-            .unwrap();
-    })
+    replace_as(name, shape, value)
 }
 
 /// An edit that replaces dataset `name` (if present) by complex64 values
@@ -316,16 +305,26 @@ fn replace_complex(
     shape: Vec<usize>,
     value: f32,
 ) -> Box<dyn Fn(&recon_io::hdf5::File)> {
+    replace_as(name, shape, recon_core::Complex::new(value, value))
+}
+
+/// An edit that replaces dataset `name` (if present) by `value`s of
+/// `shape`, of `value`'s type.
+fn replace_as<T: recon_io::hdf5::H5Type + Clone + 'static>(
+    name: &'static str,
+    shape: Vec<usize>,
+    value: T,
+) -> Box<dyn Fn(&recon_io::hdf5::File)> {
     Box::new(move |f: &recon_io::hdf5::File| {
         if f.link_exists(name) {
             f.unlink(name).unwrap();
         }
         let n: usize = shape.iter().product();
-        f.new_dataset::<recon_core::Complex<f32>>()
+        f.new_dataset::<T>()
             .shape(shape.clone())
             .create(name)
             .unwrap()
-            .write_raw(&vec![recon_core::Complex::new(value, value); n])
+            .write_raw(&vec![value.clone(); n])
             .unwrap();
     })
 }

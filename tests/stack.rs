@@ -423,3 +423,69 @@ fn relative_error(x: &[f64], y: &[f64]) -> f64 {
         / x.iter().map(|p| p * p).sum::<f64>())
     .sqrt()
 }
+
+#[test]
+fn the_split_scales_white_noise_by_its_noise_gain() {
+    // White noise of variance 1 per partition sample, split into slices:
+    // each slice sample's variance is sum_p 1 / (Nz r_p)^2 (Stack::noise_gain),
+    // what lambda = "auto" takes as a slice's noise level. 20000 samples
+    // per slice: the sample variance is within a few percent.
+    for basis in [Basis::Box, Basis::Delta] {
+        let grid = Grid::new([8, 6, 6], [200.0, 150.0, 90.0])
+            .unwrap()
+            .with_basis(basis);
+        let traj = stars(250, 80).generate(&grid).unwrap();
+        let stack = Stack::detect(&grid, &traj).unwrap();
+        let mut rng = Rng::new(5);
+        // complex noise of variance 1: each part of variance 1/2
+        let noise: Vec<Complex<f64>> = rng
+            .complex(traj.len())
+            .iter()
+            // Rng::complex's parts are uniform on [-1, 1], of variance 1/3
+            // each: scaled by sqrt(3/2), the complex variance is 1
+            .map(|c| *c * 1.5f64.sqrt())
+            .collect();
+        let slices = stack.slices(&noise).unwrap();
+        let gain = stack.noise_gain();
+        for (j, s) in slices.iter().enumerate() {
+            let var = s.iter().map(|c| c.norm_sqr()).sum::<f64>() / s.len() as f64;
+            assert!(
+                (var / gain - 1.0).abs() < 0.05,
+                "{basis:?} slice {j}: {var} against {gain}"
+            );
+        }
+    }
+}
+
+#[test]
+fn lambda_auto_chooses_for_a_batch_and_for_slices() {
+    // One lambda for a batch of slices (over all its data), one per slice
+    // one by one; the stack's noise (SNR 30) passes through the split.
+    for mode in ["batch", "slices"] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = stack_config(dir.path(), STARS, &format!("stack = \"{mode}\""));
+        let text = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("lambda = 0.01\n", "")
+            + "\n[noise]\nsnr = 30.0\nseed = 2\n";
+        std::fs::write(&cfg, text).unwrap();
+        let o = recon(&["run", "--config", cfg.to_str().unwrap()], dir.path());
+        assert!(o.status.success(), "{mode}: {}", stderr(&o));
+        let r = report(dir.path());
+        let rule = r["lambda_rule"].as_str().unwrap();
+        assert!(rule.contains("from the noise data"), "{mode}: {rule}");
+        assert!(r["lambda_unmet"].is_null(), "{mode}: {}", r["lambda_unmet"]);
+        // the chosen lambda's misfit met the noise level within 2% (with the
+        // noise gain wrong, a slice's target would be off by its factor)
+        let lambda = r["lambda"].as_f64().unwrap();
+        let tried = r["lambda_tried"].as_array().unwrap();
+        let chosen = tried
+            .iter()
+            .find(|t| t[0].as_f64() == Some(lambda))
+            .unwrap();
+        assert!(
+            (chosen[1].as_f64().unwrap() - 1.0).abs() <= 0.02,
+            "{mode}: {chosen}"
+        );
+    }
+}

@@ -12,7 +12,7 @@
 
 use crate::build::{plan_and_q, solver_params, PlanQ};
 use crate::config::{Loaded, PriorKind, RegulariserKind, StackMode};
-use crate::lambda::{gcv::Probe, solve_with, Candidate, Need, Rule, Used};
+use crate::lambda::{gcv::Probe, measure, solve_with, Candidate, Rule, Used};
 use crate::run::to_f64;
 use crate::{gridder, Context, Inputs, Outputs, Result, Ui};
 use recon_cg::Problem;
@@ -135,14 +135,16 @@ where
                 problem.solve(backend, &stencil, lambda, &params, cb)
             })
             .context(l.cfg.algorithm().describe())?;
-        let misfit = match need {
-            Need::Nothing => f64::NAN,
-            _ => problem.misfit(backend, &solved.0)?,
-        };
-        let df = match need {
-            Need::MisfitAndDf => probe.df(backend, &mut problem, &stencil, lambda, &params)?,
-            _ => f64::NAN,
-        };
+        let (misfit, df) = measure(
+            backend,
+            &mut problem,
+            &mut probe,
+            &solved.0,
+            &stencil,
+            lambda,
+            &params,
+            need,
+        )?;
         Ok(Candidate {
             x: solved,
             misfit,

@@ -4,7 +4,7 @@
 //! benchmark times exactly what a run does.
 
 use crate::config::{Lambda, Loaded};
-use crate::lambda::{gcv::Probe, solve_with, Candidate, Need, Rule, Used};
+use crate::lambda::{gcv::Probe, measure, solve_with, Candidate, Rule, Used};
 use crate::{plan, regulariser, stage_problem, stage_q, Inputs, Regulariser, Solved};
 use crate::{Context, Result, Ui};
 use recon_cg::{Params, Problem};
@@ -294,17 +294,17 @@ impl<'b, B: NufftBackend> Built<'b, B> {
                     crate::solve(backend, problem, prior, lambda, &params, cb, &|m| ui.log(m))
                 })
                 .context(what.to_string())?;
-            let misfit = match need {
-                Need::Nothing => f64::NAN,
-                _ => problem.misfit(backend, &solved.x)?,
-            };
-            let df = match need {
-                // W as the candidate's last pass used it
-                Need::MisfitAndDf => {
-                    probe.df(backend, problem, &solved.stencil, lambda, &params)?
-                }
-                _ => f64::NAN,
-            };
+            // W as the candidate's last pass used it
+            let (misfit, df) = measure(
+                backend,
+                problem,
+                &mut probe,
+                &solved.x,
+                &solved.stencil,
+                lambda,
+                &params,
+                need,
+            )?;
             Ok(Candidate {
                 x: solved,
                 misfit,

@@ -203,6 +203,31 @@ pub enum Need {
     MisfitAndDf,
 }
 
+/// What `need` asks of a candidate `x` of `problem`, solved with W's
+/// `weights` at `lambda`: its misfit less `||D||^2` and its degrees of
+/// freedom by `probe` (each NaN where not asked).
+#[allow(clippy::too_many_arguments)]
+pub fn measure<B: recon_core::Backend>(
+    backend: &B,
+    problem: &mut recon_cg::Problem<'_, B>,
+    probe: &mut gcv::Probe<B::Real>,
+    x: &[Complex<B::Real>],
+    weights: &recon_core::Stencil,
+    lambda: f64,
+    params: &recon_cg::Params,
+    need: Need,
+) -> Result<(f64, f64)> {
+    let misfit = match need {
+        Need::Nothing => f64::NAN,
+        _ => problem.misfit(backend, x)?,
+    };
+    let df = match need {
+        Need::MisfitAndDf => probe.df(backend, problem, weights, lambda, params)?,
+        _ => f64::NAN,
+    };
+    Ok((misfit, df))
+}
+
 /// A candidate solution and what was measured of it (NaN where not).
 pub struct Candidate<T> {
     pub x: T,

@@ -14,7 +14,7 @@
 use crate::coils::gridding_rss;
 use crate::config::{Loaded, StackMode};
 use crate::run::to_f64;
-use crate::{gridder, regulariser, Context, Inputs, Outputs, Result, Ui};
+use crate::{gridder, Context, Inputs, Outputs, Result, Ui};
 use recon_core::Complex;
 use recon_encoding::{plane, NufftBackend, Stack};
 use recon_q::Stored;
@@ -174,9 +174,8 @@ where
                 .plan
                 .adjoint(&mut f, &next.data, &mut |_, _| {})
                 .context("computing F^H D")?;
-            built.problem.set_rhs(backend, &f)?;
-            built.fhd = f;
-            built.prior = regulariser(&ls, &next)?;
+            // its F^H D, its prior and lambda's rule for its data
+            built.set_image(backend, &ls, &next, f)?;
         }
         ui.log(&format!("slice {} of {nz}", j + 1));
         let t = Instant::now();

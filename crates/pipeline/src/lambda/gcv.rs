@@ -2,7 +2,9 @@
 //! priors, whose image `x = A^-1 b` (`A = T + lambda W^H W`, `T` the data
 //! term) is linear in the data: lambda minimises
 //!
-//!     V(lambda) = M ||F x - D||^2 / (M - df)^2,  df = tr(A^-1 T),
+//! ```text
+//! V(lambda) = M ||F x - D||^2 / (M - df)^2,  df = tr(A^-1 T),
+//! ```
 //!
 //! the leave-one-out prediction error, with no noise level needed and
 //! model error counted as noise. `df` (the degrees of freedom the image
