@@ -280,9 +280,9 @@ impl<'b, B: NufftBackend> Built<'b, B> {
 
     /// Solves with the config's prior, lambda and solver settings, with
     /// progress through `ui`; `what` says which algorithm, for errors. With
-    /// lambda = "auto", solves for each candidate of the discrepancy
-    /// principle's search ([`crate::lambda`]) and keeps the chosen one's
-    /// image, lambda and [`Choice`].
+    /// lambda "auto" or "gcv", solves for each candidate of its rule's
+    /// search ([`crate::lambda`]) and keeps the chosen one's image, and the
+    /// lambda and why in [`Built::lambda`].
     pub fn solve(&mut self, backend: &B, what: &str, ui: &impl Ui) -> Result<Solved<B::Real>> {
         let (prior, params) = (&self.prior, self.params);
         let problem = &mut self.problem;

@@ -141,7 +141,8 @@ fn outer_kspace(rows: &[&[Complex<f64>]], traj: &[[f64; 3]], n: [usize; 3]) -> R
 pub struct Used {
     /// Relative lambda.
     pub lambda: f64,
-    /// "given", or the discrepancy principle and its noise level.
+    /// "given", or the rule that chose (with its noise level, for the
+    /// discrepancy principle).
     pub rule: String,
     /// The search's candidates: relative lambda and misfit over the
     /// target (empty for a given lambda).
@@ -235,8 +236,9 @@ pub struct Candidate<T> {
     pub df: f64,
 }
 
-/// Solves once at the config's lambda, or, for "auto", for each candidate
-/// of the rule's search (which "auto" needs), logging each through `ui`.
+/// Solves once at the config's lambda, or, for "auto" and "gcv", for each
+/// candidate of the rule's search (which they need), logging each through
+/// `ui`.
 pub fn solve_with<T>(
     setting: Lambda,
     rule: Option<&Rule>,
@@ -281,7 +283,8 @@ pub fn solve_with<T>(
                     let (x, mut choice, name) =
                         by_gcv(target.samples, target.data_energy, ui, &mut solve)?;
                     choice.unmet = Some(format!(
-                        "the discrepancy principle's target ({}) lies below the misfit at every lambda; GCV chose",
+                        "the misfit stays above the discrepancy principle's target ({}) at every \
+                         lambda; GCV chose instead",
                         target.describe()
                     ));
                     (x, choice, name)
@@ -296,7 +299,7 @@ pub fn solve_with<T>(
     };
     if let Some(why) = &choice.unmet {
         ui.log(&format!(
-            "warning: lambda = \"auto\" took {:.3e}, the nearest it found: {why}",
+            "warning: lambda = \"{setting}\" took {:.3e}: {why}",
             choice.lambda
         ));
     }

@@ -35,20 +35,24 @@ pub fn probe(total: usize, len: usize) -> Vec<Complex<f64>> {
         .collect()
 }
 
-/// GCV's probe of one problem: z, and `T z` once made.
+/// GCV's probe of one problem: z, and `T z`, each made at the first
+/// candidate that needs them (a given lambda never does).
 pub struct Probe<T> {
-    z: Vec<Complex<T>>,
+    total: usize,
+    len: usize,
+    z: Option<Vec<Complex<T>>>,
     tz: Option<Vec<Complex<T>>>,
 }
 
 impl<T: recon_core::Real> Probe<T> {
     /// A probe over a grid of `total` voxels, nonzero on the first `len`.
     pub fn new(total: usize, len: usize) -> Self {
-        let z = probe(total, len)
-            .iter()
-            .map(|c| Complex::new(T::of(c.re), T::of(c.im)))
-            .collect();
-        Probe { z, tz: None }
+        Probe {
+            total,
+            len,
+            z: None,
+            tz: None,
+        }
     }
 
     /// `df = Re z^H (T + lambda W^H W)^-1 T z` on `problem`, W the
@@ -61,15 +65,20 @@ impl<T: recon_core::Real> Probe<T> {
         lambda: f64,
         params: &recon_cg::Params,
     ) -> Result<f64> {
+        let (total, len) = (self.total, self.len);
+        let z = self.z.get_or_insert_with(|| {
+            probe(total, len)
+                .iter()
+                .map(|c| Complex::new(T::of(c.re), T::of(c.im)))
+                .collect()
+        });
         if self.tz.is_none() {
-            self.tz = Some(problem.normal(backend, &self.z)?);
+            self.tz = Some(problem.normal(backend, z)?);
         }
         let tz = self.tz.as_deref().expect("made");
         let (v, _) =
             problem.solve_on(backend, weights, lambda, Some(tz), params, &mut |_, _| {})?;
-        Ok(self
-            .z
-            .iter()
+        Ok(z.iter()
             .zip(&v)
             .map(|(z, v)| z.re.f64() * v.re.f64() + z.im.f64() * v.im.f64())
             .sum())
