@@ -285,3 +285,39 @@ fn validate_compares_sense_with_each_coil_alone_and_gridding() {
         assert_eq!(check["passed"], true, "{check}");
     }
 }
+
+#[test]
+fn espirit_on_a_grid_too_thin_for_its_calibration_says_so() {
+    // 24 x 24 x 8: the calibration radius is capped at 8 / 4 = 2 cycles/FOV,
+    // a region of 4^3 samples, too small for ESPIRiT's kernel of 5: no
+    // voxel keeps a map. It said "the largest sum of |S_c|^2 is 0".
+    let tmp = tempfile::tempdir().unwrap();
+    let phantom = repo().join("phantoms/shepp-logan.toml");
+    let cfg = tmp.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[grid]\nmatrix = [24, 24, 8]\nfov_mm = 240.0\n[phantom]\nfile = \"{}\"\n\
+             [trajectory]\nkind = \"radial\"\nspokes = 400\nsamples = 32\n\
+             [noise]\nsnr = 30.0\nseed = 1\n[coils]\ncount = 4\narrangement = \"ring\"\nradius = 1.2\n\
+             [sense]\nmaps = \"espirit\"\n[solver]\niterations = 10\nlambda = 0.01\n[output]\ndir = \"out\"\n",
+            phantom.display().to_string().replace('\\', "/")
+        ),
+    )
+    .unwrap();
+    let o = recon(
+        &["--config", cfg.to_str().unwrap()],
+        &tmp.path().join("cache"),
+    );
+    fails_with(
+        &o,
+        &[
+            "ESPIRiT",
+            "sense.maps",
+            "[4, 4, 4]",
+            "sense.calibration",
+            "\"estimate\"",
+        ],
+    );
+    assert!(!tmp.path().join("out").exists());
+}

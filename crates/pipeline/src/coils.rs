@@ -276,7 +276,24 @@ pub fn espirit_from_data<B: NufftBackend>(
         cell: recon_coils::cell_for(n, kc),
         ..Default::default()
     };
-    recon_coils::espirit_maps(&calib, r, n, &p)
+    let maps = recon_coils::espirit_maps(&calib, r, n, &p)?;
+    // No eigenvector kept anywhere: the calibration region is too small for
+    // the kernel (a thin grid) or holds no signal. Say which, not SENSE's
+    // later "largest sum of |S_c|^2 is 0".
+    let nothing = (0..grid.len()).all(|i| maps.iter().all(|m| m[i].norm_sqr() == 0.0));
+    if nothing {
+        return Err(recon_core::Error::Invalid {
+            what: "ESPIRiT coil maps (sense.maps = \"espirit\")",
+            reason: format!(
+                "no voxel kept a map: the calibration region of {r:?} k-space samples (a radius of \
+                 {kc} cycles/FOV: sense.calibration, at most a quarter of the smallest matrix size \
+                 of {n:?}) is too small for ESPIRiT's kernel of {} or holds no signal; on a thin \
+                 grid use sense.maps = \"estimate\"",
+                p.kernel
+            ),
+        });
+    }
+    Ok(maps)
 }
 
 /// Whether the run's ADMM preconditions its x-updates.
