@@ -35,14 +35,13 @@ pub struct Built<'b, B: NufftBackend> {
     pub maps: Option<Vec<Vec<Complex<f64>>>>,
     /// The config's prior.
     pub prior: Regulariser,
-    /// The config's lambda: a value, or `"auto"` ...
+    /// The config's lambda: a value, `"auto"` or `"gcv"` ...
     pub setting: Lambda,
-    /// ... and for "auto", how it is chosen for the image's data.
+    /// ... and for the last two, how it is chosen for the image's data.
     pub rule: Option<Rule>,
     /// The lambda (relative) the last solve used and why, and what it
-    /// multiplies the prior by; for "auto" set by each solve.
-    pub lambda: Used,
-    pub lambda_abs: f64,
+    /// multiplies the prior by; `None` before the first solve.
+    pub lambda: Option<(Used, f64)>,
     /// The config's solver settings.
     pub params: Params,
     /// Seconds per stage: "plan", "q", "maps" (several coils), "fft_q",
@@ -109,17 +108,7 @@ where
     let t = Instant::now();
     let setting = l.cfg.lambda();
     let rule = rule(l, inputs)?;
-    let lambda = Used {
-        lambda: match setting {
-            Lambda::Fixed(v) => v,
-            _ => crate::lambda::START,
-        },
-        rule: "given".into(),
-        tried: Vec::new(),
-        unmet: None,
-    };
     let prior = regulariser(l, inputs)?;
-    let lambda_abs = lambda_abs(backend, &problem, &prior, lambda.lambda)?;
     if let Regulariser::Anatomical(p) = &prior {
         let i = &p.info;
         ui.log(&format!(
@@ -147,8 +136,7 @@ where
         prior,
         setting,
         rule,
-        lambda,
-        lambda_abs,
+        lambda: None,
         params: solver_params(l),
         seconds,
     })
@@ -243,7 +231,6 @@ impl<'b, B: NufftBackend> Built<'b, B> {
         self.fhd = fhd;
         self.rule = rule(l, inputs)?;
         self.prior = regulariser(l, inputs)?;
-        self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda.lambda)?;
         Ok(())
     }
 
@@ -274,7 +261,6 @@ impl<'b, B: NufftBackend> Built<'b, B> {
         (self.problem, self.fhd, self.gridder, self.maps) = (problem, fhd, gridder, maps);
         self.rule = rule(l, inputs)?;
         self.prior = regulariser(l, inputs)?;
-        self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda.lambda)?;
         Ok(seconds)
     }
 
@@ -311,8 +297,8 @@ impl<'b, B: NufftBackend> Built<'b, B> {
                 df,
             })
         })?;
-        self.lambda = used;
-        self.lambda_abs = lambda_abs(backend, &self.problem, &self.prior, self.lambda.lambda)?;
+        let abs = lambda_abs(backend, &self.problem, &self.prior, used.lambda)?;
+        self.lambda = Some((used, abs));
         Ok(solved)
     }
 }

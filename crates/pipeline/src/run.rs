@@ -166,6 +166,7 @@ where
     let t = Instant::now();
     let coil_devices = built.problem.devices();
     let solved = built.solve(backend, &l.cfg.algorithm().describe(), ui)?;
+    let (lambda, lambda_abs) = built.lambda.clone().expect("set by the solve");
     seconds.push(("cg", t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
@@ -184,8 +185,8 @@ where
         q: l.cfg.output.q.then(|| to_f64(&built.q)),
         q_cache: built.q_cache.clone(),
         q_file: built.q_file.clone(),
-        lambda_abs: built.lambda_abs,
-        lambda: built.lambda.clone(),
+        lambda_abs,
+        lambda,
         passes: solved.passes,
         stencil: solved.stencil,
         prior: solved.prior,

@@ -213,6 +213,8 @@ where
     if l.cfg.output.q {
         ui.log("output.q: the slices' Q is 2-D; not written for a stack run");
     }
+    // the last slice's lambda (each slice chooses its own under "auto")
+    let (lambda, lambda_abs) = built.lambda.clone().expect("set by the solves");
     Ok(Outputs {
         recon,
         gridding,
@@ -221,8 +223,8 @@ where
         info: info.expect("a slice"),
         q_cache: built.q_cache,
         q_file: built.q_file,
-        lambda_abs: built.lambda_abs,
-        lambda: built.lambda.clone(),
+        lambda_abs,
+        lambda,
         passes,
         stencil: stencil.expect("a slice"),
         prior,

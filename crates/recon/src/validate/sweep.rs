@@ -52,6 +52,7 @@ where
     auto.cfg.prior.lambda = None;
     let mut built = pipeline::build(b, &auto, inputs, ui)?;
     let solved = built.solve(b, &format!("lambda = \"{setting}\""), ui)?;
+    let (used, _) = built.lambda.clone().expect("set by the solve");
     let img: Vec<Complex<f64>> = solved
         .x
         .iter()
@@ -60,9 +61,9 @@ where
     let q = pipeline::quality(&img, inputs.truth.as_deref()).context("no truth")?;
     ui.log(&format!(
         "lambda \"{setting}\": {:.3e}, PSNR {:.2} dB ({})",
-        built.lambda.lambda, q.psnr_db, built.lambda.rule
+        used.lambda, q.psnr_db, used.rule
     ));
-    Ok((built.lambda.clone(), q.psnr_db))
+    Ok((used, q.psnr_db))
 }
 
 /// PSNR over a log range of lambda for each method on one backend: the
