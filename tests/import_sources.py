@@ -52,6 +52,7 @@ np.save(f"{out}/ksp-short.npy", ksp[:, :, :-1])
 np.save(f"{out}/traj-complex.npy", traj + 0.5j)  # complex coordinates (zero imaginary parts pass)
 np.save(f"{out}/ksp-nan.npy", np.where(np.arange(readout) == 7, np.nan, ksp))
 np.save(f"{out}/traj-int.npy", traj.astype(np.int32))
+np.save(f"{out}/traj-point.npy", np.zeros_like(traj))  # every sample at k = 0
 with open(f"{out}/ksp-cut.hdr", "w") as f:
     f.write("# Dimensions\n1 50 40 2\n")
 with open(f"{out}/ksp-cut.cfl", "wb") as f:

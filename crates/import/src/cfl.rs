@@ -1,7 +1,9 @@
 //! BART's files: `NAME.hdr`, a text header whose line after `# Dimensions`
 //! gives up to 16 dimensions, and `NAME.cfl`, the complex float32 values
 //! (little-endian, real then imaginary), first dimension fastest
-//! (column-major, as MATLAB and Fortran store arrays).
+//! (column-major, as MATLAB and Fortran store arrays). Reading checks the
+//! pair; writing gives the two files' contents ([`header`], [`bytes`]) for
+//! the caller's own atomic writes (a run's output folder).
 
 use crate::ImportError;
 use recon_core::Complex;
@@ -128,29 +130,6 @@ pub fn bytes(values: &[Complex<f32>]) -> Vec<u8> {
     out
 }
 
-/// Writes a cfl pair of `dims` (first fastest) from `values` in that
-/// order, each file written whole or not at all.
-pub fn write(name: &Path, dims: &[usize], values: &[Complex<f32>]) -> Result<(), ImportError> {
-    assert_eq!(
-        dims.iter().product::<usize>(),
-        values.len(),
-        "dims and values"
-    );
-    let (hdr, cfl) = paths(name);
-    let put = |path: &Path, data: &[u8]| {
-        recon_io::write_atomic(path, |tmp| {
-            std::fs::write(tmp, data).map_err(|e| recon_io::IoError::Io {
-                path: tmp.display().to_string(),
-                op: "write",
-                source: e,
-            })
-        })
-        .map_err(ImportError::Scan)
-    };
-    put(&cfl, &bytes(values))?;
-    put(&hdr, header(dims).as_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,7 +141,8 @@ mod tests {
         let values: Vec<Complex<f32>> = (0..24)
             .map(|i| Complex::new(i as f32, -(i as f32)))
             .collect();
-        write(&name, &[3, 4, 2], &values).unwrap();
+        std::fs::write(tmp.path().join("x.hdr"), header(&[3, 4, 2])).unwrap();
+        std::fs::write(tmp.path().join("x.cfl"), bytes(&values)).unwrap();
         let (dims, back) = read(&tmp.path().join("x.cfl"), 1000).unwrap();
         assert_eq!(trimmed(&dims), &[3, 4, 2]);
         assert_eq!(dims.len(), DIMS);

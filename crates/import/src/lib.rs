@@ -246,9 +246,8 @@ fn trajectory(
             };
             v[axis] = c.re * scale(axis);
         }
-        if let Some(a) =
-            (0..3).find(|&a| !v[a].is_finite() || v[a].abs() > grid.n[a] as f64 / 2.0 + 1e-6)
-        {
+        let not_finite = (0..3).find(|&a| !v[a].is_finite());
+        if let Some(a) = not_finite.or_else(|| recon_io::beyond_nyquist(v, grid.n)) {
             return Err(bad(
                 name,
                 format!(
@@ -267,6 +266,8 @@ fn trajectory(
     if traj.is_empty() {
         return Err(bad(name, "holds no samples".into()));
     }
+    // all samples at one point: refused here as a scan file's reader does
+    recon_io::check_spread(name, "trajectory", &traj)?;
     Ok(traj)
 }
 

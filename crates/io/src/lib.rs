@@ -116,14 +116,14 @@ pub(crate) fn layout(path: &Path, name: &str, problem: impl Into<String>) -> IoE
 
 /// The first axis along which `k` (cycles/FOV) lies beyond Nyquist for the
 /// matrix `n`, `|k_d| > n_d / 2`, if any.
-pub(crate) fn beyond_nyquist(k: [f64; 3], n: [usize; 3]) -> Option<usize> {
+pub fn beyond_nyquist(k: [f64; 3], n: [usize; 3]) -> Option<usize> {
     (0..3).find(|&d| k[d].abs() > n[d] as f64 / 2.0 + 1e-6)
 }
 
 /// Refuses a trajectory whose samples all lie at one point of k-space: it
 /// measures one Fourier coefficient, which no reconstruction turns into an
 /// image (the solver would only break down on it).
-pub(crate) fn check_spread(path: &Path, name: &str, traj: &[[f64; 3]]) -> Result<(), IoError> {
+pub fn check_spread(path: &Path, name: &str, traj: &[[f64; 3]]) -> Result<(), IoError> {
     let Some(first) = traj.first() else {
         return Ok(());
     };

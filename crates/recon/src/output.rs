@@ -331,19 +331,12 @@ pub fn write(
             dims.push(images.len());
         }
         let values = to_c32(&gather(images, |i| &i.out.recon));
-        let write = |tmp: &Path, data: &[u8]| {
-            std::fs::write(tmp, data).map_err(|e| recon_io::IoError::Io {
-                path: tmp.display().to_string(),
-                op: "write",
-                source: e,
-            })
-        };
         dir.stage("recon.cfl", |tmp| {
-            write(tmp, &recon_import::cfl::bytes(&values))
+            write_bytes(tmp, &recon_import::cfl::bytes(&values))
         })
         .context("writing recon.cfl")?;
         dir.stage("recon.hdr", |tmp| {
-            write(tmp, recon_import::cfl::header(&dims).as_bytes())
+            write_text(tmp, &recon_import::cfl::header(&dims))
         })
         .context("writing recon.hdr")?;
     }
@@ -371,7 +364,12 @@ pub fn write(
 
 /// Writes a text file.
 pub fn write_text(path: &Path, text: &str) -> Result<(), recon_io::IoError> {
-    std::fs::write(path, text.as_bytes()).map_err(|source| recon_io::IoError::Io {
+    write_bytes(path, text.as_bytes())
+}
+
+/// Writes `bytes` to `path` (a staged or temporary file).
+fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), recon_io::IoError> {
+    std::fs::write(path, bytes).map_err(|source| recon_io::IoError::Io {
         path: path.display().to_string(),
         op: "write",
         source,
