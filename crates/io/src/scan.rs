@@ -290,7 +290,17 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
         },
         opts.handed_to,
     )?;
-    opts.declared(4 * floats);
+    // The bytes as stored: float64 and complex128 hold 8 per number.
+    let datasets = [Some(&tds), Some(&dds)]
+        .into_iter()
+        .chain([
+            noise.as_ref().map(|(d, _, _)| d),
+            maps.as_ref().map(|(d, _)| d),
+            truth.as_ref().map(|(d, _)| d),
+            anatomy.as_ref().map(|(d, _, _)| d),
+        ])
+        .flatten();
+    opts.declared(datasets.map(datasets::stored_bytes).sum());
 
     // Then read.
     let t = read_checked(&tds, path, "kspace/trajectory", &tshape)?;

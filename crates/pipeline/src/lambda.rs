@@ -95,6 +95,17 @@ impl Target {
     }
 }
 
+/// The data values `rows` hold and their energy `||D||^2`.
+fn energy(rows: &[&[Complex<f64>]]) -> (usize, f64) {
+    let samples = rows.iter().map(|r| r.len()).sum();
+    let energy = rows
+        .iter()
+        .flat_map(|r| r.iter())
+        .map(|d| d.norm_sqr())
+        .sum();
+    (samples, energy)
+}
+
 /// sigma^2 from the samples in the outermost tenth of the trajectory's
 /// radius (each axis's k over its Nyquist limit, the largest of them).
 fn outer_kspace(rows: &[&[Complex<f64>]], traj: &[[f64; 3]], n: [usize; 3]) -> Result<f64> {
@@ -178,14 +189,13 @@ impl Rule {
     ) -> Result<Option<Rule>> {
         Ok(match setting {
             Lambda::Fixed(_) => None,
-            Lambda::Gcv => Some(Rule::Gcv {
-                samples: rows.iter().map(|r| r.len()).sum(),
-                data_energy: rows
-                    .iter()
-                    .flat_map(|r| r.iter())
-                    .map(|d| d.norm_sqr())
-                    .sum(),
-            }),
+            Lambda::Gcv => {
+                let (samples, data_energy) = energy(rows);
+                Some(Rule::Gcv {
+                    samples,
+                    data_energy,
+                })
+            }
             Lambda::Auto => Some(Rule::Discrepancy {
                 target: Target::new(rows, traj, n, sigma2)?,
                 quadratic,

@@ -116,6 +116,13 @@ pub(crate) fn check_numbers(
     Ok(got)
 }
 
+/// The bytes a dataset declares as stored (elements times their size; 4
+/// per element when its type cannot be read, which the type check refuses).
+pub(crate) fn stored_bytes(ds: &hdf5::Dataset) -> u64 {
+    let size = ds.dtype().map_or(4, |t| t.size());
+    (ds.size() * size) as u64
+}
+
 /// The rank a dataset has read as real numbers: one more than stored for
 /// h5py's complex types (their pair axis). 0 when its type is unreadable.
 pub(crate) fn real_rank(ds: &hdf5::Dataset) -> usize {
