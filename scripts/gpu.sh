@@ -8,13 +8,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/recon-gpu}
 mkdir -p "$out"
 
-# NVRTC and cuFFT: the CUDA toolkit's, else the Python wheels'.
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-         /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
-         /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib; do
-    [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
-done
-export LD_LIBRARY_PATH
+source scripts/cuda-libs.sh
 export RECON_BIN="$PWD/.gpu/recon" RECON_REPO="$PWD"
 [ -d .gpu/parboil/mri-q ] && export RECON_PARBOIL_DIR="$PWD/.gpu/parboil/mri-q"
 

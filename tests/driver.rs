@@ -87,6 +87,12 @@ fn small_pipeline_end_to_end() {
         "prior",
         "cg",
         "gridding",
+        "setup",
+        "device",
+        "kernels",
+        "report",
+        "outputs",
+        "other",
         "total",
     ] {
         assert!(
@@ -94,6 +100,19 @@ fn small_pipeline_end_to_end() {
             "seconds.{stage}"
         );
     }
+    // Every second of the wall time in one stage, none in two: the stages
+    // add up to the total (`other` is what none timed, never negative).
+    let seconds = r["seconds"].as_object().unwrap();
+    let total = seconds["total"].as_f64().unwrap();
+    let stages: f64 = seconds
+        .iter()
+        .filter(|(k, _)| *k != "total")
+        .map(|(_, v)| v.as_f64().unwrap())
+        .sum();
+    assert!(
+        (stages - total).abs() <= 1e-6 * total,
+        "stages {stages} s against the total {total} s: {seconds:?}"
+    );
     assert_eq!(r["q_cache"], "miss");
     assert_eq!(r["basis"], "box-sinc");
     assert_eq!(r["matrix"], serde_json::json!([16, 16, 16]));

@@ -400,8 +400,9 @@ fn lambda_auto_and_gcv_on_the_gpu_choose_as_the_cpu_f64() {
     // solve_on) on the GPU in float32, against the CPU in float64, on
     // noisy data: each candidate's misfit and df differ by float32
     // rounding, so the searches take the same steps and choose lambdas
-    // within a few percent (the discrepancy principle's target is met to
-    // 2%; GCV's golden section resolves 0.1 decade).
+    // within their resolution (the discrepancy principle's target is met
+    // to 2%, its lambda held here to 10%; GCV's golden section resolves
+    // 0.1 decade).
     if gpu(Options::default()).is_none() {
         return;
     }
@@ -429,10 +430,19 @@ fn lambda_auto_and_gcv_on_the_gpu_choose_as_the_cpu_f64() {
         );
         println!("lambda {rule}: CPU f64 {c:.4e} ({pc:.3} dB), GPU f32 {g:.4e} ({pg:.3} dB)");
         assert_eq!(cpu["lambda_rule"], gpu["lambda_rule"]);
+        // Within the searches' resolution: 2% on the misfit for the
+        // discrepancy principle; a tenth of a decade for GCV, whose V is
+        // flat near its least (on one H100 the GPU's spreading, summed in
+        // no fixed order, chose 1.0e-2 once and 8.8e-3, the CPU's choice,
+        // five times), at 0.07 dB apart.
+        let (bound, db) = match rule {
+            "gcv" => (0.1f64, 0.1),
+            _ => (0.1 / std::f64::consts::LN_10, 0.05),
+        };
         assert!(
-            (g / c - 1.0).abs() < 0.1,
+            (g / c).log10().abs() <= bound,
             "{rule}: lambda CPU {c} vs GPU {g}"
         );
-        assert!((pc - pg).abs() <= 0.05, "{rule}: PSNR CPU {pc} vs GPU {pg}");
+        assert!((pc - pg).abs() <= db, "{rule}: PSNR CPU {pc} vs GPU {pg}");
     }
 }

@@ -1,4 +1,5 @@
-//! The Q cache: hit, miss, corruption, truncation, wrong key.
+//! The Q cache: hit, miss, corruption, truncation, wrong key, blocks
+//! checked one by one, and files of an older format.
 
 mod common;
 
@@ -119,7 +120,7 @@ fn truncated_file_is_recomputed() {
 #[test]
 fn corrupted_data_is_recomputed() {
     // Overwrite 4 KiB in the data region (Q is 128 KiB of the file): the
-    // Fletcher-32 checksum of that chunk fails on read.
+    // CRC-32 of that block fails on read.
     corrupt_and_check(|p| {
         let len = std::fs::metadata(p).unwrap().len();
         let mut f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
@@ -180,4 +181,57 @@ fn engines_and_tolerances_never_share_a_q() {
     }
     assert_ne!(exact, fast);
     assert_eq!(files(tmp.path()).len(), 3, "{:?}", files(tmp.path()));
+}
+
+/// Q of a 40^3 grid in f64: 8 MB, two of the cache's checked blocks.
+fn two_blocks() -> (Grid, Vec<Complex<f64>>) {
+    let grid = Grid::new([40, 40, 40], [200.0; 3]).unwrap();
+    let len: usize = grid.doubled().iter().product();
+    assert!(len * 16 > recon_q::BLOCK, "spans blocks");
+    let q = Rng::new(31).complex(len);
+    (grid, q)
+}
+
+#[test]
+fn a_q_of_several_blocks_reads_back_whole_and_each_block_is_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = Cache::new(tmp.path());
+    let (grid, q) = two_blocks();
+    let key = "k".repeat(64);
+    let path = cache.store(&key, &grid, &q).unwrap();
+    let back = cache.load::<f64>(&key, &grid).unwrap().unwrap();
+    assert!(back == q, "read back bit for bit");
+    // One value changed in the last block: that block's check names it.
+    let len = std::fs::metadata(&path).unwrap().len();
+    let bytes = std::fs::read(&path).unwrap();
+    let last = q.last().unwrap().re.to_le_bytes();
+    let at = bytes
+        .windows(8)
+        .rposition(|w| w == last)
+        .expect("the last value is in the file") as u64;
+    assert!(at > len / 2);
+    let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.seek(SeekFrom::Start(at)).unwrap();
+    f.write_all(&(q.last().unwrap().re + 1.0).to_le_bytes())
+        .unwrap();
+    drop(f);
+    let e = cache.load::<f64>(&key, &grid).unwrap_err().to_string();
+    assert!(e.contains("block 1 fails its CRC-32"), "{e}");
+}
+
+#[test]
+fn a_cache_file_of_an_older_recon_is_recomputed_saying_why() {
+    // The format before this one: Q chunked, under HDF5's Fletcher-32.
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = Cache::new(tmp.path());
+    let (grid, q) = two_blocks();
+    let key = "o".repeat(64);
+    let path = cache.path(&key);
+    let d = grid.doubled();
+    let file = recon_io::hdf5::File::create(&path).unwrap();
+    recon_io::write_dataset(&path, &file, "q", &[d[2], d[1], d[0]], &q, true).unwrap();
+    recon_io::set_str_attr(&path, &file, "key", &key).unwrap();
+    drop(file);
+    let e = cache.load::<f64>(&key, &grid).unwrap_err().to_string();
+    assert!(e.contains("older recon"), "{e}");
 }

@@ -13,11 +13,7 @@ mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/peers-site .whl/*.whl
 export PYTHONPATH=/tmp/peers-site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-# NVRTC and cuFFT for recon: the CUDA toolkit's, else the Python wheels'.
-for d in /usr/local/cuda/lib64 /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib; do
-    [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
-done
-export LD_LIBRARY_PATH
+source scripts/cuda-libs.sh
 
 for p in ${PROBLEMS:-sodium radial-128 radial-256}; do
     case $p in

@@ -123,6 +123,34 @@ impl Ratio {
     }
 }
 
+/// What a run will compute, told to the backend before it starts
+/// ([`Backend::prepare`]): a GPU compiles the kernels these need side by
+/// side, instead of one after another as each is first launched.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Workload {
+    /// Non-uniform FFTs.
+    pub nufft: Vec<NufftUse>,
+    /// Toeplitz products (F^H F) of images of these shapes, with FFT(Q) on
+    /// their doubled grids.
+    pub toeplitz: Vec<[usize; 3]>,
+    /// The exact summation engine.
+    pub exact: bool,
+    /// The sparse priors' finite differences and shrinkage ...
+    pub sparse: bool,
+    /// ... and the wavelets.
+    pub wavelets: bool,
+}
+
+/// One NUFFT plan of a [`Workload`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NufftUse {
+    pub modes: [usize; 3],
+    pub tolerance: f64,
+    /// Whether it interpolates (type 2, or a convolution) as well as
+    /// spreads (type 1).
+    pub type2: bool,
+}
+
 /// The device primitives of the pipeline. One implementation per device;
 /// Q, F^H D, the Toeplitz operator and CG are written once above it.
 ///
@@ -154,6 +182,13 @@ pub trait Backend: Send + Sync {
     /// before allocating.
     fn memory_available(&self) -> Option<u64> {
         None
+    }
+
+    /// Gets ready for `work` (a GPU compiles or loads the kernels it will
+    /// launch). Optional: whatever it leaves out is made when first used.
+    fn prepare(&self, work: &Workload) -> Result<()> {
+        let _ = work;
+        Ok(())
     }
 
     /// Waits until every operation issued so far has finished (the GPU

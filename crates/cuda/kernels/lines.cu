@@ -358,8 +358,8 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
     fft_columns<L, C, 1, GLOBAL, GLOBAL>(b.S, b.tw, b.c, b.tj, s, line, nullptr);
 }
 
-// One kernel of each kind per line length; lines.rs lists the same
-// lengths.
+// One kernel of each kind for the line length LENGTH (one of lines.rs's
+// LENGTHS), each length its own module.
 #define BOUNDS(L) __launch_bounds__(columns_for(L) * (L) / 8, 1024 / (columns_for(L) * (L) / 8))
 #define KERNELS(L)                                                                                           \
     extern "C" __global__ void BOUNDS(L) toeplitz_columns_##L(float2* work, const float2* __restrict__ fq,  \
@@ -380,17 +380,8 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
         lines<L, true>(dst, src, mo, mi, count, tw, s);                                                      \
     }
 
-KERNELS(16)
-KERNELS(32)
-KERNELS(64)
-KERNELS(96)
-KERNELS(128)
-KERNELS(160)
-KERNELS(192)
-KERNELS(256)
-KERNELS(320)
-KERNELS(384)
-KERNELS(512)
-KERNELS(640)
-KERNELS(768)
-KERNELS(1024)
+#ifndef LENGTH
+#error "lines.cu is compiled once per line length, with -DLENGTH=L"
+#endif
+#define INSTANTIATE(L) KERNELS(L)
+INSTANTIATE(LENGTH)

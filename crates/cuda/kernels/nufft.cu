@@ -56,6 +56,14 @@ struct Geometry {
 // also checks the fields' offsets).
 static_assert(sizeof(Geometry) == 36, "Geometry's size differs from nufft.rs");
 
+// One module holds the fixed kernels (nufft.cu compiled as it is); each
+// of the three families, for one kernel width W, is a module of its own,
+// nufft.cu compiled with -DSPREAD_SHARED=W, -DSPREAD_GLOBAL=W or
+// -DINTERPOLATE=W (kernels.rs): a run compiles only the widths it uses.
+#if defined(SPREAD_SHARED) || defined(SPREAD_GLOBAL) || defined(INTERPOLATE)
+#define FAMILY_MODULE
+#endif
+#ifndef FAMILY_MODULE
 // Counts the points per bin; rank[m]: the point's place within its bin.
 extern "C" __global__ void nufft_count(int* __restrict__ bin, int* __restrict__ rank, int* __restrict__ count,
                                        const double* __restrict__ x, long long M, Geometry g)
@@ -125,6 +133,8 @@ extern "C" __global__ void nufft_subproblems(int* __restrict__ sub_bin, int* __r
         }
     }
 }
+
+#endif  // FAMILY_MODULE
 
 // The kernel's W values at offsets j - W/2 + a.
 template <int W>
@@ -349,35 +359,39 @@ __device__ void interpolate(float2* __restrict__ out, const float2* __restrict__
     }
 }
 
-// One exported kernel per width and step: widths 2 to 8 serve tolerances
-// down to 1e-6, all that float32 reaches.
-#define NUFFT_WIDTH(W)                                                                                                     \
+// One exported kernel per family and width: widths 2 to 8 serve
+// tolerances down to 1e-6, all that float32 reaches (nufft.rs's WIDTHS).
+// The extra level of macros expands the width before it is pasted.
+#define SPREAD_SHARED_KERNEL(W)                                                                                            \
     extern "C" __global__ void nufft_spread_shared_##W(                                                                    \
         float2* fine, const float2* c, const int* first, const float* frac, const unsigned* perm, const int* sub_bin,      \
         const int* sub_first, const int* start, int maxsub, float beta, Geometry g)                                         \
     {                                                                                                                      \
         spread_shared<W>(fine, c, first, frac, perm, sub_bin, sub_first, start, maxsub, beta, g);                          \
-    }                                                                                                                      \
+    }
+#define SPREAD_GLOBAL_KERNEL(W)                                                                                            \
     extern "C" __global__ void nufft_spread_global_##W(float2* fine, const float2* c, const int* first,                    \
                                                        const float* frac, const unsigned* perm, long long M,              \
                                                        float beta, Geometry g)                                             \
     {                                                                                                                      \
         spread_global<W>(fine, c, first, frac, perm, M, beta, g);                                                          \
-    }                                                                                                                      \
+    }
+#define INTERPOLATE_KERNEL(W)                                                                                              \
     extern "C" __global__ void nufft_interpolate_##W(float2* out, const float2* fine, const int* first,                   \
                                                      const float* frac, const unsigned* perm, long long M, float beta,    \
                                                      Geometry g)                                                           \
     {                                                                                                                      \
         interpolate<W>(out, fine, first, frac, perm, M, beta, g);                                                          \
     }
+#define INSTANTIATE(KERNEL, W) KERNEL(W)
 
-NUFFT_WIDTH(2)
-NUFFT_WIDTH(3)
-NUFFT_WIDTH(4)
-NUFFT_WIDTH(5)
-NUFFT_WIDTH(6)
-NUFFT_WIDTH(7)
-NUFFT_WIDTH(8)
+#if defined(SPREAD_SHARED)
+INSTANTIATE(SPREAD_SHARED_KERNEL, SPREAD_SHARED)
+#elif defined(SPREAD_GLOBAL)
+INSTANTIATE(SPREAD_GLOBAL_KERNEL, SPREAD_GLOBAL)
+#elif defined(INTERPOLATE)
+INSTANTIATE(INTERPOLATE_KERNEL, INTERPOLATE)
+#else
 
 // The fine-grid index of mode index k (0 .. m) along an axis: mode k - m/2.
 __device__ inline int mode_cell(int k, int m, int n)
@@ -433,3 +447,4 @@ extern "C" __global__ void nufft_amplify(float2* __restrict__ fine, const float2
         fine[i] = v;
     }
 }
+#endif  // SPREAD_SHARED, SPREAD_GLOBAL, INTERPOLATE

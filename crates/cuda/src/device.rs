@@ -13,10 +13,12 @@
 use crate::error::Ctx;
 use cudarc::cufft::{result as fft_result, sys as fft_sys, CudaFft};
 use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig, ValidAsZeroBits,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig,
+    ValidAsZeroBits,
 };
 use recon_core::{Complex, Direction, Error, Result};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Blocks of the first reduction pass; `REDUCE_THREADS` threads each.
 pub(crate) const REDUCE_BLOCKS: usize = 1024;
@@ -40,25 +42,29 @@ pub(crate) struct Device {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) copy_stream: Arc<CudaStream>,
-    /// sum.cu's module and kernels (engine.rs launches them).
-    pub(crate) sum: crate::kernels::SumKernels,
-    /// nufft.cu's kernels (nufft.rs).
-    pub(crate) nufft: crate::nufft::Kernels,
-    /// lines.cu's kernels (lines.rs).
-    pub(crate) line_kernels: crate::lines::Kernels,
-    /// vector.cu's kernels, with typed launchers (vector.rs).
-    pub(crate) vector: crate::vector::Kernels,
-    /// sparse.cu's kernels, with typed launchers (sparse.rs).
-    pub(crate) sparse: crate::sparse::Kernels,
-    /// wavelet.cu's kernels, with typed launchers (wavelet.rs).
-    pub(crate) wavelet: crate::wavelet::Kernels,
+    /// The device's modules, each compiled or read and loaded when first
+    /// needed (kernels.rs) ...
+    pub(crate) modules: crate::kernels::Modules,
+    /// ... and the typed kernels of each `.cu` file, looked up once: sum.cu
+    /// (engine.rs launches them), nufft.cu's fixed kernels and its
+    /// steps per kernel width (nufft.rs), lines.cu's per line length
+    /// (lines.rs), vector.cu, sparse.cu and wavelet.cu (their launchers'
+    /// files).
+    sum: OnceLock<crate::kernels::SumKernels>,
+    nufft: OnceLock<crate::nufft::Kernels>,
+    pub(crate) nufft_steps: Mutex<HashMap<(crate::nufft::Step, usize), CudaFunction>>,
+    pub(crate) line_kernels: Mutex<HashMap<usize, Arc<crate::lines::Kernels>>>,
+    vector: OnceLock<crate::vector::Kernels>,
+    sparse: OnceLock<crate::sparse::Kernels>,
+    wavelet: OnceLock<crate::wavelet::Kernels>,
     pub(crate) partial: Mutex<CudaSlice<f64>>,
     /// Whether it reads another GPU's memory directly (enable_peer_access).
     pub(crate) peers: bool,
 }
 
 impl Device {
-    pub fn open(ordinal: usize) -> Result<Self> {
+    /// Opens GPU `ordinal`; its kernels come through `cache` when given.
+    pub fn open(ordinal: usize, cache: Option<Arc<dyn crate::KernelCache>>) -> Result<Self> {
         let ctx = CudaContext::new(ordinal).at(&format!("open device {ordinal}"))?;
         // cudarc would record an event per buffer argument of every launch
         // and make each launch wait on them (it cannot know which stream
@@ -82,13 +88,8 @@ impl Device {
             .at("clock rate")? as u32;
         let stream = ctx.new_stream().at("create stream")?;
         let copy_stream = ctx.new_stream().at("create copy stream")?;
-        let arch = format!("compute_{major}{minor}");
-        let sum = crate::kernels::SumKernels::load(&ctx, &arch)?;
-        let nufft = crate::nufft::Kernels::load(&ctx, &arch)?;
-        let line_kernels = crate::lines::Kernels::load(&ctx, &arch)?;
-        let vector = crate::vector::Kernels::load(&ctx, &arch)?;
-        let sparse = crate::sparse::Kernels::load(&ctx, &arch)?;
-        let wavelet = crate::wavelet::Kernels::load(&ctx, &arch)?;
+        let modules =
+            crate::kernels::Modules::new(ctx.clone(), crate::kernels::Arch(major, minor), cache);
         let partial = stream
             .alloc_zeros::<f64>(REDUCE_BLOCKS)
             .at("allocate reduction buffer")?;
@@ -100,14 +101,45 @@ impl Device {
             ctx,
             stream,
             copy_stream,
-            sum,
-            nufft,
-            line_kernels,
-            vector,
-            sparse,
-            wavelet,
+            modules,
+            sum: OnceLock::new(),
+            nufft: OnceLock::new(),
+            nufft_steps: Mutex::new(HashMap::new()),
+            line_kernels: Mutex::new(HashMap::new()),
+            vector: OnceLock::new(),
+            sparse: OnceLock::new(),
+            wavelet: OnceLock::new(),
             partial: Mutex::new(partial),
             peers: false,
+        })
+    }
+
+    /// sum.cu's kernels (the summation engine), loaded on first use.
+    pub(crate) fn sum(&self) -> Result<&crate::kernels::SumKernels> {
+        crate::kernels::once(&self.sum, || {
+            crate::kernels::SumKernels::load(&self.modules)
+        })
+    }
+
+    /// nufft.cu's fixed kernels, loaded on first use.
+    pub(crate) fn nufft(&self) -> Result<&crate::nufft::Kernels> {
+        crate::kernels::once(&self.nufft, || crate::nufft::Kernels::load(&self.modules))
+    }
+
+    /// vector.cu's kernels, loaded on first use.
+    pub(crate) fn vector(&self) -> Result<&crate::vector::Kernels> {
+        crate::kernels::once(&self.vector, || crate::vector::Kernels::load(&self.modules))
+    }
+
+    /// sparse.cu's kernels, loaded on first use.
+    pub(crate) fn sparse(&self) -> Result<&crate::sparse::Kernels> {
+        crate::kernels::once(&self.sparse, || crate::sparse::Kernels::load(&self.modules))
+    }
+
+    /// wavelet.cu's kernels, loaded on first use.
+    pub(crate) fn wavelet(&self) -> Result<&crate::wavelet::Kernels> {
+        crate::kernels::once(&self.wavelet, || {
+            crate::wavelet::Kernels::load(&self.modules)
         })
     }
 

@@ -218,7 +218,8 @@ impl Device {
                 && (first + r0) % row == 0
                 && len % row == 0
         };
-        let kernel_for = |r0: usize, len: usize| self.sum.get(job.variant, rows_ok(r0, len), vpt);
+        let sum = self.sum()?;
+        let kernel_for = |r0: usize, len: usize| sum.get(job.variant, rows_ok(r0, len), vpt);
         let (block, per_block) = match job.variant {
             Variant::Tuned | Variant::Streamed => {
                 (job.tuning.block, job.tuning.block as usize * vpt as usize)
@@ -233,8 +234,7 @@ impl Device {
         let null = 0u64;
         let sign = job.sign;
         let m_all = m as i32;
-        let mut sym = self
-            .sum
+        let mut sym = sum
             .module
             .get_global("c_samples", &self.stream)
             .at("find c_samples")?;

@@ -1,67 +1,410 @@
-//! The kernel sources: the `.cu` files, compiled by NVRTC once per process
-//! and architecture, loaded by [`load_all`] (every kernel a file's
-//! launchers use is loaded with the device, so that a missing one fails at
-//! start-up, not mid-run); and sum.cu's kernels by variant.
+//! The kernel sources, and how they become modules on a device.
+//!
+//! Key design decision: a run compiles only what it launches, straight to
+//! machine code, once per machine. Each module is a `.cu` file or one
+//! instance of it (a line length of lines.cu, a kernel width of nufft.cu,
+//! given to the file as a macro), compiled when a device first needs it.
+//! NVRTC emits CUBIN for the device's own architecture (`sm_XY`), so the
+//! driver has no PTX to compile at load; the CUBIN is kept for the process
+//! and, through a [`KernelCache`] (recon's cache folder, which the pipeline
+//! provides), for every later process on any machine that shares the
+//! folder. A module's cache key is a SHA-256 of everything its code
+//! depends on: the source, the options (architecture and instance
+//! included), and the NVRTC and driver versions.
 
-use crate::error::err;
-use crate::Variant;
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use crate::error::{err, Ctx};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use recon_core::Result;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::ffi::CString;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
-pub(crate) const SUM_CU: &str = include_str!("../kernels/sum.cu");
-pub(crate) const VECTOR_CU: &str = include_str!("../kernels/vector.cu");
-pub(crate) const NUFFT_CU: &str = include_str!("../kernels/nufft.cu");
-pub(crate) const LINES_CU: &str = include_str!("../kernels/lines.cu");
-pub(crate) const SPARSE_CU: &str = include_str!("../kernels/sparse.cu");
-pub(crate) const WAVELET_CU: &str = include_str!("../kernels/wavelet.cu");
-
-/// PTX per (source, architecture), compiled once per process.
-pub(crate) fn ptx(name: &'static str, src: &'static str, arch: String) -> Result<Ptx> {
-    static CACHE: OnceLock<Mutex<HashMap<(&'static str, String), Ptx>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut cache = cache.lock().expect("PTX cache poisoned");
-    if let Some(p) = cache.get(&(name, arch.clone())) {
-        return Ok(p.clone());
-    }
-    let opts = CompileOptions {
-        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
-        name: Some(name.to_string()),
-        ..Default::default()
-    };
-    let p = compile_ptx_with_opts(src, opts).map_err(|e| match e {
-        cudarc::nvrtc::CompileError::CompileError { log, .. } => err(
-            format!("NVRTC compile of {name}"),
-            log.to_string_lossy().into_owned(),
-        ),
-        e => err(format!("NVRTC compile of {name}"), e),
-    })?;
-    cache.insert((name, arch), p.clone());
-    Ok(p)
+/// A kernel source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Source {
+    pub name: &'static str,
+    pub text: &'static str,
 }
 
-/// Loads the module of `src` (named `name`) for `arch`, and a function of it
-/// by name for each of `names`, failing on the first missing one.
-pub(crate) fn load_all(
-    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
-    arch: &str,
-    name: &'static str,
-    src: &'static str,
-    names: &[String],
-) -> Result<(
-    std::sync::Arc<cudarc::driver::CudaModule>,
-    Vec<cudarc::driver::CudaFunction>,
-)> {
-    use crate::error::Ctx;
-    let m = ctx
-        .load_module(ptx(name, src, arch.to_string())?)
-        .at(&format!("load {name}"))?;
-    let funcs = names
-        .iter()
-        .map(|f| m.load_function(f).at(&format!("load kernel {f}")))
-        .collect::<Result<_>>()?;
-    Ok((m, funcs))
+macro_rules! source {
+    ($file:literal) => {
+        Source {
+            name: $file,
+            text: include_str!(concat!("../kernels/", $file)),
+        }
+    };
+}
+
+pub(crate) const SUM: Source = source!("sum.cu");
+pub(crate) const VECTOR: Source = source!("vector.cu");
+pub(crate) const NUFFT: Source = source!("nufft.cu");
+pub(crate) const LINES: Source = source!("lines.cu");
+pub(crate) const SPARSE: Source = source!("sparse.cu");
+pub(crate) const WAVELET: Source = source!("wavelet.cu");
+
+/// One module: a source, whole or one instance of it (a macro defined to
+/// a value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Module {
+    pub source: Source,
+    pub define: Option<(&'static str, usize)>,
+}
+
+impl Module {
+    pub(crate) const fn whole(source: Source) -> Self {
+        Module {
+            source,
+            define: None,
+        }
+    }
+
+    /// `source` compiled with `-Dmacro_=value`.
+    pub(crate) const fn instance(source: Source, macro_: &'static str, value: usize) -> Self {
+        Module {
+            source,
+            define: Some((macro_, value)),
+        }
+    }
+
+    /// "lines.cu (LENGTH=96)", for errors.
+    pub(crate) fn describe(&self) -> String {
+        match self.define {
+            None => self.source.name.to_string(),
+            Some((m, v)) => format!("{} ({m}={v})", self.source.name),
+        }
+    }
+
+    fn options(&self, arch: Arch) -> Vec<String> {
+        let mut o = vec![
+            format!("--gpu-architecture=sm_{}{}", arch.0, arch.1),
+            "--std=c++17".to_string(),
+        ];
+        if let Some((m, v)) = self.define {
+            o.push(format!("-D{m}={v}"));
+        }
+        o
+    }
+}
+
+/// A device's compute capability (major, minor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Arch(pub i32, pub i32);
+
+/// Compiled kernels kept across processes: recon's cache folder, which
+/// the pipeline provides (recon-cuda does no file I/O). `get` returns only
+/// bytes that `put` stored under the same key, intact; a store that cannot
+/// say so returns `None`, and the module is compiled again.
+pub trait KernelCache: Send + Sync + std::fmt::Debug {
+    /// The CUBIN stored under `key`, if any.
+    fn get(&self, key: &str) -> Option<Vec<u8>>;
+    /// Stores `cubin` under `key`. A failure (a read-only or full folder)
+    /// is reported through [`KernelStats::not_stored`]; the run goes on.
+    fn put(&self, key: &str, cubin: &[u8]) -> std::result::Result<(), String>;
+}
+
+/// How this process's modules were obtained: for the run's report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelStats {
+    /// Modules compiled by NVRTC, each with its seconds (side by side, so
+    /// their sum is more than the time they took) ...
+    pub compiled: Vec<(String, f64)>,
+    /// ... and their seconds together.
+    pub compile_seconds: f64,
+    /// Modules read from the kernel cache.
+    pub cached: Vec<String>,
+    /// Seconds spent loading modules into devices (the driver's part).
+    pub load_seconds: f64,
+    /// Why a compiled module could not be cached, where one could not.
+    pub not_stored: Option<String>,
+}
+
+fn stats() -> std::sync::MutexGuard<'static, KernelStats> {
+    static STATS: Mutex<KernelStats> = Mutex::new(KernelStats {
+        compiled: Vec::new(),
+        compile_seconds: 0.0,
+        cached: Vec::new(),
+        load_seconds: 0.0,
+        not_stored: None,
+    });
+    STATS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What this process has compiled, read and loaded so far.
+pub fn kernel_stats() -> KernelStats {
+    stats().clone()
+}
+
+/// NVRTC's version, "major.minor".
+fn nvrtc_version() -> String {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two out-parameters; probe() checked that NVRTC loads.
+    let r = unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) };
+    match r {
+        nvrtc_sys::nvrtcResult::NVRTC_SUCCESS => format!("{major}.{minor}"),
+        e => format!("unknown ({e:?})"),
+    }
+}
+
+/// The driver's version (e.g. 13000), 0 where it cannot be read (no
+/// libcuda: a compile without a GPU, as the tests make).
+fn driver_version() -> i32 {
+    let mut v = 0;
+    // SAFETY: checks that libcuda loads (cudarc would panic otherwise),
+    // then one out-parameter.
+    unsafe {
+        if cudarc::driver::sys::is_culib_present() {
+            let _ = cudarc::driver::sys::cuDriverGetVersion(&mut v);
+        }
+    }
+    v
+}
+
+/// The cache key of `module` for `arch`: SHA-256 (hex) of its source,
+/// options and the compiler's and driver's versions.
+pub(crate) fn cache_key(module: &Module, arch: Arch) -> String {
+    let mut h = Sha256::new();
+    h.update(b"recon kernel v1\0");
+    h.update(module.source.name.as_bytes());
+    h.update(b"\0");
+    h.update(module.source.text.as_bytes());
+    for o in module.options(arch) {
+        h.update(b"\0");
+        h.update(o.as_bytes());
+    }
+    h.update(b"\0nvrtc ");
+    h.update(nvrtc_version().as_bytes());
+    h.update(b"\0driver ");
+    h.update(driver_version().to_le_bytes());
+    hex::encode(h.finalize())
+}
+
+/// Compiles `module` for `arch` to CUBIN.
+fn compile(module: &Module, arch: Arch) -> Result<Vec<u8>> {
+    let what = format!("NVRTC compile of {}", module.describe());
+    let src = CString::new(module.source.text).map_err(|e| err(&what, e))?;
+    let name = CString::new(module.source.name).map_err(|e| err(&what, e))?;
+    let prog = nvrtc::create_program(&src, Some(&name)).at(&what)?;
+    // SAFETY: `prog` is a live program; it is destroyed below on every path.
+    let out = unsafe {
+        match nvrtc::compile_program(prog, &module.options(arch)) {
+            Ok(()) => {
+                let mut size = 0usize;
+                let r = nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size);
+                let mut cubin = vec![0u8; size];
+                let r2 = match r {
+                    nvrtc_sys::nvrtcResult::NVRTC_SUCCESS => {
+                        nvrtc_sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast())
+                    }
+                    e => e,
+                };
+                match r2 {
+                    nvrtc_sys::nvrtcResult::NVRTC_SUCCESS if size > 0 => Ok(cubin),
+                    e => Err(err(&what, format!("no CUBIN ({e:?})"))),
+                }
+            }
+            Err(e) => {
+                let log = nvrtc::get_program_log(prog)
+                    .map(|l| {
+                        std::ffi::CStr::from_ptr(l.as_ptr())
+                            .to_string_lossy()
+                            .into_owned()
+                    })
+                    .unwrap_or_default();
+                Err(err(&what, format!("{e:?}: {log}")))
+            }
+        }
+    };
+    // SAFETY: as above; the program is not used after this.
+    let _ = unsafe { nvrtc::destroy_program(prog) };
+    out
+}
+
+type Cell = Arc<OnceLock<std::result::Result<Arc<Vec<u8>>, String>>>;
+
+/// The CUBIN of `module` for `arch`: this process's, the cache's, or
+/// compiled now (and stored in the cache). Different modules compile side
+/// by side; the same one once.
+pub(crate) fn cubin(
+    module: &Module,
+    arch: Arch,
+    cache: Option<&dyn KernelCache>,
+) -> Result<Arc<Vec<u8>>> {
+    static CUBINS: OnceLock<Mutex<HashMap<(Module, Arch), Cell>>> = OnceLock::new();
+    let cell = CUBINS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry((*module, arch))
+        .or_default()
+        .clone();
+    let got = cell.get_or_init(|| {
+        let key = cache.map(|_| cache_key(module, arch));
+        if let (Some(c), Some(k)) = (cache, &key) {
+            if let Some(bytes) = c.get(k) {
+                stats().cached.push(module.describe());
+                return Ok(Arc::new(bytes));
+            }
+        }
+        let t = Instant::now();
+        let bytes = compile(module, arch).map_err(|e| e.to_string())?;
+        {
+            let mut s = stats();
+            let seconds = t.elapsed().as_secs_f64();
+            s.compiled.push((module.describe(), seconds));
+            s.compile_seconds += seconds;
+        }
+        if let (Some(c), Some(k)) = (cache, &key) {
+            if let Err(why) = c.put(k, &bytes) {
+                stats().not_stored.get_or_insert(why);
+            }
+        }
+        Ok(Arc::new(bytes))
+    });
+    got.clone().map_err(|why| recon_core::Error::Device {
+        backend: "CUDA",
+        op: format!("compile {}", module.describe()),
+        reason: why,
+    })
+}
+
+/// One device's loaded modules, each loaded when first asked for.
+pub(crate) struct Modules {
+    ctx: Arc<CudaContext>,
+    arch: Arch,
+    cache: Option<Arc<dyn KernelCache>>,
+    loaded: Mutex<HashMap<Module, Arc<CudaModule>>>,
+}
+
+impl Modules {
+    pub(crate) fn new(
+        ctx: Arc<CudaContext>,
+        arch: Arch,
+        cache: Option<Arc<dyn KernelCache>>,
+    ) -> Self {
+        Modules {
+            ctx,
+            arch,
+            cache,
+            loaded: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `module`, loaded into the device (compiled or read first if needed).
+    pub(crate) fn module(&self, module: &Module) -> Result<Arc<CudaModule>> {
+        if let Some(m) = self.lock().get(module) {
+            return Ok(m.clone());
+        }
+        let bytes = cubin(module, self.arch, self.cache.as_deref())?;
+        let t = Instant::now();
+        let m = self
+            .ctx
+            .load_module(Ptx::from_binary(bytes.to_vec()))
+            .at(&format!("load {}", module.describe()))?;
+        stats().load_seconds += t.elapsed().as_secs_f64();
+        Ok(self.lock().entry(*module).or_insert(m).clone())
+    }
+
+    /// Every module of `modules` loaded: those not yet compiled compiled
+    /// side by side (the slowest sets the time), then loaded in turn.
+    pub(crate) fn load_all(&self, modules: &[Module]) -> Result<()> {
+        use rayon::prelude::*;
+        modules
+            .par_iter()
+            .try_for_each(|m| cubin(m, self.arch, self.cache.as_deref()).map(drop))?;
+        for m in modules {
+            self.module(m)?;
+        }
+        Ok(())
+    }
+
+    /// The functions `names` of `module`, in order, failing on the first
+    /// missing one.
+    pub(crate) fn functions<S: AsRef<str>>(
+        &self,
+        module: &Module,
+        names: &[S],
+    ) -> Result<Vec<CudaFunction>> {
+        let m = self.module(module)?;
+        names
+            .iter()
+            .map(|f| {
+                m.load_function(f.as_ref()).at(&format!(
+                    "load kernel {} of {}",
+                    f.as_ref(),
+                    module.describe()
+                ))
+            })
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Module, Arc<CudaModule>>> {
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The modules `work` launches: vector.cu always; per NUFFT its width's
+/// spreading through shared memory (and interpolation where it does type
+/// 2), and the line lengths of its fine grid (where the line kernels cover
+/// it, as its plan decides); per Toeplitz product the lengths of its
+/// doubled grid; sum.cu, sparse.cu and wavelet.cu as asked. The spreading
+/// straight into the fine grid, the fallback where a bin does not fit in
+/// shared memory, is left to be compiled if a plan takes it: at width 8 it
+/// costs eight times the shared one's compile.
+pub(crate) fn needed(work: &recon_core::Workload) -> Result<Vec<Module>> {
+    use crate::lines;
+    use crate::nufft::{Step, WIDTHS};
+    let mut modules = vec![Module::whole(VECTOR)];
+    let mut lengths = Vec::new();
+    for &n in &work.toeplitz {
+        let d = n.map(|v| 2 * v);
+        if lines::covered(d) {
+            lengths.extend(d);
+        }
+    }
+    for n in &work.nufft {
+        let layout = recon_nufft::Layout::new(n.modes, n.tolerance, 1, 4)?;
+        let w = layout.kernel.width;
+        if WIDTHS.contains(&w) {
+            modules.push(Module::whole(NUFFT));
+            modules.push(Step::SpreadShared.module(w));
+            if n.type2 {
+                modules.push(Step::Interpolate.module(w));
+            }
+        }
+        if lines::covered(layout.fine) {
+            lengths.extend(layout.fine);
+        }
+    }
+    modules.extend(lengths.into_iter().map(lines::module));
+    for (wanted, source) in [
+        (work.exact, SUM),
+        (work.sparse, SPARSE),
+        (work.wavelets, WAVELET),
+    ] {
+        if wanted {
+            modules.push(Module::whole(source));
+        }
+    }
+    let mut unique = Vec::new();
+    for m in modules {
+        if !unique.contains(&m) {
+            unique.push(m);
+        }
+    }
+    Ok(unique)
+}
+
+/// `cell`'s value, made by `make` the first time (a failure is returned
+/// and the next call tries again).
+pub(crate) fn once<T>(cell: &OnceLock<T>, make: impl FnOnce() -> Result<T>) -> Result<&T> {
+    if let Some(v) = cell.get() {
+        return Ok(v);
+    }
+    let v = make()?;
+    Ok(cell.get_or_init(|| v))
 }
 
 /// Outputs-per-thread counts the tuned kernels are compiled for.
@@ -69,7 +412,8 @@ pub const PER_THREAD: [u32; 4] = [1, 2, 4, 8];
 
 /// The kernel of sum.cu that runs `variant`; `rows`: the lattice row
 /// kernel of variants 5 and 6 (else their generic one).
-fn sum_kernel(variant: Variant, rows: bool, per_thread: u32) -> String {
+fn sum_kernel(variant: crate::Variant, rows: bool, per_thread: u32) -> String {
+    use crate::Variant;
     let g = if rows { "" } else { "g" };
     match variant {
         Variant::Naive => "sum_v1".into(),
@@ -83,7 +427,7 @@ fn sum_kernel(variant: Variant, rows: bool, per_thread: u32) -> String {
 
 /// Every kernel of sum.cu the backend may launch.
 pub(crate) fn sum_kernels() -> Vec<String> {
-    let mut names: Vec<String> = Variant::ALL
+    let mut names: Vec<String> = crate::Variant::ALL
         .iter()
         .flat_map(|&v| {
             [true, false]
@@ -99,19 +443,17 @@ pub(crate) fn sum_kernels() -> Vec<String> {
 /// sum.cu's module (its constant-memory samples are a symbol of it) and
 /// its kernels, looked up by variant, row kernel and outputs per thread.
 pub(crate) struct SumKernels {
-    pub module: std::sync::Arc<cudarc::driver::CudaModule>,
-    by_name: HashMap<String, cudarc::driver::CudaFunction>,
+    pub module: Arc<CudaModule>,
+    by_name: HashMap<String, CudaFunction>,
 }
 
 impl SumKernels {
-    pub(crate) fn load(
-        ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
-        arch: &str,
-    ) -> Result<Self> {
+    pub(crate) fn load(modules: &Modules) -> Result<Self> {
         let names = sum_kernels();
-        let (module, funcs) = load_all(ctx, arch, "sum.cu", SUM_CU, &names)?;
+        let m = Module::whole(SUM);
+        let funcs = modules.functions(&m, &names)?;
         Ok(SumKernels {
-            module,
+            module: modules.module(&m)?,
             by_name: names.into_iter().zip(funcs).collect(),
         })
     }
@@ -119,10 +461,10 @@ impl SumKernels {
     /// The kernel that runs `variant` (see [`sum_kernel`]), and its name.
     pub(crate) fn get(
         &self,
-        variant: Variant,
+        variant: crate::Variant,
         rows: bool,
         per_thread: u32,
-    ) -> Result<(&str, &cudarc::driver::CudaFunction)> {
+    ) -> Result<(&str, &CudaFunction)> {
         let name = sum_kernel(variant, rows, per_thread);
         self.by_name
             .get_key_value(&name)
@@ -140,8 +482,41 @@ impl SumKernels {
 mod tests {
     use super::*;
 
-    /// NVRTC needs no GPU: where libnvrtc loads, every kernel file must
-    /// compile for Hopper and export every kernel the backend loads.
+    /// Every module the backend may load, with the kernels it must export.
+    fn every_module() -> Vec<(Module, Vec<String>)> {
+        let mut v = vec![
+            (Module::whole(SUM), sum_kernels()),
+            (
+                Module::whole(VECTOR),
+                crate::vector::NAMES.map(String::from).to_vec(),
+            ),
+            (
+                Module::whole(NUFFT),
+                crate::nufft::FIXED.map(String::from).to_vec(),
+            ),
+            (
+                Module::whole(SPARSE),
+                crate::sparse::NAMES.map(String::from).to_vec(),
+            ),
+            (
+                Module::whole(WAVELET),
+                crate::wavelet::NAMES.map(String::from).to_vec(),
+            ),
+        ];
+        for w in crate::nufft::WIDTHS {
+            for step in crate::nufft::Step::ALL {
+                v.push((step.module(w), vec![step.name(w)]));
+            }
+        }
+        for l in crate::lines::LENGTHS {
+            v.push((crate::lines::module(l), crate::lines::kernel_names(l)));
+        }
+        v
+    }
+
+    /// NVRTC needs no GPU: where libnvrtc loads, every module must compile
+    /// to CUBIN for Hopper and export every kernel the backend loads from
+    /// it (the names are in the CUBIN's symbol table).
     #[test]
     fn kernels_compile_with_nvrtc() {
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
@@ -150,34 +525,139 @@ mod tests {
             );
             return;
         }
-        for (name, src, funcs) in [
-            ("sum.cu", SUM_CU, sum_kernels()),
-            (
-                "vector.cu",
-                VECTOR_CU,
-                crate::vector::NAMES.map(String::from).to_vec(),
-            ),
-            ("nufft.cu", NUFFT_CU, crate::nufft::kernel_names()),
-            ("lines.cu", LINES_CU, crate::lines::kernel_names()),
-            (
-                "sparse.cu",
-                SPARSE_CU,
-                crate::sparse::NAMES.map(String::from).to_vec(),
-            ),
-            (
-                "wavelet.cu",
-                WAVELET_CU,
-                crate::wavelet::NAMES.map(String::from).to_vec(),
-            ),
-        ] {
-            let p = ptx(name, src, "compute_90".into()).unwrap_or_else(|e| panic!("{e}"));
-            let text = p.to_src();
+        for (module, funcs) in every_module() {
+            let cubin = compile(&module, Arch(9, 0)).unwrap_or_else(|e| panic!("{e}"));
             for f in &funcs {
+                let name = format!("\0{f}\0");
                 assert!(
-                    text.contains(&format!(".entry {f}(")),
-                    "{name} lacks kernel {f}"
+                    cubin.windows(name.len()).any(|w| w == name.as_bytes()),
+                    "{} lacks kernel {f}",
+                    module.describe()
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_workload_needs_its_widths_and_lengths_only() {
+        use crate::nufft::Step;
+        let nufft = |modes, tolerance, type2| recon_core::NufftUse {
+            modes,
+            tolerance,
+            type2,
+        };
+        let work = recon_core::Workload {
+            nufft: vec![
+                nufft([48, 48, 48], 1e-6, false),
+                nufft([96, 96, 96], 1e-6, false),
+                nufft([48, 48, 48], 1e-2, true),
+            ],
+            toeplitz: vec![[48, 48, 48]],
+            ..Default::default()
+        };
+        let m = needed(&work).unwrap();
+        let has = |m2: Module| m.contains(&m2);
+        assert!(has(Module::whole(VECTOR)) && has(Module::whole(NUFFT)));
+        // tolerance 1e-6: width 8, spreading only; 1e-2: width 4, both ways
+        assert!(has(Step::SpreadShared.module(8)) && !has(Step::Interpolate.module(8)));
+        assert!(has(Step::SpreadShared.module(4)) && has(Step::Interpolate.module(4)));
+        for w in 2..=8 {
+            assert!(
+                !has(Step::SpreadGlobal.module(w)),
+                "the fallback, width {w}"
+            );
+        }
+        assert!(!has(Step::SpreadShared.module(6)));
+        // the Toeplitz product's 96, the fine grids' 96 and 192
+        for l in [96, 192] {
+            assert!(has(crate::lines::module(l)), "{l}");
+        }
+        assert!(!has(crate::lines::module(128)));
+        assert!(!has(Module::whole(SUM)) && !has(Module::whole(SPARSE)));
+        // each once
+        let mut names: Vec<String> = m.iter().map(|m| m.describe()).collect();
+        names.dedup();
+        assert_eq!(names.len(), m.len());
+        // the sparse priors and the exact engine add their files
+        let more = needed(&recon_core::Workload {
+            exact: true,
+            sparse: true,
+            wavelets: true,
+            ..Default::default()
+        })
+        .unwrap();
+        for s in [SUM, SPARSE, WAVELET, VECTOR] {
+            assert!(more.contains(&Module::whole(s)), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn cache_keys_differ_by_source_instance_and_architecture() {
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            println!("skipped: libnvrtc not found (the key holds NVRTC's version)");
+            return;
+        }
+        let a = cache_key(&Module::instance(LINES, "LENGTH", 96), Arch(9, 0));
+        assert_eq!(
+            a,
+            cache_key(&Module::instance(LINES, "LENGTH", 96), Arch(9, 0))
+        );
+        for other in [
+            cache_key(&Module::instance(LINES, "LENGTH", 128), Arch(9, 0)),
+            cache_key(&Module::instance(LINES, "LENGTH", 96), Arch(8, 0)),
+            cache_key(&Module::instance(NUFFT, "LENGTH", 96), Arch(9, 0)),
+        ] {
+            assert_ne!(a, other);
+        }
+        assert_eq!(a.len(), 64);
+    }
+
+    /// A store that remembers what it was given and counts what it served.
+    #[derive(Debug, Default)]
+    struct Memory(Mutex<HashMap<String, Vec<u8>>>, Mutex<usize>);
+
+    impl KernelCache for Memory {
+        fn get(&self, key: &str) -> Option<Vec<u8>> {
+            let got = self.0.lock().unwrap().get(key).cloned();
+            *self.1.lock().unwrap() += got.is_some() as usize;
+            got
+        }
+        fn put(&self, key: &str, cubin: &[u8]) -> std::result::Result<(), String> {
+            self.0.lock().unwrap().insert(key.into(), cubin.to_vec());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_module_is_compiled_once_and_served_from_the_cache() {
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            println!("skipped: libnvrtc not found");
+            return;
+        }
+        // An architecture no other test asks for: this process's memo is
+        // empty for it, so the store is asked first.
+        let store = Memory::default();
+        let m = Module::whole(SPARSE);
+        let first = cubin(&m, Arch(8, 6), Some(&store)).unwrap();
+        assert_eq!(store.0.lock().unwrap().len(), 1, "compiled and stored");
+        assert_eq!(*store.1.lock().unwrap(), 0, "nothing to serve before");
+        // The process keeps it: the store is not asked again.
+        let again = cubin(&m, Arch(8, 6), Some(&store)).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert!(kernel_stats()
+            .compiled
+            .iter()
+            .any(|(n, _)| *n == m.describe()));
+        // What was stored is what a fresh process would get.
+        let key = cache_key(&m, Arch(8, 6));
+        assert_eq!(store.get(&key).as_deref(), Some(first.as_slice()));
+        // A module the store holds is read, not compiled.
+        let w = Module::whole(WAVELET);
+        store.put(&cache_key(&w, Arch(8, 6)), b"stored").unwrap();
+        let served = cubin(&w, Arch(8, 6), Some(&store)).unwrap();
+        assert_eq!(served.as_slice(), b"stored");
+        let s = kernel_stats();
+        assert!(s.cached.contains(&w.describe()));
+        assert!(!s.compiled.iter().any(|(n, _)| *n == w.describe()));
     }
 }

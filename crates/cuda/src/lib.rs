@@ -4,8 +4,10 @@
 //! libcuda, NVRTC and cuFFT at run time (`dynamic-loading`), and [`probe`]
 //! checks for each library before cudarc would panic on a missing one, so a
 //! machine without a GPU gets a clear "unavailable" instead. Kernels live in
-//! `kernels/*.cu`, are compiled by NVRTC for the device's architecture once
-//! per process, and loaded into each device's context.
+//! `kernels/*.cu`; the modules a run launches are compiled by NVRTC to
+//! machine code for the device's architecture when first needed, kept
+//! across processes by a [`KernelCache`] (kernels.rs), and loaded into each
+//! device's context.
 //!
 //! The summation engine keeps the book's optimisation ladder as selectable
 //! [`Variant`]s and computes any slab of its output points (each point by
@@ -37,11 +39,12 @@ mod wavelet;
 use device::Device;
 use recon_core::{
     Backend, CoilOp, Complex, Direction, Error, GroupProx, Progress, Ratio, Result, Sign, Stencil,
-    Targets,
+    Targets, Workload,
 };
 use std::sync::Arc;
 
 pub use engine::{Lattice, Sample};
+pub use kernels::{kernel_stats, KernelCache, KernelStats};
 pub use nufft::{CudaNufft, NufftOptions, Spreading};
 pub use options::{Options, Tuning, Variant};
 pub use plans::{CudaFft3, CudaToeplitz};
@@ -88,7 +91,7 @@ impl CudaBackend {
                     reason: format!("device {o} requested, but only {count} present"),
                 });
             }
-            devices.push(Device::open(o)?);
+            devices.push(Device::open(o, options.kernel_cache.clone())?);
         }
         for i in 1..devices.len() {
             let (first, rest) = devices.split_at_mut(i);
@@ -139,6 +142,16 @@ impl Backend for CudaBackend {
 
     fn memory_available(&self) -> Option<u64> {
         self.dev0().free_memory().ok()
+    }
+
+    /// Compiles (or reads from the kernel cache) every module `work` will
+    /// launch, side by side, and loads them into every device.
+    fn prepare(&self, work: &Workload) -> Result<()> {
+        let modules = kernels::needed(work)?;
+        for d in &self.devices {
+            d.modules.load_all(&modules)?;
+        }
+        Ok(())
     }
 
     fn synchronize(&self) -> Result<()> {

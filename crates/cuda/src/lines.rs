@@ -17,8 +17,8 @@ pub(crate) const LENGTHS: [usize; 14] = [
     16, 32, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024,
 ];
 
-/// The kernel families of lines.cu, each compiled for every length of
-/// [`LENGTHS`].
+/// The kernel families of lines.cu, each compiled for a length of
+/// [`LENGTHS`] when a pass first needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LineKernel {
     /// `fft_lines_L`: an FFT along each line.
@@ -45,43 +45,49 @@ impl LineKernel {
     }
 }
 
-/// Every kernel of lines.cu, by length then family.
-pub(crate) fn kernel_names() -> Vec<String> {
-    LENGTHS
-        .iter()
-        .flat_map(|&l| LineKernel::ALL.map(|k| k.name(l)))
-        .collect()
+/// lines.cu's module for length `l`: the file compiled with `-DLENGTH=l`.
+pub(crate) fn module(l: usize) -> crate::kernels::Module {
+    crate::kernels::Module::instance(crate::kernels::LINES, "LENGTH", l)
 }
 
-/// lines.cu's kernels: per length of [`LENGTHS`], one of each family.
+/// The kernels of lines.cu's module for length `l`, by family.
+pub(crate) fn kernel_names(l: usize) -> Vec<String> {
+    LineKernel::ALL.map(|k| k.name(l)).to_vec()
+}
+
+/// lines.cu's kernels for one length, one of each family.
 pub(crate) struct Kernels {
     funcs: Vec<CudaFunction>,
 }
 
-impl Kernels {
-    pub(crate) fn load(
-        ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
-        arch: &str,
-    ) -> Result<Self> {
-        let (_, funcs) = crate::kernels::load_all(
-            ctx,
-            arch,
-            "lines.cu",
-            crate::kernels::LINES_CU,
-            &kernel_names(),
-        )?;
-        Ok(Kernels { funcs })
-    }
-
-    /// `kernel` for lines of length `l`.
-    fn get(&self, kernel: LineKernel, l: usize) -> Result<&CudaFunction> {
-        let at = LENGTHS.iter().position(|&v| v == l).ok_or_else(|| {
-            crate::error::err(
+impl Device {
+    /// `kernel` for lines of length `l`, its length's module loaded the
+    /// first time.
+    fn line_kernel(&self, kernel: LineKernel, l: usize) -> Result<CudaFunction> {
+        if !LENGTHS.contains(&l) {
+            return Err(crate::error::err(
                 format!("find kernel {}", kernel.name(l)),
                 format!("no line kernels for length {l} (lengths: {LENGTHS:?})"),
-            )
-        })?;
-        Ok(&self.funcs[at * LineKernel::ALL.len() + kernel as usize])
+            ));
+        }
+        let got = self.lock_lines().get(&l).cloned();
+        let k = match got {
+            Some(k) => k,
+            None => {
+                let funcs = self.modules.functions(&module(l), &kernel_names(l))?;
+                self.lock_lines()
+                    .entry(l)
+                    .or_insert_with(|| std::sync::Arc::new(Kernels { funcs }))
+                    .clone()
+            }
+        };
+        Ok(k.funcs[kernel as usize].clone())
+    }
+
+    fn lock_lines(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<usize, std::sync::Arc<Kernels>>> {
+        self.line_kernels.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -205,7 +211,7 @@ impl Device {
             .collect();
         let c = columns_per_block(l);
         Ok(Pass {
-            kernel: self.line_kernels.get(kernel, l)?.clone(),
+            kernel: self.line_kernel(kernel, l)?,
             twiddles: self.upload(&tw)?,
             cfg: LaunchConfig {
                 grid_dim: (count.div_ceil(c) as u32, 1, 1),

@@ -26,8 +26,8 @@ mod execute;
 mod kernels;
 
 #[cfg(test)]
-pub(crate) use kernels::kernel_names;
-pub(crate) use kernels::{Correction, Kernels};
+pub(crate) use kernels::FIXED;
+pub(crate) use kernels::{Correction, Kernels, Step};
 
 /// Widths the kernels are compiled for: float32 tolerances 1e-1 to 1e-6
 /// need 3 to 8 cells.
@@ -249,6 +249,7 @@ impl Device {
         let big = |len: usize| len.max(1);
 
         // Sort: count per bin, scan, place.
+        let kernels = self.nufft()?;
         let flat: Vec<f64> = points.iter().flatten().copied().collect();
         let x = self.upload(if flat.is_empty() { &[0.0] } else { &flat[..] })?;
         let mut bin = self.zeros::<i32>(big(m))?;
@@ -256,7 +257,7 @@ impl Device {
         let mut count = self.zeros::<i32>(bins)?;
         let ml = m as i64;
         if m > 0 {
-            let mut b = self.stream.launch_builder(&self.nufft.count);
+            let mut b = self.stream.launch_builder(&kernels.count);
             b.arg(&mut bin)
                 .arg(&mut rank)
                 .arg(&mut count)
@@ -274,7 +275,7 @@ impl Device {
         };
         let (nbins, maxsub) = (bins as i32, options.maxsub.min(i32::MAX as usize) as i32);
         for (out, div) in [(&mut bin_start, 0i32), (&mut sub_start, maxsub)] {
-            let mut b = self.stream.launch_builder(&self.nufft.scan);
+            let mut b = self.stream.launch_builder(&kernels.scan);
             b.arg(out).arg(&count).arg(&nbins).arg(&div);
             unsafe { b.launch(one) }.at("launch nufft_scan")?;
         }
@@ -283,7 +284,7 @@ impl Device {
         let mut perm = self.zeros::<u32>(big(m))?;
         let wi = w as i32;
         if m > 0 {
-            let mut b = self.stream.launch_builder(&self.nufft.place);
+            let mut b = self.stream.launch_builder(&kernels.place);
             b.arg(&mut first)
                 .arg(&mut frac)
                 .arg(&mut perm)
@@ -314,7 +315,7 @@ impl Device {
         let mut sub_bin = self.zeros::<i32>(big(subproblems))?;
         let mut sub_first = self.zeros::<i32>(big(subproblems))?;
         if subproblems > 0 {
-            let mut b = self.stream.launch_builder(&self.nufft.subproblems);
+            let mut b = self.stream.launch_builder(&kernels.subproblems);
             b.arg(&mut sub_bin)
                 .arg(&mut sub_first)
                 .arg(&count)
@@ -403,8 +404,7 @@ impl Device {
             }),
             (_, true) => {
                 use cudarc::driver::sys::CUfunction_attribute_enum as F;
-                self.nufft
-                    .spread_shared(w)
+                self.nufft_kernel(Step::SpreadShared, w)?
                     .set_attribute(F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
                     .at("allow the spreading kernel its shared memory")?;
                 Ok(Method::Shared(bytes))

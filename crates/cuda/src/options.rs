@@ -66,7 +66,7 @@ impl Default for Tuning {
 }
 
 /// Backend settings.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Options {
     pub variant: Variant,
     pub tuning: Tuning,
@@ -78,6 +78,9 @@ pub struct Options {
     /// kernels with its shift folded in, where the grid allows
     /// (toeplitz.rs); `false`: always the pieces, for comparison.
     pub pruned_toeplitz: bool,
+    /// Where compiled kernels are kept across processes (recon's cache
+    /// folder); `None`: compiled by every process that needs them.
+    pub kernel_cache: Option<std::sync::Arc<dyn crate::KernelCache>>,
 }
 
 impl Default for Options {
@@ -88,6 +91,7 @@ impl Default for Options {
             devices: None,
             nufft: NufftOptions::default(),
             pruned_toeplitz: true,
+            kernel_cache: None,
         }
     }
 }

@@ -5,10 +5,8 @@
 
 use crate::device::Device;
 use crate::error::Ctx;
-use crate::kernels::SPARSE_CU;
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use recon_core::{GroupProx, Result};
-use std::sync::Arc;
 
 /// Every kernel of sparse.cu.
 pub(crate) const NAMES: [&str; 4] = ["grad3", "grad3_adjoint", "group_prox", "project_off"];
@@ -21,9 +19,11 @@ pub(crate) struct Kernels {
 }
 
 impl Kernels {
-    pub(crate) fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
-        let names = NAMES.map(String::from);
-        let (_, funcs) = crate::kernels::load_all(ctx, arch, "sparse.cu", SPARSE_CU, &names)?;
+    pub(crate) fn load(modules: &crate::kernels::Modules) -> Result<Self> {
+        let funcs = modules.functions(
+            &crate::kernels::Module::whole(crate::kernels::SPARSE),
+            &NAMES,
+        )?;
         let [grad3, grad3_adjoint, group_prox, project_off]: [CudaFunction; NAMES.len()] =
             funcs.try_into().expect("one function per name");
         Ok(Kernels {
@@ -38,7 +38,7 @@ impl Kernels {
 impl Device {
     /// Forward differences of the image `x` of shape `n` into `out`.
     pub fn grad(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
-        self.finite(&self.sparse.grad3, "grad3", out, x, n)
+        self.finite(&self.sparse()?.grad3, "grad3", out, x, n)
     }
 
     /// The adjoint of [`Device::grad`].
@@ -48,7 +48,7 @@ impl Device {
         y: &CudaSlice<f32>,
         n: [usize; 3],
     ) -> Result<()> {
-        self.finite(&self.sparse.grad3_adjoint, "grad3_adjoint", out, y, n)
+        self.finite(&self.sparse()?.grad3_adjoint, "grad3_adjoint", out, y, n)
     }
 
     fn finite(
@@ -77,7 +77,7 @@ impl Device {
     ) -> Result<()> {
         let groups = (x.len() / 2 / components) as i64;
         let (c, project) = (components as i32, (kind == GroupProx::Project) as i32);
-        let mut b = self.stream.launch_builder(&self.sparse.group_prox);
+        let mut b = self.stream.launch_builder(&self.sparse()?.group_prox);
         b.arg(x).arg(&t).arg(&c).arg(&project).arg(&groups);
         unsafe { b.launch(self.cfg(groups as usize)) }
             .at("launch group_prox")
@@ -87,7 +87,7 @@ impl Device {
     /// `v = v - xi (xi . v)` per voxel of 3-component fields.
     pub fn project_off(&self, v: &mut CudaSlice<f32>, xi: &CudaSlice<f32>) -> Result<()> {
         let len = (v.len() / 6) as i64;
-        let mut b = self.stream.launch_builder(&self.sparse.project_off);
+        let mut b = self.stream.launch_builder(&self.sparse()?.project_off);
         b.arg(v).arg(xi).arg(&len);
         unsafe { b.launch(self.cfg(len as usize)) }
             .at("launch project_off")

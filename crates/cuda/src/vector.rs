@@ -4,10 +4,8 @@
 
 use crate::device::{Device, REDUCE_BLOCKS, REDUCE_THREADS};
 use crate::error::Ctx;
-use crate::kernels::VECTOR_CU;
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use recon_core::{Ratio, Result};
-use std::sync::Arc;
 
 /// Every kernel of vector.cu, in the order of `Kernels::load`.
 pub(crate) const NAMES: [&str; 11] = [
@@ -39,9 +37,11 @@ pub(crate) struct Kernels {
 }
 
 impl Kernels {
-    pub(crate) fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
-        let names = NAMES.map(String::from);
-        let (_, funcs) = crate::kernels::load_all(ctx, arch, "vector.cu", VECTOR_CU, &names)?;
+    pub(crate) fn load(modules: &crate::kernels::Modules) -> Result<Self> {
+        let funcs = modules.functions(
+            &crate::kernels::Module::whole(crate::kernels::VECTOR),
+            &NAMES,
+        )?;
         let [axpy, xpby, mul_scaled, coil, pad, crop, dot_partial, sum_partials, scale, add_whw, inverse_sum]: [CudaFunction; NAMES.len()] =
             funcs.try_into().expect("one function per name");
         Ok(Kernels {
@@ -71,7 +71,7 @@ impl Device {
     ) -> Result<()> {
         let n = (y.len() / 2) as i64;
         let null = 0u64;
-        let mut b = self.stream.launch_builder(&self.vector.axpy);
+        let mut b = self.stream.launch_builder(&self.vector()?.axpy);
         b.arg(y).arg(&a);
         let slots = ratio.map(|(r, _)| r).unwrap_or(Ratio {
             num: 0,
@@ -99,7 +99,7 @@ impl Device {
     ) -> Result<()> {
         let n = (y.len() / 2) as i64;
         let [num, den, floor] = [ratio.num, ratio.den, ratio.floor].map(|v| v as i32);
-        let mut b = self.stream.launch_builder(&self.vector.xpby);
+        let mut b = self.stream.launch_builder(&self.vector()?.xpby);
         b.arg(y)
             .arg(x)
             .arg(s)
@@ -114,7 +114,7 @@ impl Device {
 
     pub fn mul_scaled(&self, x: &mut CudaSlice<f32>, y: &CudaSlice<f32>, scale: f32) -> Result<()> {
         let n = (x.len() / 2) as i64;
-        let mut b = self.stream.launch_builder(&self.vector.mul_scaled);
+        let mut b = self.stream.launch_builder(&self.vector()?.mul_scaled);
         b.arg(x).arg(y).arg(&scale).arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch mul")
@@ -130,7 +130,7 @@ impl Device {
         b: &CudaSlice<f32>,
     ) -> Result<()> {
         let n = (out.len() / 2) as i64;
-        let mut l = self.stream.launch_builder(&self.vector.inverse_sum);
+        let mut l = self.stream.launch_builder(&self.vector()?.inverse_sum);
         l.arg(out).arg(a).arg(b).arg(&rho).arg(&n);
         unsafe { l.launch(self.cfg(n as usize)) }
             .at("launch inverse_sum")
@@ -146,7 +146,7 @@ impl Device {
         x: &CudaSlice<f32>,
     ) -> Result<()> {
         let n = (out.len() / 2) as i64;
-        let mut b = self.stream.launch_builder(&self.vector.coil);
+        let mut b = self.stream.launch_builder(&self.vector()?.coil);
         b.arg(out).arg(&op).arg(s).arg(x).arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch coil")
@@ -156,7 +156,7 @@ impl Device {
     /// The 2n grid `out` = x zero-padded (one plane along a flat z).
     pub fn pad(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
-        let mut b = self.stream.launch_builder(&self.vector.pad);
+        let mut b = self.stream.launch_builder(&self.vector()?.pad);
         b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
         // Rows of out: 2ny per plane, 2nz planes (one along a flat z).
         let planes = recon_core::doubled(n)[2];
@@ -167,7 +167,7 @@ impl Device {
 
     pub fn crop(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
-        let mut b = self.stream.launch_builder(&self.vector.crop);
+        let mut b = self.stream.launch_builder(&self.vector()?.crop);
         b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
         unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }
             .at("launch crop")
@@ -202,12 +202,12 @@ impl Device {
             block_dim: (REDUCE_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = self.stream.launch_builder(&self.vector.dot_partial);
+        let mut b = self.stream.launch_builder(&self.vector()?.dot_partial);
         b.arg(&mut *partial).arg(x).arg(y).arg(&n);
         unsafe { b.launch(cfg) }.at("launch dot_partial")?;
         let mut out = s.slice_mut(slot..slot + 1);
         let count = REDUCE_BLOCKS as i32;
-        let mut b = self.stream.launch_builder(&self.vector.sum_partials);
+        let mut b = self.stream.launch_builder(&self.vector()?.sum_partials);
         b.arg(&mut out).arg(&*partial).arg(&count);
         let one = LaunchConfig {
             grid_dim: (1, 1, 1),
@@ -221,7 +221,7 @@ impl Device {
     /// x = s x
     pub(crate) fn scale(&self, x: &mut CudaSlice<f32>, s: f32) -> Result<()> {
         let n = (x.len() / 2) as i64;
-        let mut b = self.stream.launch_builder(&self.vector.scale);
+        let mut b = self.stream.launch_builder(&self.vector()?.scale);
         b.arg(x).arg(&s).arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch scale")
@@ -239,7 +239,7 @@ impl Device {
     ) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
         let null = 0u64;
-        let mut b = self.stream.launch_builder(&self.vector.add_whw);
+        let mut b = self.stream.launch_builder(&self.vector()?.add_whw);
         b.arg(out).arg(&a).arg(x);
         match w2 {
             Some([wx, wy, wz]) => b.arg(wx).arg(wy).arg(wz),

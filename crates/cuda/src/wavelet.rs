@@ -4,10 +4,8 @@
 
 use crate::device::Device;
 use crate::error::Ctx;
-use crate::kernels::WAVELET_CU;
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use recon_core::Result;
-use std::sync::Arc;
 
 /// Every kernel of wavelet.cu.
 pub(crate) const NAMES: [&str; 3] = ["dwt", "roll", "shrink_outside"];
@@ -19,9 +17,11 @@ pub(crate) struct Kernels {
 }
 
 impl Kernels {
-    pub(crate) fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
-        let names = NAMES.map(String::from);
-        let (_, funcs) = crate::kernels::load_all(ctx, arch, "wavelet.cu", WAVELET_CU, &names)?;
+    pub(crate) fn load(modules: &crate::kernels::Modules) -> Result<Self> {
+        let funcs = modules.functions(
+            &crate::kernels::Module::whole(crate::kernels::WAVELET),
+            &NAMES,
+        )?;
         let [dwt, roll, shrink_outside]: [CudaFunction; NAMES.len()] =
             funcs.try_into().expect("one function per name");
         Ok(Kernels {
@@ -50,7 +50,7 @@ impl Device {
     ) -> Result<()> {
         let ([nx, ny, nz], [ex, ey, ez]) = (int3(n), int3(extent));
         let (axis, inverse) = (axis as i32, inverse as i32);
-        let mut b = self.stream.launch_builder(&self.wavelet.dwt);
+        let mut b = self.stream.launch_builder(&self.wavelet()?.dwt);
         b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
         b.arg(&ex).arg(&ey).arg(&ez).arg(&axis).arg(&inverse);
         unsafe { b.launch(self.cfg(n.iter().product())) }
@@ -68,7 +68,7 @@ impl Device {
     ) -> Result<()> {
         let [nx, ny, nz] = int3(n);
         let [sx, sy, sz] = int3(std::array::from_fn(|a| shift[a] % n[a]));
-        let mut b = self.stream.launch_builder(&self.wavelet.roll);
+        let mut b = self.stream.launch_builder(&self.wavelet()?.roll);
         b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
         b.arg(&sx).arg(&sy).arg(&sz);
         unsafe { b.launch(self.cfg(n.iter().product())) }
@@ -86,7 +86,7 @@ impl Device {
     ) -> Result<()> {
         let ([nx, ny, nz], [kx, ky, kz]) = (int3(n), int3(corner));
         let total = (x.len() / 2) as i64;
-        let mut b = self.stream.launch_builder(&self.wavelet.shrink_outside);
+        let mut b = self.stream.launch_builder(&self.wavelet()?.shrink_outside);
         b.arg(x).arg(&total).arg(&nx).arg(&ny).arg(&nz);
         b.arg(&kx).arg(&ky).arg(&kz).arg(&t);
         unsafe { b.launch(self.cfg(total as usize)) }

@@ -41,11 +41,11 @@ impl Default for Params {
 /// four cells of the fine grid wide (two image cells), the width of
 /// Jackson's classic gridding kernel on a 2x grid. A wider kernel smooths
 /// the weights over more neighbours than the sample spacing needs.
-const DCF_TOLERANCE: f64 = 1e-2;
+pub const DCF_TOLERANCE: f64 = 1e-2;
 
 /// The image sum's tolerance: far below what gridding's own approximation
 /// (the density weights) gets wrong.
-const IMAGE_TOLERANCE: f64 = 1e-6;
+pub const IMAGE_TOLERANCE: f64 = 1e-6;
 
 /// Pipe-Menon density compensation: `w <- w / (C w)` from `w = 1`.
 fn density_weights<B: NufftBackend>(

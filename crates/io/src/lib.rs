@@ -69,6 +69,16 @@ pub enum IoError {
     },
 }
 
+/// Writes `bytes` to `path` as they are (a staged or temporary file; for
+/// a file in its final place see [`write_atomic`]).
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    std::fs::write(path, bytes).map_err(|source| IoError::Io {
+        path: path.display().to_string(),
+        op: "write",
+        source,
+    })
+}
+
 /// Opens the HDF5 file `path` for reading, after checking by its
 /// signature that it is one: the HDF5 library's message for another file
 /// names no format. Every reader of an input file opens it here.

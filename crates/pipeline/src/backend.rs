@@ -7,14 +7,15 @@
 use crate::config::{self, DeviceChoice, Loaded, Precision};
 use crate::{Context, Result};
 
-/// Runs `$body` with `$b` bound to the backend `$chosen` names: the one
-/// place where a generic stage meets the concrete backends.
+/// Runs `$body` with `$b` bound to the backend `$chosen` names (a
+/// [`Chosen`] or a reference to one): the one place where a generic stage
+/// meets the concrete backends.
 #[macro_export]
 macro_rules! on_backend {
     ($chosen:expr, $b:ident => $body:expr) => {
         match $chosen {
             $crate::Chosen::Cuda(cuda) => {
-                let $b = &cuda;
+                let $b: &recon_cuda::CudaBackend = &cuda;
                 $body
             }
             $crate::Chosen::Cpu($crate::config::Precision::F32) => {
@@ -40,7 +41,7 @@ pub fn backend_for(
     if let Some(d) = device {
         l.cfg.engine.device = d;
     }
-    choose_backend(&l.cfg.engine, note)
+    choose_backend(&l.cfg.engine, &config::cache_dir(&l.cfg), note)
 }
 
 /// The backend a run computes on.
@@ -50,10 +51,18 @@ pub enum Chosen {
 }
 
 /// `engine.device`: `cuda` insists on a GPU; `auto` takes one when usable
-/// and otherwise says, in one line, why it runs on the CPU.
+/// and otherwise says, in one line, why it runs on the CPU. A GPU keeps
+/// its compiled kernels in `cache_dir` ([`crate::KernelFiles`]).
 /// `note` gets that line, and which GPUs `auto` took.
-pub fn choose_backend(e: &config::EngineCfg, note: &dyn Fn(&str)) -> Result<Chosen> {
+pub fn choose_backend(
+    e: &config::EngineCfg,
+    cache_dir: &std::path::Path,
+    note: &dyn Fn(&str),
+) -> Result<Chosen> {
+    let kernels: std::sync::Arc<dyn recon_cuda::KernelCache> =
+        std::sync::Arc::new(crate::KernelFiles::new(cache_dir));
     let options = || recon_cuda::Options {
+        kernel_cache: Some(kernels.clone()),
         variant: recon_cuda::Variant::from_number(e.variant()).expect("validated"),
         tuning: recon_cuda::Tuning {
             per_thread: e.per_thread(),
@@ -101,6 +110,45 @@ pub fn choose_backend(e: &config::EngineCfg, note: &dyn Fn(&str)) -> Result<Chos
             }
         }
     }
+}
+
+/// What a run of `l` computes, for [`recon_core::Backend::prepare`] (a GPU
+/// compiles the kernels it needs side by side): its engine's NUFFTs (type 1
+/// on the image's grid, and Q's on the doubled grid) or the exact engine,
+/// the gridding baseline's NUFFTs, the Toeplitz product on its grid, and its
+/// prior's operators. What it misses (a stack's slices, another
+/// command's work) is compiled when first used.
+pub fn workload(l: &Loaded) -> recon_core::Workload {
+    use crate::config::PriorKind;
+    let n = l.grid.n;
+    let nufft = |modes, tolerance, type2| recon_core::NufftUse {
+        modes,
+        tolerance,
+        type2,
+    };
+    let mut w = recon_core::Workload::default();
+    match l.cfg.engine.engine() {
+        recon_encoding::Engine::Nufft { tolerance } => {
+            w.nufft.push(nufft(n, tolerance, false));
+            w.nufft.push(nufft(l.grid.doubled(), tolerance, false));
+        }
+        recon_encoding::Engine::Exact => w.exact = true,
+    }
+    // The density compensation convolves (spreads and interpolates); the
+    // image only spreads.
+    w.nufft.push(nufft(n, recon_gridding::DCF_TOLERANCE, true));
+    w.nufft
+        .push(nufft(n, recon_gridding::IMAGE_TOLERANCE, false));
+    w.toeplitz.push(n);
+    match l.cfg.prior.kind {
+        PriorKind::Quadratic => {}
+        PriorKind::Tv | PriorKind::Dtv => w.sparse = true,
+        PriorKind::Wavelet => {
+            w.sparse = true;
+            w.wavelets = true;
+        }
+    }
+    w
 }
 
 /// The CPU cores this process may use (its affinity and cgroup quota

@@ -45,7 +45,7 @@ pub struct Built<'b, B: NufftBackend> {
     /// The config's solver settings.
     pub params: Params,
     /// Seconds per stage: "plan", "q", "maps" (several coils), "fft_q",
-    /// "fhd", "prior".
+    /// "maps_upload" (several coils), "fhd", "prior".
     pub seconds: Vec<(&'static str, f64)>,
 }
 
@@ -238,7 +238,7 @@ impl<'b, B: NufftBackend> Built<'b, B> {
     /// sensitivities (another slice of a stack): its maps, data term and
     /// right-hand side made anew on the built plan and Q (and the gridding
     /// plan the maps are estimated on), and its prior. Returns the stages'
-    /// seconds ("maps", "fft_q", "fhd").
+    /// seconds ("maps", "fft_q", "maps_upload", "fhd").
     pub fn set_coil_image(
         &mut self,
         backend: &'b B,

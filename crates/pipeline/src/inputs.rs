@@ -6,6 +6,7 @@
 use crate::coils::prepare;
 use crate::config::{Loaded, Source};
 use crate::{Context, Outputs, Result, Ui};
+use rayon::prelude::*;
 use recon_core::{Complex, Volume};
 use recon_synth::{add_coil_noise, CoilNoise};
 
@@ -143,12 +144,12 @@ impl Inputs {
             return;
         }
         for v in [&mut out.recon, &mut out.gridding, &mut out.fhd] {
-            v.iter_mut().for_each(|c| *c *= back);
+            v.par_iter_mut().for_each(|c| *c *= back);
         }
         if let Some(t) = &mut self.truth {
-            t.iter_mut().for_each(|v| *v *= back);
+            t.par_iter_mut().for_each(|v| *v *= back);
         }
-        self.data.iter_mut().for_each(|d| *d *= back);
+        self.data.par_iter_mut().for_each(|d| *d *= back);
         self.data_scale = 1.0;
     }
 }

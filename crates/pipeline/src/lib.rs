@@ -20,6 +20,7 @@ mod coils;
 pub mod config;
 mod error;
 mod inputs;
+mod kernel_files;
 pub mod lambda;
 mod memory;
 mod run;
@@ -28,13 +29,14 @@ mod series;
 mod solve;
 mod stack;
 
-pub use backend::{backend_for, choose_backend, Chosen};
+pub use backend::{backend_for, choose_backend, workload, Chosen};
 pub use build::{build, build_with, solver_params, BuildParams, Built};
 pub use coils::{
     espirit_from_data, gridder, maps_from_data, prepare, stage_maps, stage_problem, Prepared,
 };
 pub use error::{Context, Error, Result};
 pub use inputs::{inputs, normalise, prepared, raw_inputs, trajectory, truth_seen, Inputs, Raw};
+pub use kernel_files::KernelFiles;
 pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};
 pub use run::{gridding, plan, q_only, quality, reconstruct, stage_fhd, stage_q, Outputs, Quality};
 pub use scan::{read_in_process, read_scan, units_warning, Kind, ReadScan, Units};

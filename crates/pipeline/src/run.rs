@@ -5,6 +5,7 @@ use crate::coils::gridding_rss;
 use crate::config::{self, Loaded};
 use crate::{gridder, Inputs};
 use crate::{Context, Result, Ui};
+use rayon::prelude::*;
 use recon_core::{metrics, Complex, Real, Stencil};
 use recon_encoding::{NufftBackend, Plan};
 use recon_q::{Cache, CacheStatus, Stored};
@@ -39,14 +40,14 @@ pub struct Outputs {
 }
 
 pub(crate) fn to_f64<T: Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
-    v.iter()
+    v.par_iter()
         .map(|c| Complex::new(c.re.f64(), c.im.f64()))
         .collect()
 }
 
 /// Values of f64 in the backend's precision.
 pub fn from_f64<T: Real>(v: &[Complex<f64>]) -> Vec<Complex<T>> {
-    v.iter()
+    v.par_iter()
         .map(|c| Complex::new(T::of(c.re), T::of(c.im)))
         .collect()
 }
@@ -219,10 +220,9 @@ pub struct Quality {
 
 /// `None` when there is no truth to compare with.
 pub fn quality(image: &[Complex<f64>], truth: Option<&[f64]>) -> Option<Quality> {
-    let truth = truth?;
-    let mag: Vec<f64> = image.iter().map(|c| c.norm()).collect();
+    let (psnr_db, percent_error) = metrics::of_magnitude(image, truth?);
     Some(Quality {
-        psnr_db: metrics::psnr_db(&mag, truth),
-        percent_error: metrics::percent_error(&mag, truth),
+        psnr_db,
+        percent_error,
     })
 }

@@ -155,7 +155,12 @@ pub fn nifti<T: Copy>(
     if frames == 1 {
         drop(k);
     }
-    let values: Vec<T> = permuted.as_standard_layout().iter().copied().collect();
+    // One image's array is already in order: copied whole (a dynamic-rank
+    // array's element iterator is slow on large volumes).
+    let values: Vec<T> = match permuted.as_slice() {
+        Some(s) => s.to_vec(),
+        None => permuted.as_standard_layout().iter().copied().collect(),
+    };
     dims.reverse();
     let v = grid.voxel_mm();
     let (affine, dz) = match stacked {

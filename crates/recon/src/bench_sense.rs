@@ -315,8 +315,9 @@ where
     // The build, best of `repeats` for each stage; the last one kept.
     let (mut built, times) = fastest_build(b, l, inputs, &params, args.repeats, &Quiet)?;
     // FFT(Q), the maps' upload and the other GPUs' plans: the builder's
-    // "fft_q" (its "maps" also makes the gridding baseline's plan).
-    let setup_seconds = seconds(&times, "fft_q");
+    // "fft_q" and "maps_upload" (its "maps" also makes the gridding
+    // baseline's plan).
+    let setup_seconds = seconds(&times, "fft_q") + seconds(&times, "maps_upload");
     let fhd_seconds = seconds(&times, "fhd");
 
     // One application: the host's time to issue it, and the whole.

@@ -6,23 +6,25 @@ use crate::config::Loaded;
 use crate::pipeline::Image;
 use crate::report::Report;
 use anyhow::{Context as _, Result};
+use rayon::prelude::*;
 use recon_core::Complex;
 use recon_io::hdf5;
 use recon_io::Context;
 use std::path::Path;
 
 fn to_c32(v: &[Complex<f64>]) -> Vec<Complex<f32>> {
-    v.iter()
+    v.par_iter()
         .map(|c| Complex::new(c.re as f32, c.im as f32))
         .collect()
 }
 
 /// The images' values of `pick`, image after image.
-fn gather<T: Copy>(images: &[Image], pick: impl Fn(&Image) -> &[T]) -> Vec<T> {
-    images
-        .iter()
-        .flat_map(|i| pick(i).iter().copied())
-        .collect()
+fn gather<T: Copy + Send + Sync>(images: &[Image], pick: impl Fn(&Image) -> &[T]) -> Vec<T> {
+    let mut out = Vec::with_capacity(images.iter().map(|i| pick(i).len()).sum());
+    for i in images {
+        out.extend_from_slice(pick(i));
+    }
+    out
 }
 
 /// Writes `recon.h5` (layout in the README) to `path`: each image array
@@ -48,7 +50,7 @@ fn write_h5(
     complex("recon", &|i| &i.out.recon)?;
     complex("gridding", &|i| &i.out.gridding)?;
     complex("fhd", &|i| &i.out.fhd)?;
-    let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|x| *x as f32).collect() };
+    let f32s = |v: &[f64]| -> Vec<f32> { v.par_iter().map(|x| *x as f32).collect() };
     if images.iter().all(|i| i.inputs.truth.is_some()) {
         let all = gather(images, |i| i.inputs.truth.as_deref().expect("checked"));
         recon_io::write_dataset(path, &file, "truth", &shape, &f32s(&all), false)?;
@@ -241,7 +243,7 @@ fn write_nifti(path: &Path, image: &Voxels, what: &str, gz: bool) -> Result<(), 
 }
 
 fn magnitude(v: &[Complex<f64>]) -> Vec<f32> {
-    v.iter().map(|c| c.norm() as f32).collect()
+    v.par_iter().map(|c| c.norm() as f32).collect()
 }
 
 /// Writes every output into the staged folder and swaps it in whole, so an
@@ -252,14 +254,22 @@ pub fn write(
     l: &Loaded,
     images: &[Image],
     arrangement: &Arrangement,
-    report: &Report,
+    report: &mut Report,
 ) -> Result<Vec<String>> {
-    let json = serde_json::to_string_pretty(report)? + "\n";
+    let start = std::time::Instant::now();
+    // Each file's seconds, its values' preparation included.
+    let mut times: Vec<(String, f64)> = Vec::new();
+    let mut t = std::time::Instant::now();
+    let mut lap = |name: &str| {
+        times.push((name.to_string(), t.elapsed().as_secs_f64()));
+        t = std::time::Instant::now();
+    };
     let provenance = serde_json::to_string(&report.provenance)?;
     dir.stage("recon.h5", |tmp| {
         write_h5(tmp, l, images, arrangement, &provenance)
     })
     .context("writing recon.h5")?;
+    lap("recon.h5");
     let geometries: Vec<_> = images.iter().map(|i| i.geometry).collect();
     let nii = |values: Vec<f32>, frames: usize| {
         Voxels::Real(crate::arrange::nifti(
@@ -315,12 +325,14 @@ pub fn write(
             .collect();
         files.push(("maps", nii(magnitude(&all), maps.len()), "|coil maps|"));
     }
+    lap("nifti values");
     // output.compress: gzip, as .nii.gz
     let gz = l.cfg.output.compress;
     for (stem, image, what) in &files {
         let name = format!("{stem}.nii{}", if gz { ".gz" } else { "" });
         dir.stage(&name, |tmp| write_nifti(tmp, image, what, gz))
             .with_context(|| format!("writing {name}"))?;
+        lap(&name);
     }
     if l.cfg.output.cfl {
         // BART's order is x fastest, as recon's; images along dimension 13.
@@ -332,13 +344,14 @@ pub fn write(
         }
         let values = to_c32(&gather(images, |i| &i.out.recon));
         dir.stage("recon.cfl", |tmp| {
-            write_bytes(tmp, &recon_import::cfl::bytes(&values))
+            recon_io::write_bytes(tmp, &recon_import::cfl::bytes(&values))
         })
         .context("writing recon.cfl")?;
         dir.stage("recon.hdr", |tmp| {
             write_text(tmp, &recon_import::cfl::header(&dims))
         })
         .context("writing recon.hdr")?;
+        lap("recon.cfl");
     }
     let first = &images[0];
     dir.stage("montage.png", |tmp| {
@@ -352,10 +365,19 @@ pub fn write(
         )
     })
     .context("writing montage.png")?;
+    lap("montage.png");
     dir.stage("residual.png", |tmp| {
         crate::pictures::residual_plot(tmp, &first.out.info.residuals)
     })
     .context("writing residual.png")?;
+    lap("residual.png");
+    // report.json last, with the outputs' seconds and the run's total.
+    report
+        .seconds
+        .insert("outputs".into(), start.elapsed().as_secs_f64());
+    report.output_seconds = times.into_iter().collect();
+    crate::report::close_seconds(&mut report.seconds);
+    let json = serde_json::to_string_pretty(report)? + "\n";
     dir.stage("report.json", |tmp| write_text(tmp, &json))
         .context("writing report.json")?;
     pause_before_commit();
@@ -364,16 +386,7 @@ pub fn write(
 
 /// Writes a text file.
 pub fn write_text(path: &Path, text: &str) -> Result<(), recon_io::IoError> {
-    write_bytes(path, text.as_bytes())
-}
-
-/// Writes `bytes` to `path` (a staged or temporary file).
-fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), recon_io::IoError> {
-    std::fs::write(path, bytes).map_err(|source| recon_io::IoError::Io {
-        path: path.display().to_string(),
-        op: "write",
-        source,
-    })
+    recon_io::write_bytes(path, text.as_bytes())
 }
 
 /// For the interrupt tests: a window in which every output is staged.

@@ -4,6 +4,7 @@
 //! encoded by the png crate: no system fonts or plotting stack needed.
 
 use font8x8::UnicodeFonts;
+use rayon::prelude::*;
 use recon_core::{Complex, Grid};
 use recon_io::geometry::Geometry;
 use std::path::Path;
@@ -205,7 +206,7 @@ pub fn montage(
 
 /// |v| per voxel.
 pub fn magnitude(v: &[Complex<f64>]) -> Vec<f64> {
-    v.iter().map(|c| c.norm()).collect()
+    v.par_iter().map(|c| c.norm()).collect()
 }
 
 /// Which grey scale a montage column shares.
@@ -238,7 +239,7 @@ impl Column {
     /// `|image - truth|`.
     pub fn error(name: &str, image: &[f64], truth: &[f64]) -> Self {
         let e = image
-            .iter()
+            .par_iter()
             .zip(truth)
             .map(|(a, b)| (a - b).abs())
             .collect();
@@ -267,7 +268,12 @@ pub fn montage_columns(
     geometry: Option<&Geometry>,
     cols: &[Column],
 ) -> Result<(), recon_io::IoError> {
-    let peak = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
+    let peak = |v: &[f64]| {
+        v.par_iter()
+            .cloned()
+            .reduce(|| 0.0, f64::max)
+            .max(f64::MIN_POSITIVE)
+    };
     let shared = |scale: Scale| -> Option<f64> {
         let vols: Vec<&Column> = cols.iter().filter(|c| c.scale == scale).collect();
         match scale {

@@ -76,12 +76,51 @@ pub struct Report {
     pub residuals: Vec<f64>,
     pub q_cache: String,
     pub q_cache_file: Option<PathBuf>,
+    /// Each stage's seconds, every second of the process's wall time
+    /// (`total`) in one of them: `setup` (parsing, the config, the output
+    /// folder), `device` (opening the GPUs), `kernels` (compiling or
+    /// reading their kernels), `read` or `synthesis`, the builder's stages,
+    /// `cg`, `gridding`, `report` (this report, the input's hash
+    /// included), `outputs` (writing the files), and `other`, what none of
+    /// them timed.
     pub seconds: BTreeMap<String, f64>,
+    /// The seconds of `outputs` file by file (`nifti values`: the images
+    /// arranged for the NIfTI files), each written and synced.
+    pub output_seconds: BTreeMap<String, f64>,
+    /// The GPU kernels this run compiled or read from the cache (a GPU run
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<Kernels>,
     /// A scan of several images: each one's figures (the fields above are
     /// the first image's, `seconds` the whole run's). Absent for one image.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub images: Option<Vec<ImageReport>>,
     pub provenance: Provenance,
+}
+
+/// The GPU kernels of a run: modules compiled by NVRTC (each with its
+/// seconds, compiled side by side, and their sum), read from the kernel
+/// cache, and the seconds loading them into the device took.
+#[derive(Debug, Serialize)]
+pub struct Kernels {
+    pub compiled: Vec<(String, f64)>,
+    pub compile_s: f64,
+    pub cached: Vec<String>,
+    pub load_s: f64,
+    /// Why compiled kernels could not be kept in the cache, if so.
+    pub not_stored: Option<String>,
+}
+
+/// This process's kernels so far; `None` when it loaded none (the CPU).
+pub fn kernels() -> Option<Kernels> {
+    let s = recon_cuda::kernel_stats();
+    (!s.compiled.is_empty() || !s.cached.is_empty()).then(|| Kernels {
+        compiled: s.compiled,
+        compile_s: s.compile_seconds,
+        cached: s.cached,
+        load_s: s.load_seconds,
+        not_stored: s.not_stored,
+    })
 }
 
 /// What a study needs to reproduce a run: in `report.json` and as
@@ -127,25 +166,54 @@ fn sha256(path: &Path) -> std::io::Result<(u64, String)> {
     Ok((bytes, hex::encode(h.finalize())))
 }
 
-/// The run's provenance.
-pub fn provenance(l: &Loaded, out: &crate::pipeline::Outputs) -> Result<Provenance> {
-    let input = match &l.cfg.scan {
-        Some(scan) => {
-            let (bytes, sha256) =
-                sha256(&scan.file).with_context(|| format!("hashing {}", scan.file.display()))?;
-            Some(InputFile {
-                path: scan.file.clone(),
-                bytes,
-                sha256,
-            })
-        }
-        None => None,
-    };
+/// The scan file's size and SHA-256, hashed on a thread of its own while
+/// the run computes: a second read of a large file costs the run nothing
+/// it waits for (0.8 s for a 256^3 scan on the GPU machine, in turn).
+pub struct InputHash(
+    Option<(
+        PathBuf,
+        std::thread::JoinHandle<std::io::Result<(u64, String)>>,
+    )>,
+);
+
+impl InputHash {
+    /// Starts hashing `l`'s scan file (synthetic data: nothing to hash).
+    pub fn start(l: &Loaded) -> Self {
+        InputHash(l.cfg.scan.as_ref().map(|scan| {
+            let path = scan.file.clone();
+            let p = path.clone();
+            (path, std::thread::spawn(move || sha256(&p)))
+        }))
+    }
+
+    /// The hash, once the thread is done.
+    fn finish(self) -> Result<Option<InputFile>> {
+        let Some((path, thread)) = self.0 else {
+            return Ok(None);
+        };
+        let (bytes, sha256) = thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("hashing {} failed", path.display()))?
+            .with_context(|| format!("hashing {}", path.display()))?;
+        Ok(Some(InputFile {
+            path,
+            bytes,
+            sha256,
+        }))
+    }
+}
+
+/// The run's provenance, with its input file hashed by `input`.
+pub fn provenance(
+    l: &Loaded,
+    out: &crate::pipeline::Outputs,
+    input: InputHash,
+) -> Result<Provenance> {
     Ok(Provenance {
         recon_version: env!("CARGO_PKG_VERSION"),
         commit: env!("RECON_COMMIT"),
         command_line: std::env::args().collect(),
-        input,
+        input: input.finish()?,
         device: out.device.clone(),
         lambda_rule: out.lambda.rule.clone(),
         settings: serde_json::to_value(&l.cfg)?,
@@ -171,6 +239,17 @@ pub struct ImageReport {
     pub seconds: BTreeMap<String, f64>,
 }
 
+/// Sets `total` to the process's wall time so far, and `other` to what no
+/// stage timed.
+pub fn close_seconds(seconds: &mut BTreeMap<String, f64>) {
+    seconds.remove("other");
+    seconds.remove("total");
+    let timed: f64 = seconds.values().sum();
+    let total = crate::since_start();
+    seconds.insert("other".into(), (total - timed).max(0.0));
+    seconds.insert("total".into(), total);
+}
+
 fn seconds(s: &[(&'static str, f64)]) -> BTreeMap<String, f64> {
     let mut m = BTreeMap::new();
     for (k, v) in s {
@@ -188,19 +267,27 @@ pub fn quality(image: &Image) -> (Option<Quality>, Option<Quality>) {
     )
 }
 
-/// `report.json` of a run of `images` (in index order), `total_s` long.
+/// `report.json` of a run of `images` (in index order), with the seconds
+/// of the stages `before` its images (set-up, device, kernels), its GPU
+/// `kernels` and its `input` file's hash. Its `total` and `outputs` seconds are set when the
+/// outputs are written ([`crate::output::write`]).
 pub fn report(
     l: &Loaded,
     images: &[Image],
     arrangement: &Arrangement,
-    total_s: f64,
+    before: &[(&'static str, f64)],
+    kernels: Option<Kernels>,
+    input: InputHash,
 ) -> Result<Report> {
     let first = &images[0];
     let (inputs, out) = (&first.inputs, &first.out);
     let (iterative, gridding) = quality(first);
-    let all: Vec<(&'static str, f64)> = images.iter().flat_map(|i| i.out.seconds.clone()).collect();
-    let mut seconds = seconds(&all);
-    seconds.insert("total".into(), total_s);
+    let all: Vec<(&'static str, f64)> = before
+        .iter()
+        .copied()
+        .chain(images.iter().flat_map(|i| i.out.seconds.clone()))
+        .collect();
+    let seconds = seconds(&all);
     let per_image = (images.len() > 1).then(|| {
         images
             .iter()
@@ -264,7 +351,9 @@ pub fn report(
         q_cache: out.q_cache.word().to_string(),
         q_cache_file: out.q_file.clone(),
         seconds,
+        output_seconds: BTreeMap::new(),
+        kernels,
         images: per_image,
-        provenance: provenance(l, out)?,
+        provenance: provenance(l, out, input)?,
     })
 }

@@ -2,7 +2,7 @@
 //! onto the fine grid, interpolation from it, the fine grid's FFT and the
 //! kernel's corrections; type 1, its adjoint and the convolution.
 
-use super::{Correction, CudaNufft, Fft, Method, SPREAD_THREADS};
+use super::{Correction, CudaNufft, Fft, Method, Step, SPREAD_THREADS};
 use crate::device::Device;
 use crate::error::Ctx;
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
@@ -25,8 +25,8 @@ impl Device {
         match p.method {
             Method::Shared(bytes) => {
                 let maxsub = p.maxsub as i32;
-                let f = self.nufft.spread_shared(w);
-                let mut b = self.stream.launch_builder(f);
+                let f = self.nufft_kernel(Step::SpreadShared, w)?;
+                let mut b = self.stream.launch_builder(&f);
                 b.arg(fine).arg(c);
                 p.point_args(&mut b);
                 b.arg(&p.sub_bin)
@@ -44,8 +44,8 @@ impl Device {
             }
             Method::Global => {
                 let m = p.points as i64;
-                let f = self.nufft.spread_global(w);
-                let mut b = self.stream.launch_builder(f);
+                let f = self.nufft_kernel(Step::SpreadGlobal, w)?;
+                let mut b = self.stream.launch_builder(&f);
                 b.arg(fine).arg(c);
                 p.point_args(&mut b);
                 b.arg(&m).arg(&beta).arg(&p.geometry);
@@ -67,7 +67,8 @@ impl Device {
         }
         let w = p.layout.kernel.width;
         let (beta, m) = (p.layout.kernel.beta as f32, p.points as i64);
-        let mut b = self.stream.launch_builder(self.nufft.interpolate(w));
+        let f = self.nufft_kernel(Step::Interpolate, w)?;
+        let mut b = self.stream.launch_builder(&f);
         b.arg(out).arg(fine);
         p.point_args(&mut b);
         b.arg(&m).arg(&beta).arg(&p.geometry);
@@ -179,7 +180,7 @@ impl Device {
     ) -> Result<()> {
         let [mx, my, mz] = p.layout.modes.map(|v| v as i32);
         let [cx, cy, cz] = &p.correction;
-        let (f, name) = self.nufft.correction(kernel);
+        let (f, name) = self.nufft()?.correction(kernel);
         let mut b = self.stream.launch_builder(f);
         b.arg(out)
             .arg(x)

@@ -1,14 +1,16 @@
-//! nufft.cu's kernels, loaded with the device and held by name: the fixed
-//! ones as fields, the spreading and interpolation families per kernel
-//! width (one of [`WIDTHS`]).
+//! nufft.cu's kernels: the fixed ones (sorting the points, the
+//! corrections), one module, and the spreading and interpolation steps, a
+//! module per step and kernel width (one of [`WIDTHS`]), each loaded when
+//! first needed.
 
 use super::WIDTHS;
-use crate::kernels::{load_all, NUFFT_CU};
-use cudarc::driver::{CudaContext, CudaFunction};
+use crate::device::Device;
+use crate::kernels::{Module, Modules, NUFFT};
+use cudarc::driver::CudaFunction;
 use recon_core::Result;
-use std::sync::Arc;
 
-const FIXED: [&str; 6] = [
+/// The kernels of nufft.cu's fixed module, in the order of `Kernels::load`.
+pub(crate) const FIXED: [&str; 6] = [
     "nufft_count",
     "nufft_scan",
     "nufft_place",
@@ -16,16 +18,42 @@ const FIXED: [&str; 6] = [
     "nufft_deconvolve",
     "nufft_amplify",
 ];
-const FAMILIES: [&str; 3] = ["spread_shared", "spread_global", "interpolate"];
 
-/// Every kernel of nufft.cu the backend may launch: the fixed ones, then
-/// per width each family.
-pub(crate) fn kernel_names() -> Vec<String> {
-    let mut v: Vec<String> = FIXED.map(String::from).to_vec();
-    for w in WIDTHS {
-        v.extend(FAMILIES.map(|step| format!("nufft_{step}_{w}")));
+/// The spreading and interpolation kernels, a module per step and width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Step {
+    /// Type 1's spreading, a bin's subproblems in shared memory.
+    SpreadShared,
+    /// Type 1's spreading straight into the fine grid.
+    SpreadGlobal,
+    /// Type 2's interpolation.
+    Interpolate,
+}
+
+impl Step {
+    #[cfg(test)]
+    pub(crate) const ALL: [Step; 3] = [Step::SpreadShared, Step::SpreadGlobal, Step::Interpolate];
+
+    /// The kernel of width `w`.
+    pub(crate) fn name(self, w: usize) -> String {
+        let step = match self {
+            Step::SpreadShared => "spread_shared",
+            Step::SpreadGlobal => "spread_global",
+            Step::Interpolate => "interpolate",
+        };
+        format!("nufft_{step}_{w}")
     }
-    v
+
+    /// Its module for width `w`: nufft.cu compiled with the step's macro
+    /// defined to `w`.
+    pub(crate) fn module(self, w: usize) -> Module {
+        let m = match self {
+            Step::SpreadShared => "SPREAD_SHARED",
+            Step::SpreadGlobal => "SPREAD_GLOBAL",
+            Step::Interpolate => "INTERPOLATE",
+        };
+        Module::instance(NUFFT, m, w)
+    }
 }
 
 /// The corrections of the kernel's Fourier transform.
@@ -44,18 +72,13 @@ pub(crate) struct Kernels {
     pub subproblems: CudaFunction,
     deconvolve: CudaFunction,
     amplify: CudaFunction,
-    /// Per width from `WIDTHS.start()`: spread_shared, spread_global,
-    /// interpolate.
-    by_width: Vec<[CudaFunction; 3]>,
 }
 
 impl Kernels {
-    pub(crate) fn load(ctx: &Arc<CudaContext>, arch: &str) -> Result<Self> {
-        let (_, funcs) = load_all(ctx, arch, "nufft.cu", NUFFT_CU, &kernel_names())?;
-        let mut funcs = funcs.into_iter();
-        let mut next = || funcs.next().expect("one function per name");
-        let [count, scan, place, subproblems, deconvolve, amplify] = [(); 6].map(|_| next());
-        let by_width = WIDTHS.map(|_| [(); 3].map(|_| next())).collect();
+    pub(crate) fn load(modules: &Modules) -> Result<Self> {
+        let funcs = modules.functions(&Module::whole(NUFFT), &FIXED)?;
+        let [count, scan, place, subproblems, deconvolve, amplify]: [CudaFunction; 6] =
+            funcs.try_into().expect("one function per name");
         Ok(Kernels {
             count,
             scan,
@@ -63,25 +86,7 @@ impl Kernels {
             subproblems,
             deconvolve,
             amplify,
-            by_width,
         })
-    }
-
-    /// Width `w` (in `WIDTHS`, as plans check).
-    fn family(&self, w: usize, k: usize) -> &CudaFunction {
-        &self.by_width[w - WIDTHS.start()][k]
-    }
-
-    pub(crate) fn spread_shared(&self, w: usize) -> &CudaFunction {
-        self.family(w, 0)
-    }
-
-    pub(crate) fn spread_global(&self, w: usize) -> &CudaFunction {
-        self.family(w, 1)
-    }
-
-    pub(crate) fn interpolate(&self, w: usize) -> &CudaFunction {
-        self.family(w, 2)
     }
 
     /// The correction kernel and its name (for errors).
@@ -90,5 +95,23 @@ impl Kernels {
             Correction::Deconvolve => (&self.deconvolve, FIXED[4]),
             Correction::Amplify => (&self.amplify, FIXED[5]),
         }
+    }
+}
+
+impl Device {
+    /// The kernel of `step` for width `w` (in [`WIDTHS`], as plans check),
+    /// its module loaded the first time.
+    pub(crate) fn nufft_kernel(&self, step: Step, w: usize) -> Result<CudaFunction> {
+        debug_assert!(WIDTHS.contains(&w));
+        let lock = || self.nufft_steps.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = lock().get(&(step, w)) {
+            return Ok(f.clone());
+        }
+        let [f]: [CudaFunction; 1] = self
+            .modules
+            .functions(&step.module(w), &[step.name(w)])?
+            .try_into()
+            .expect("one function");
+        Ok(lock().entry((step, w)).or_insert(f).clone())
     }
 }

@@ -445,11 +445,15 @@ fn absolute(p: &Path) -> PathBuf {
     }
 }
 
-/// The Q cache folder of a config.
+/// The cache folder of a config: its Q files, and the compiled GPU
+/// kernels beside them.
 pub fn cache_dir(cfg: &Config) -> PathBuf {
-    if let Some(d) = &cfg.q.dir {
-        return d.clone();
-    }
+    cfg.q.dir.clone().unwrap_or_else(default_cache_dir)
+}
+
+/// The cache folder without a config's `q.dir`: `RECON_CACHE_DIR`, else
+/// `recon/q` in the user's cache folder.
+pub fn default_cache_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("RECON_CACHE_DIR") {
         return PathBuf::from(d);
     }

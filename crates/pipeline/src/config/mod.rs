@@ -24,8 +24,8 @@ mod validate;
 pub use coils::{ArrangementCfg, CoilsCfg, MapsSource, SenseCfg};
 pub use engine::{BasisCfg, DeviceChoice, EngineCfg, EngineKind, Precision};
 pub use load::{
-    cache_dir, image_affines, in_memory, load, load_with, normalise, resolve, with_scan,
-    COMMAND_LINE,
+    cache_dir, default_cache_dir, image_affines, in_memory, load, load_with, normalise, resolve,
+    with_scan, COMMAND_LINE,
 };
 pub use prior::{Algorithm, PriorCfg, PriorKind};
 

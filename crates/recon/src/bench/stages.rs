@@ -78,6 +78,8 @@ where
     ));
     let l = config(engine, p).context("the benchmark's problem as a config")?;
     let inputs = pipeline::inputs(&l, p.traj.clone(), ui)?;
+    // The kernels compiled (or read) before the first build, as a run does.
+    b.prepare(&pipeline::workload(&l))?;
     // Built as a run builds it: once for the exact engine (its sums are
     // long and steady), else the better of two for each stage (the first
     // may initialise cuFFT), the first dropped before the second is built.
