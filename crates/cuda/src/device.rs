@@ -1,7 +1,7 @@
 //! One GPU: its context, streams and memory, and the kernels of each `.cu`
-//! file, loaded once and held in that file's `Kernels` beside its typed
-//! launchers: vector.rs (vector and stencil primitives), sparse.rs and
-//! wavelet.rs (the sparse priors), engine.rs (the summation engine,
+//! file, loaded when first needed and held in that file's `Kernels` beside
+//! its typed launchers: vector.rs (vector and stencil primitives), sparse.rs
+//! and wavelet.rs (the sparse priors), engine.rs (the summation engine,
 //! sum.cu), nufft.rs and lines.rs. kernels.rs has the sources and compiles
 //! them. It keeps no plans: cuFFT plans and the Toeplitz product's passes
 //! belong to the operators that run them ([`Backend::Fft`],
