@@ -13,11 +13,9 @@
 use crate::error::Ctx;
 use cudarc::cufft::{result as fft_result, sys as fft_sys, CudaFft};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig,
-    ValidAsZeroBits,
+    CudaContext, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig, ValidAsZeroBits,
 };
 use recon_core::{Complex, Direction, Error, Result};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Blocks of the first reduction pass; `REDUCE_THREADS` threads each.
@@ -43,17 +41,15 @@ pub(crate) struct Device {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) copy_stream: Arc<CudaStream>,
     /// The device's modules, each compiled or read and loaded when first
-    /// needed (kernels.rs) ...
-    pub(crate) modules: crate::kernels::Modules,
-    /// ... and the typed kernels of each `.cu` file, looked up once: sum.cu
-    /// (engine.rs launches them), nufft.cu's fixed kernels and its
-    /// steps per kernel width (nufft.rs), lines.cu's per line length
-    /// (lines.rs), vector.cu, sparse.cu and wavelet.cu (their launchers'
+    /// needed, with the functions looked up in them (modules.rs: the line
+    /// lengths' and the NUFFT steps' kernels) ...
+    pub(crate) modules: crate::modules::Modules,
+    /// ... and the typed kernels of the other `.cu` files, looked up once:
+    /// sum.cu (engine.rs launches them), nufft.cu's fixed kernels
+    /// (nufft.rs), vector.cu, sparse.cu and wavelet.cu (their launchers'
     /// files).
-    sum: OnceLock<crate::kernels::SumKernels>,
+    sum: OnceLock<crate::engine::SumKernels>,
     nufft: OnceLock<crate::nufft::Kernels>,
-    pub(crate) nufft_steps: Mutex<HashMap<(crate::nufft::Step, usize), CudaFunction>>,
-    pub(crate) line_kernels: Mutex<HashMap<usize, Arc<crate::lines::Kernels>>>,
     vector: OnceLock<crate::vector::Kernels>,
     sparse: OnceLock<crate::sparse::Kernels>,
     wavelet: OnceLock<crate::wavelet::Kernels>,
@@ -89,7 +85,7 @@ impl Device {
         let stream = ctx.new_stream().at("create stream")?;
         let copy_stream = ctx.new_stream().at("create copy stream")?;
         let modules =
-            crate::kernels::Modules::new(ctx.clone(), crate::kernels::Arch(major, minor), cache);
+            crate::modules::Modules::new(ctx.clone(), crate::kernels::Arch(major, minor), cache);
         let partial = stream
             .alloc_zeros::<f64>(REDUCE_BLOCKS)
             .at("allocate reduction buffer")?;
@@ -104,8 +100,6 @@ impl Device {
             modules,
             sum: OnceLock::new(),
             nufft: OnceLock::new(),
-            nufft_steps: Mutex::new(HashMap::new()),
-            line_kernels: Mutex::new(HashMap::new()),
             vector: OnceLock::new(),
             sparse: OnceLock::new(),
             wavelet: OnceLock::new(),
@@ -115,30 +109,28 @@ impl Device {
     }
 
     /// sum.cu's kernels (the summation engine), loaded on first use.
-    pub(crate) fn sum(&self) -> Result<&crate::kernels::SumKernels> {
-        crate::kernels::once(&self.sum, || {
-            crate::kernels::SumKernels::load(&self.modules)
-        })
+    pub(crate) fn sum(&self) -> Result<&crate::engine::SumKernels> {
+        crate::modules::once(&self.sum, || crate::engine::SumKernels::load(&self.modules))
     }
 
     /// nufft.cu's fixed kernels, loaded on first use.
     pub(crate) fn nufft(&self) -> Result<&crate::nufft::Kernels> {
-        crate::kernels::once(&self.nufft, || crate::nufft::Kernels::load(&self.modules))
+        crate::modules::once(&self.nufft, || crate::nufft::Kernels::load(&self.modules))
     }
 
     /// vector.cu's kernels, loaded on first use.
     pub(crate) fn vector(&self) -> Result<&crate::vector::Kernels> {
-        crate::kernels::once(&self.vector, || crate::vector::Kernels::load(&self.modules))
+        crate::modules::once(&self.vector, || crate::vector::Kernels::load(&self.modules))
     }
 
     /// sparse.cu's kernels, loaded on first use.
     pub(crate) fn sparse(&self) -> Result<&crate::sparse::Kernels> {
-        crate::kernels::once(&self.sparse, || crate::sparse::Kernels::load(&self.modules))
+        crate::modules::once(&self.sparse, || crate::sparse::Kernels::load(&self.modules))
     }
 
     /// wavelet.cu's kernels, loaded on first use.
     pub(crate) fn wavelet(&self) -> Result<&crate::wavelet::Kernels> {
-        crate::kernels::once(&self.wavelet, || {
+        crate::modules::once(&self.wavelet, || {
             crate::wavelet::Kernels::load(&self.modules)
         })
     }

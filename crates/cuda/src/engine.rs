@@ -5,10 +5,15 @@
 
 use crate::device::{as_floats_mut, Device};
 use crate::error::{err, Ctx};
-use crate::kernels::PER_THREAD;
+use crate::kernels::{Module, SUM};
+use crate::modules::Modules;
 use crate::{Tuning, Variant};
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaFunction, CudaModule, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
 use recon_core::{Complex, Error, Result, Sign, Targets};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Samples per constant-memory chunk; `CHUNK` in sum.cu.
 const CHUNK: usize = 3200;
@@ -339,5 +344,75 @@ impl Device {
             .at("copy sums to host")?;
         self.stream.synchronize().at("synchronize after sums")?;
         Ok(())
+    }
+}
+
+/// Outputs-per-thread counts the tuned kernels are compiled for.
+pub const PER_THREAD: [u32; 4] = [1, 2, 4, 8];
+
+/// The kernel of sum.cu that runs `variant`; `rows`: the lattice row
+/// kernel of variants 5 and 6 (else their generic one).
+fn sum_kernel(variant: Variant, rows: bool, per_thread: u32) -> String {
+    let g = if rows { "" } else { "g" };
+    match variant {
+        Variant::Naive => "sum_v1".into(),
+        Variant::Registers => "sum_v2".into(),
+        Variant::Constant => "sum_v3".into(),
+        Variant::FastTrig => "sum_v4".into(),
+        // The same kernels; variant 6 streams the samples to them.
+        Variant::Tuned | Variant::Streamed => format!("sum_v5{g}_{per_thread}"),
+    }
+}
+
+/// Every kernel of sum.cu the backend may launch.
+pub(crate) fn sum_kernels() -> Vec<String> {
+    let mut names: Vec<String> = Variant::ALL
+        .iter()
+        .flat_map(|&v| {
+            [true, false]
+                .into_iter()
+                .flat_map(move |rows| PER_THREAD.map(|p| sum_kernel(v, rows, p)))
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// sum.cu's module (its constant-memory samples are a symbol of it) and
+/// its kernels, looked up by variant, row kernel and outputs per thread.
+pub(crate) struct SumKernels {
+    pub module: Arc<CudaModule>,
+    by_name: HashMap<String, CudaFunction>,
+}
+
+impl SumKernels {
+    pub(crate) fn load(modules: &Modules) -> Result<Self> {
+        let names = sum_kernels();
+        let m = Module::whole(SUM);
+        let funcs = modules.functions(&m, &names)?;
+        Ok(SumKernels {
+            module: modules.module(&m)?,
+            by_name: names.into_iter().zip(funcs).collect(),
+        })
+    }
+
+    /// The kernel that runs `variant` (see [`sum_kernel`]), and its name.
+    pub(crate) fn get(
+        &self,
+        variant: Variant,
+        rows: bool,
+        per_thread: u32,
+    ) -> Result<(&str, &CudaFunction)> {
+        let name = sum_kernel(variant, rows, per_thread);
+        self.by_name
+            .get_key_value(&name)
+            .map(|(k, f)| (k.as_str(), f))
+            .ok_or_else(|| {
+                err(
+                    format!("find kernel {name}"),
+                    "not compiled for this variant",
+                )
+            })
     }
 }

@@ -10,11 +10,11 @@
 //! provides), for every later process on any machine that shares the
 //! folder. A module's cache key is a SHA-256 of everything its code
 //! depends on: the source, the options (architecture and instance
-//! included), and the NVRTC and driver versions.
+//! included), and the NVRTC and driver versions. Loading the modules into
+//! a device, and which ones a run needs, is modules.rs.
 
 use crate::error::{err, Ctx};
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
 use recon_core::Result;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -121,7 +121,7 @@ pub struct KernelStats {
     pub not_stored: Option<String>,
 }
 
-fn stats() -> std::sync::MutexGuard<'static, KernelStats> {
+pub(crate) fn stats() -> std::sync::MutexGuard<'static, KernelStats> {
     static STATS: Mutex<KernelStats> = Mutex::new(KernelStats {
         compiled: Vec::new(),
         compile_seconds: 0.0,
@@ -270,214 +270,6 @@ pub(crate) fn cubin(
     })
 }
 
-/// One device's loaded modules, each loaded when first asked for.
-pub(crate) struct Modules {
-    ctx: Arc<CudaContext>,
-    arch: Arch,
-    cache: Option<Arc<dyn KernelCache>>,
-    loaded: Mutex<HashMap<Module, Arc<CudaModule>>>,
-}
-
-impl Modules {
-    pub(crate) fn new(
-        ctx: Arc<CudaContext>,
-        arch: Arch,
-        cache: Option<Arc<dyn KernelCache>>,
-    ) -> Self {
-        Modules {
-            ctx,
-            arch,
-            cache,
-            loaded: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// `module`, loaded into the device (compiled or read first if needed).
-    pub(crate) fn module(&self, module: &Module) -> Result<Arc<CudaModule>> {
-        if let Some(m) = self.lock().get(module) {
-            return Ok(m.clone());
-        }
-        let bytes = cubin(module, self.arch, self.cache.as_deref())?;
-        let t = Instant::now();
-        let m = self
-            .ctx
-            .load_module(Ptx::from_binary(bytes.to_vec()))
-            .at(&format!("load {}", module.describe()))?;
-        stats().load_seconds += t.elapsed().as_secs_f64();
-        Ok(self.lock().entry(*module).or_insert(m).clone())
-    }
-
-    /// Every module of `modules` loaded: those not yet compiled compiled
-    /// side by side (the slowest sets the time), then loaded in turn.
-    pub(crate) fn load_all(&self, modules: &[Module]) -> Result<()> {
-        use rayon::prelude::*;
-        modules
-            .par_iter()
-            .try_for_each(|m| cubin(m, self.arch, self.cache.as_deref()).map(drop))?;
-        for m in modules {
-            self.module(m)?;
-        }
-        Ok(())
-    }
-
-    /// The functions `names` of `module`, in order, failing on the first
-    /// missing one.
-    pub(crate) fn functions<S: AsRef<str>>(
-        &self,
-        module: &Module,
-        names: &[S],
-    ) -> Result<Vec<CudaFunction>> {
-        let m = self.module(module)?;
-        names
-            .iter()
-            .map(|f| {
-                m.load_function(f.as_ref()).at(&format!(
-                    "load kernel {} of {}",
-                    f.as_ref(),
-                    module.describe()
-                ))
-            })
-            .collect()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Module, Arc<CudaModule>>> {
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The modules `work` launches: vector.cu always; per NUFFT its width's
-/// spreading through shared memory (and interpolation where it does type
-/// 2), and the line lengths of its fine grid (where the line kernels cover
-/// it, as its plan decides); per Toeplitz product the lengths of its
-/// doubled grid; sum.cu, sparse.cu and wavelet.cu as asked. The spreading
-/// straight into the fine grid, the fallback where a bin does not fit in
-/// shared memory, is left to be compiled if a plan takes it: at width 8 it
-/// costs eight times the shared one's compile.
-pub(crate) fn needed(work: &recon_core::Workload) -> Result<Vec<Module>> {
-    use crate::lines;
-    use crate::nufft::{Step, WIDTHS};
-    let mut modules = vec![Module::whole(VECTOR)];
-    let mut lengths = Vec::new();
-    for &n in &work.toeplitz {
-        let d = n.map(|v| 2 * v);
-        if lines::covered(d) {
-            lengths.extend(d);
-        }
-    }
-    for n in &work.nufft {
-        let layout = recon_nufft::Layout::new(n.modes, n.tolerance, 1, 4)?;
-        let w = layout.kernel.width;
-        if WIDTHS.contains(&w) {
-            modules.push(Module::whole(NUFFT));
-            modules.push(Step::SpreadShared.module(w));
-            if n.type2 {
-                modules.push(Step::Interpolate.module(w));
-            }
-        }
-        if lines::covered(layout.fine) {
-            lengths.extend(layout.fine);
-        }
-    }
-    modules.extend(lengths.into_iter().map(lines::module));
-    for (wanted, source) in [
-        (work.exact, SUM),
-        (work.sparse, SPARSE),
-        (work.wavelets, WAVELET),
-    ] {
-        if wanted {
-            modules.push(Module::whole(source));
-        }
-    }
-    let mut unique = Vec::new();
-    for m in modules {
-        if !unique.contains(&m) {
-            unique.push(m);
-        }
-    }
-    Ok(unique)
-}
-
-/// `cell`'s value, made by `make` the first time (a failure is returned
-/// and the next call tries again).
-pub(crate) fn once<T>(cell: &OnceLock<T>, make: impl FnOnce() -> Result<T>) -> Result<&T> {
-    if let Some(v) = cell.get() {
-        return Ok(v);
-    }
-    let v = make()?;
-    Ok(cell.get_or_init(|| v))
-}
-
-/// Outputs-per-thread counts the tuned kernels are compiled for.
-pub const PER_THREAD: [u32; 4] = [1, 2, 4, 8];
-
-/// The kernel of sum.cu that runs `variant`; `rows`: the lattice row
-/// kernel of variants 5 and 6 (else their generic one).
-fn sum_kernel(variant: crate::Variant, rows: bool, per_thread: u32) -> String {
-    use crate::Variant;
-    let g = if rows { "" } else { "g" };
-    match variant {
-        Variant::Naive => "sum_v1".into(),
-        Variant::Registers => "sum_v2".into(),
-        Variant::Constant => "sum_v3".into(),
-        Variant::FastTrig => "sum_v4".into(),
-        // The same kernels; variant 6 streams the samples to them.
-        Variant::Tuned | Variant::Streamed => format!("sum_v5{g}_{per_thread}"),
-    }
-}
-
-/// Every kernel of sum.cu the backend may launch.
-pub(crate) fn sum_kernels() -> Vec<String> {
-    let mut names: Vec<String> = crate::Variant::ALL
-        .iter()
-        .flat_map(|&v| {
-            [true, false]
-                .into_iter()
-                .flat_map(move |rows| PER_THREAD.map(|p| sum_kernel(v, rows, p)))
-        })
-        .collect();
-    names.sort();
-    names.dedup();
-    names
-}
-
-/// sum.cu's module (its constant-memory samples are a symbol of it) and
-/// its kernels, looked up by variant, row kernel and outputs per thread.
-pub(crate) struct SumKernels {
-    pub module: Arc<CudaModule>,
-    by_name: HashMap<String, CudaFunction>,
-}
-
-impl SumKernels {
-    pub(crate) fn load(modules: &Modules) -> Result<Self> {
-        let names = sum_kernels();
-        let m = Module::whole(SUM);
-        let funcs = modules.functions(&m, &names)?;
-        Ok(SumKernels {
-            module: modules.module(&m)?,
-            by_name: names.into_iter().zip(funcs).collect(),
-        })
-    }
-
-    /// The kernel that runs `variant` (see [`sum_kernel`]), and its name.
-    pub(crate) fn get(
-        &self,
-        variant: crate::Variant,
-        rows: bool,
-        per_thread: u32,
-    ) -> Result<(&str, &CudaFunction)> {
-        let name = sum_kernel(variant, rows, per_thread);
-        self.by_name
-            .get_key_value(&name)
-            .map(|(k, f)| (k.as_str(), f))
-            .ok_or_else(|| {
-                err(
-                    format!("find kernel {name}"),
-                    "not compiled for this variant",
-                )
-            })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,7 +277,7 @@ mod tests {
     /// Every module the backend may load, with the kernels it must export.
     fn every_module() -> Vec<(Module, Vec<String>)> {
         let mut v = vec![
-            (Module::whole(SUM), sum_kernels()),
+            (Module::whole(SUM), crate::engine::sum_kernels()),
             (
                 Module::whole(VECTOR),
                 crate::vector::NAMES.map(String::from).to_vec(),
@@ -535,59 +327,6 @@ mod tests {
                     module.describe()
                 );
             }
-        }
-    }
-
-    #[test]
-    fn a_workload_needs_its_widths_and_lengths_only() {
-        use crate::nufft::Step;
-        let nufft = |modes, tolerance, type2| recon_core::NufftUse {
-            modes,
-            tolerance,
-            type2,
-        };
-        let work = recon_core::Workload {
-            nufft: vec![
-                nufft([48, 48, 48], 1e-6, false),
-                nufft([96, 96, 96], 1e-6, false),
-                nufft([48, 48, 48], 1e-2, true),
-            ],
-            toeplitz: vec![[48, 48, 48]],
-            ..Default::default()
-        };
-        let m = needed(&work).unwrap();
-        let has = |m2: Module| m.contains(&m2);
-        assert!(has(Module::whole(VECTOR)) && has(Module::whole(NUFFT)));
-        // tolerance 1e-6: width 8, spreading only; 1e-2: width 4, both ways
-        assert!(has(Step::SpreadShared.module(8)) && !has(Step::Interpolate.module(8)));
-        assert!(has(Step::SpreadShared.module(4)) && has(Step::Interpolate.module(4)));
-        for w in 2..=8 {
-            assert!(
-                !has(Step::SpreadGlobal.module(w)),
-                "the fallback, width {w}"
-            );
-        }
-        assert!(!has(Step::SpreadShared.module(6)));
-        // the Toeplitz product's 96, the fine grids' 96 and 192
-        for l in [96, 192] {
-            assert!(has(crate::lines::module(l)), "{l}");
-        }
-        assert!(!has(crate::lines::module(128)));
-        assert!(!has(Module::whole(SUM)) && !has(Module::whole(SPARSE)));
-        // each once
-        let mut names: Vec<String> = m.iter().map(|m| m.describe()).collect();
-        names.dedup();
-        assert_eq!(names.len(), m.len());
-        // the sparse priors and the exact engine add their files
-        let more = needed(&recon_core::Workload {
-            exact: true,
-            sparse: true,
-            wavelets: true,
-            ..Default::default()
-        })
-        .unwrap();
-        for s in [SUM, SPARSE, WAVELET, VECTOR] {
-            assert!(more.contains(&Module::whole(s)), "{}", s.name);
         }
     }
 

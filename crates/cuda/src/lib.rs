@@ -25,6 +25,7 @@ mod engine;
 mod error;
 mod kernels;
 mod lines;
+mod modules;
 mod nufft;
 mod nufft_backend;
 mod options;
@@ -147,7 +148,7 @@ impl Backend for CudaBackend {
     /// Compiles (or reads from the kernel cache) every module `work` will
     /// launch, side by side, and loads them into every device.
     fn prepare(&self, work: &Workload) -> Result<()> {
-        let modules = kernels::needed(work)?;
+        let modules = modules::needed(work)?;
         for d in &self.devices {
             d.modules.load_all(&modules)?;
         }

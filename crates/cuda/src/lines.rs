@@ -30,6 +30,7 @@ pub(crate) enum LineKernel {
 }
 
 impl LineKernel {
+    #[cfg(test)]
     const ALL: [LineKernel; 3] = [
         LineKernel::Fft,
         LineKernel::FftCoil,
@@ -51,13 +52,9 @@ pub(crate) fn module(l: usize) -> crate::kernels::Module {
 }
 
 /// The kernels of lines.cu's module for length `l`, by family.
+#[cfg(test)]
 pub(crate) fn kernel_names(l: usize) -> Vec<String> {
     LineKernel::ALL.map(|k| k.name(l)).to_vec()
-}
-
-/// lines.cu's kernels for one length, one of each family.
-pub(crate) struct Kernels {
-    funcs: Vec<CudaFunction>,
 }
 
 impl Device {
@@ -70,24 +67,7 @@ impl Device {
                 format!("no line kernels for length {l} (lengths: {LENGTHS:?})"),
             ));
         }
-        let got = self.lock_lines().get(&l).cloned();
-        let k = match got {
-            Some(k) => k,
-            None => {
-                let funcs = self.modules.functions(&module(l), &kernel_names(l))?;
-                self.lock_lines()
-                    .entry(l)
-                    .or_insert_with(|| std::sync::Arc::new(Kernels { funcs }))
-                    .clone()
-            }
-        };
-        Ok(k.funcs[kernel as usize].clone())
-    }
-
-    fn lock_lines(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<usize, std::sync::Arc<Kernels>>> {
-        self.line_kernels.lock().unwrap_or_else(|e| e.into_inner())
+        self.modules.function(&module(l), &kernel.name(l))
     }
 }
 

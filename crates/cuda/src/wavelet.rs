@@ -17,7 +17,7 @@ pub(crate) struct Kernels {
 }
 
 impl Kernels {
-    pub(crate) fn load(modules: &crate::kernels::Modules) -> Result<Self> {
+    pub(crate) fn load(modules: &crate::modules::Modules) -> Result<Self> {
         let funcs = modules.functions(
             &crate::kernels::Module::whole(crate::kernels::WAVELET),
             &NAMES,

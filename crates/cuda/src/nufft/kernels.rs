@@ -5,7 +5,8 @@
 
 use super::WIDTHS;
 use crate::device::Device;
-use crate::kernels::{Module, Modules, NUFFT};
+use crate::kernels::{Module, NUFFT};
+use crate::modules::Modules;
 use cudarc::driver::CudaFunction;
 use recon_core::Result;
 
@@ -103,15 +104,6 @@ impl Device {
     /// its module loaded the first time.
     pub(crate) fn nufft_kernel(&self, step: Step, w: usize) -> Result<CudaFunction> {
         debug_assert!(WIDTHS.contains(&w));
-        let lock = || self.nufft_steps.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(f) = lock().get(&(step, w)) {
-            return Ok(f.clone());
-        }
-        let [f]: [CudaFunction; 1] = self
-            .modules
-            .functions(&step.module(w), &[step.name(w)])?
-            .try_into()
-            .expect("one function");
-        Ok(lock().entry((step, w)).or_insert(f).clone())
+        self.modules.function(&step.module(w), &step.name(w))
     }
 }
