@@ -45,7 +45,7 @@ if o:
 k = r.get("kernels")
 if k and k["compiled"]:
     mods = ", ".join(f"{m} {t:.2f}" for m, t in k["compiled"])
-    print(f"{'':34} compiled: {mods}; load {k['load_s']:.3f} s")
+    print(f"{'':34} compiled: {mods}; load {k['load_seconds']:.3f} s")
 PY
 )")
 }

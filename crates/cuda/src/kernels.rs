@@ -105,8 +105,9 @@ pub trait KernelCache: Send + Sync + std::fmt::Debug {
     fn put(&self, key: &str, cubin: &[u8]) -> std::result::Result<(), String>;
 }
 
-/// How this process's modules were obtained: for the run's report.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// How this process's modules were obtained: for the run's report
+/// (`report.json`'s `kernels`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct KernelStats {
     /// Modules compiled by NVRTC, each with its seconds (side by side, so
     /// their sum is more than the time they took) ...

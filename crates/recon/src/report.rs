@@ -5,6 +5,7 @@ use crate::arrange::Arrangement;
 use crate::config::Loaded;
 use crate::pipeline::{Image, Quality};
 use anyhow::{Context as _, Result};
+use recon_cuda::KernelStats;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,7 +91,7 @@ pub struct Report {
     /// The GPU kernels this run compiled or read from the cache (a GPU run
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub kernels: Option<Kernels>,
+    pub kernels: Option<KernelStats>,
     /// A scan of several images: each one's figures (the fields above are
     /// the first image's, `seconds` the whole run's). Absent for one image.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -98,29 +99,10 @@ pub struct Report {
     pub provenance: Provenance,
 }
 
-/// The GPU kernels of a run: modules compiled by NVRTC (each with its
-/// seconds, compiled side by side, and their sum), read from the kernel
-/// cache, and the seconds loading them into the device took.
-#[derive(Debug, Serialize)]
-pub struct Kernels {
-    pub compiled: Vec<(String, f64)>,
-    pub compile_s: f64,
-    pub cached: Vec<String>,
-    pub load_s: f64,
-    /// Why compiled kernels could not be kept in the cache, if so.
-    pub not_stored: Option<String>,
-}
-
 /// This process's kernels so far; `None` when it loaded none (the CPU).
-pub fn kernels() -> Option<Kernels> {
+pub fn kernels() -> Option<KernelStats> {
     let s = recon_cuda::kernel_stats();
-    (!s.compiled.is_empty() || !s.cached.is_empty()).then(|| Kernels {
-        compiled: s.compiled,
-        compile_s: s.compile_seconds,
-        cached: s.cached,
-        load_s: s.load_seconds,
-        not_stored: s.not_stored,
-    })
+    (!s.compiled.is_empty() || !s.cached.is_empty()).then_some(s)
 }
 
 /// What a study needs to reproduce a run: in `report.json` and as
@@ -276,7 +258,7 @@ pub fn report(
     images: &[Image],
     arrangement: &Arrangement,
     before: &[(&'static str, f64)],
-    kernels: Option<Kernels>,
+    kernels: Option<KernelStats>,
     input: InputHash,
 ) -> Result<Report> {
     let first = &images[0];
