@@ -138,7 +138,7 @@ impl Cache {
             name: "q".into(),
             problem,
         };
-        let (offset, crcs) = {
+        let (offset, len, crcs) = {
             let file = hdf5::File::open(&path).at(&path, "open")?;
             let stored = recon_io::str_attr(&path, &file, "key")?;
             if stored != key {
@@ -163,12 +163,12 @@ impl Cache {
             let offset = ds.offset().ok_or_else(|| {
                 layout("is not stored contiguously (a cache file of an older recon)".into())
             })?;
-            let blocks =
-                (shape.iter().product::<usize>() * size_of::<Complex<T>>()).div_ceil(BLOCK);
+            let len: usize = shape.iter().product();
+            let blocks = (len * size_of::<Complex<T>>()).div_ceil(BLOCK);
             let crcs = recon_io::read_dataset::<u32>(&path, &file, "crc32", &[blocks])?;
-            (offset, crcs)
+            (offset, len, crcs)
         };
-        let q = read_blocks::<T>(&path, offset, grid.doubled().iter().product(), &crcs)?;
+        let q = read_blocks::<T>(&path, offset, len, &crcs)?;
         Ok(Some(q))
     }
 

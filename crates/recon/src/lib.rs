@@ -37,8 +37,6 @@ use recon_q::Stored;
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// The `recon` command line: parses the arguments, runs, and returns the
-/// exit status (errors are printed, each cause once).
 /// When the process started (as near as `main` knows): a run's report
 /// accounts for its whole wall time from here.
 static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -52,6 +50,8 @@ pub(crate) fn since_start() -> f64 {
     START.get_or_init(Instant::now).elapsed().as_secs_f64()
 }
 
+/// The `recon` command line: parses the arguments, runs, and returns the
+/// exit status (errors are printed, each cause once).
 pub fn main() -> ExitCode {
     START.get_or_init(Instant::now);
     let cli = Cli::parse();

@@ -19,7 +19,7 @@ fn to_c32(v: &[Complex<f64>]) -> Vec<Complex<f32>> {
 }
 
 /// The images' values of `pick`, image after image.
-fn gather<T: Copy + Send + Sync>(images: &[Image], pick: impl Fn(&Image) -> &[T]) -> Vec<T> {
+fn gather<T: Copy>(images: &[Image], pick: impl Fn(&Image) -> &[T]) -> Vec<T> {
     let mut out = Vec::with_capacity(images.iter().map(|i| pick(i).len()).sum());
     for i in images {
         out.extend_from_slice(pick(i));
