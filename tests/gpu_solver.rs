@@ -211,6 +211,35 @@ fn pruned_and_pieces() -> Option<(CudaBackend, CudaBackend)> {
     Some((pruned, pieces))
 }
 
+/// The Hermitian part `(q(r) + conj q(-r)) / 2` of a Q on the doubled grid
+/// `d` (lag 0 at index n per axis; lag -r of index i at (2n - i) mod 2n).
+fn hermitian(q: &[Complex<f64>], d: [usize; 3]) -> Vec<Complex<f64>> {
+    let mirror = |i: usize, l: usize| (l - i) % l;
+    let at = |x: usize, y: usize, z: usize| (z * d[1] + y) * d[0] + x;
+    let mut h = q.to_vec();
+    for z in 0..d[2] {
+        for y in 0..d[1] {
+            for x in 0..d[0] {
+                let m = at(mirror(x, d[0]), mirror(y, d[1]), mirror(z, d[2]));
+                h[at(x, y, z)] = (q[at(x, y, z)] + q[m].conj()) * 0.5;
+            }
+        }
+    }
+    h
+}
+
+#[test]
+fn hermitian_q_is_hermitian() {
+    // The helper above: q(-r) = conj q(r) wherever -r is on the grid.
+    let d = [16, 8, 4];
+    let h = hermitian(&Rng::new(3).complex(16 * 8 * 4), d);
+    let at = |x: usize, y: usize, z: usize| (z * d[1] + y) * d[0] + x;
+    for (x, y, z) in [(1, 2, 3), (8, 4, 2), (15, 7, 1), (9, 1, 0)] {
+        let m = at((16 - x) % 16, (8 - y) % 8, (4 - z) % 4);
+        assert!((h[m] - h[at(x, y, z)].conj()).norm() < 1e-15);
+    }
+}
+
 #[test]
 fn toeplitz_product_pruned_and_by_pieces_matches_cpu_f64() {
     // Line lengths 2n with kernels of radices 8 and 2 (16), 8 and 4 (32),
@@ -244,8 +273,10 @@ fn toeplitz_product_pruned_and_by_pieces_matches_cpu_f64() {
     for (n, covered) in shapes {
         let grid = Grid::new(n, [200.0; 3]).unwrap();
         let mut rng = Rng::new(7);
-        // Any Q will do: the product is linear in it.
-        let q64 = rng.complex(8 * grid.len());
+        // Any Hermitian Q will do (as every Q of real weights is, and as
+        // the fused product's real FFT(Q) needs): the product is linear in
+        // it.
+        let q64 = hermitian(&rng.complex(8 * grid.len()), grid.doubled());
         let mut t64 = Toeplitz::new(&cpu, &grid, &q64).unwrap();
         let mut t_pruned = Toeplitz::new(&pruned, &grid, &down(&q64)).unwrap();
         let mut t_pieces = Toeplitz::new(&pieces, &grid, &down(&q64)).unwrap();
@@ -291,7 +322,7 @@ fn sense_terms_folded_into_the_toeplitz_passes_match_cpu_f64() {
     ] {
         let grid = Grid::new(n, [200.0; 3]).unwrap();
         let mut rng = Rng::new(8);
-        let q64 = rng.complex(8 * grid.len());
+        let q64 = hermitian(&rng.complex(8 * grid.len()), grid.doubled());
         let maps: Vec<Vec<Complex<f64>>> = (0..3).map(|_| rng.complex(grid.len())).collect();
         let maps32: Vec<Vec<Complex<f32>>> = maps.iter().map(|m| down(m)).collect();
         // The data term's normal map uses only FFT(Q) (here random) and

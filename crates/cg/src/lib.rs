@@ -81,7 +81,9 @@ pub struct Toeplitz<B: Backend> {
 
 impl<B: Backend> Toeplitz<B> {
     /// Takes Q as computed by `recon-q` (displacement 0 at index N per axis)
-    /// and precomputes its FFT on the device.
+    /// and precomputes its FFT on the device. Q must be Hermitian, `Q(-r) =
+    /// conj Q(r)` (as every Q of real sample weights is): a device may keep
+    /// only the real part of its FFT ([`Backend::fft_q`]).
     pub fn new(backend: &B, grid: &Grid, q: &[Complex<B::Real>]) -> Result<Self> {
         let d = grid.doubled();
         Error::check_len("Q (2N)^3", d[0] * d[1] * d[2], q.len())?;

@@ -170,19 +170,21 @@ pub(crate) fn iterate<B: Backend, A: Normal<B>>(
         a.apply(backend, ap, p)?;
         backend.dot_re_to(&mut s, Slots::pap(it), p, ap)?;
         let alpha = Slots::ratio(Slots::rr(it - 1), Slots::pap(it));
-        backend.axpy_ratio(x, 1.0, alpha, &s, p)?; // x = x + alpha p
-        backend.axpy_ratio(r, -1.0, alpha, &s, ap)?; // r = r - alpha A p
-                                                     // p = z + beta p, beta = <r, z> / <r_old, z_old>
+        // beta = <r, z> / <r_old, z_old>
         let beta = Slots::ratio(Slots::rr(it), Slots::rr(it - 1));
         match z.as_mut() {
             Some((m, z)) => {
+                backend.axpy_ratio(r, -1.0, alpha, &s, ap)?; // r = r - alpha A p
                 m.apply(backend, z, r)?;
                 backend.dot_re_to(&mut s, Slots::rr(it), r, z)?;
-                backend.xpby_ratio(p, z, beta, &s)?;
+                // x = x + alpha p, p = z + beta p
+                backend.cg_update(x, 1.0, alpha, p, z, beta, &s)?;
             }
             None => {
-                backend.dot_re_to(&mut s, Slots::rr(it), r, r)?;
-                backend.xpby_ratio(p, r, beta, &s)?;
+                // r = r - alpha A p, <r, r>
+                backend.axpy_norm_to(r, -1.0, alpha, &mut s, ap, Slots::rr(it))?;
+                // x = x + alpha p, p = r + beta p
+                backend.cg_update(x, 1.0, alpha, p, r, beta, &s)?;
             }
         }
         if it % every == 0 || it == params.iterations {

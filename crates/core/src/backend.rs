@@ -292,6 +292,39 @@ pub trait Backend: Send + Sync {
         ratio: Ratio,
         s: &Self::Scalars,
     ) -> Result<()>;
+    /// `y = y + a c x` (c = `ratio.of(s)`), then `s[slot] = Re <y, y>`:
+    /// CG's residual update and its squared norm, which a device may do in
+    /// one pass over the vectors.
+    #[allow(clippy::too_many_arguments)]
+    fn axpy_norm_to(
+        &self,
+        y: &mut Self::Vector,
+        a: f64,
+        ratio: Ratio,
+        s: &mut Self::Scalars,
+        x: &Self::Vector,
+        slot: usize,
+    ) -> Result<()> {
+        self.axpy_ratio(y, a, ratio, s, x)?;
+        self.dot_re_to(s, slot, y, y)
+    }
+    /// `x = x + a c p` with `c = step.of(s)`, then `p = r + d p` with `d =
+    /// beta.of(s)`: CG's updates of the iterate and the direction, which a
+    /// device may do in one pass.
+    #[allow(clippy::too_many_arguments)]
+    fn cg_update(
+        &self,
+        x: &mut Self::Vector,
+        a: f64,
+        step: Ratio,
+        p: &mut Self::Vector,
+        r: &Self::Vector,
+        beta: Ratio,
+        s: &Self::Scalars,
+    ) -> Result<()> {
+        self.axpy_ratio(x, a, step, s, p)?;
+        self.xpby_ratio(p, r, beta, s)
+    }
     /// How many iterations a solver should queue between reads of its
     /// scalars: 1 where a read costs nothing (the CPU computes as it is
     /// called), more where each read drains the device's queue.
@@ -325,7 +358,9 @@ pub trait Backend: Send + Sync {
     /// The Toeplitz kernel `FFT(ifftshift(q))` of Q on the `2n` grid
     /// (shape `d`, even), uploaded: Q's lag 0 moved to index 0. The default
     /// shifts on the host, uploads and calls `fft3`; a device may instead
-    /// fold the shift into its FFT.
+    /// fold the shift into its FFT, and keep only the real part where its
+    /// own `toeplitz` reads it so (Q is Hermitian but for its lags `-n`,
+    /// which the product never uses).
     fn fft_q(&self, q: &[Complex<Self::Real>], d: [usize; 3]) -> Result<Self::Vector> {
         fft_q_by_pieces(self, q, d)
     }

@@ -13,7 +13,8 @@
 // toeplitz_columns_L is the middle of the Toeplitz product: along z, for
 // each (x, y) column of the 2N grid (of which only the planes z < N are
 // held), column = IFFT( scale * fq .* FFT(column) ), lower half kept, in
-// one pass through shared memory.
+// one pass through shared memory. fq is real (FFT(Q) of a Hermitian Q,
+// toeplitz.rs): half the bytes of a complex kernel.
 //
 // Each line's transform is a Stockham autosort FFT (Govindaraju et al.
 // 2008) of mixed radix 8, 4, 2, 3, 5, a radix-R DFT per thread in registers
@@ -21,7 +22,12 @@
 // threads; a radix-R pass gives each up to ceil(8 / R) groups of R points.
 // A block holds C lines adjacent in memory (or, for lines along x, whose
 // points adjacent threads read 4 at a time: a warp still reads whole
-// sectors). Everything is compiled per line length, so that the passes,
+// sectors). Lines along y or z ("wide" kernels, and toeplitz_columns) are
+// strided: a warp's load takes C points of each of 32 / C rows, so C is at
+// least 8 where a block of 512 threads allows (L = 512: 64 bytes a row,
+// against 32 with the narrow C of 4). Nsight Compute, 256^3: the z columns
+// 25% faster (with the real FFT(Q)), the y lines 7 to 10%; at L = 256 a
+// wider C than the narrow 8 measured slower. Everything is compiled per line length, so that the passes,
 // strides and twiddle steps are constants: a kernel with them as run-time
 // values needed 156 registers a thread.
 
@@ -96,12 +102,14 @@ __device__ __forceinline__ void dft(float2* v, float s)
 }
 
 // Columns per block for length L: a power of two from 4 to 32, about 256
-// threads a block. lines.rs computes the same.
-__host__ __device__ constexpr int columns_for(int L)
+// threads a block; wide (strided lines), at least 8 (64 bytes of each row)
+// where that fits 512 threads. lines.rs computes the same.
+__host__ __device__ constexpr int columns_for(int L, bool wide)
 {
     int c = 1;
     while (2 * c * (L / 8) <= 256 && 2 * c <= 32) c *= 2;
-    return c < 4 ? 4 : c;
+    c = c < 4 ? 4 : c;
+    return wide && c < 8 && 8 * (L / 8) <= 512 ? 8 : c;
 }
 
 // The radix of the next pass when `rest` points remain to be combined.
@@ -216,10 +224,11 @@ __host__ __device__ constexpr int last_radix(int L)
 // both sides are shared memory the block synchronises between reading and
 // writing (the pass is in place) and after. NS is the product of the
 // earlier radices; tw[k] = exp(i 2pi k / L), conjugated for s = -1. With
-// `f`, each result is multiplied by f[g * R + r] before it is written.
+// `f`, each result is multiplied by the real f[g * R + r] before it is
+// written.
 template <int L, int C, int R, int NS, Place SRC, Place DST, class Col>
 __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Col& col,
-                                     const float2* f)
+                                     const float* f)
 {
     constexpr int TC = L / 8;
     constexpr int G = (8 + R - 1) / R;
@@ -251,7 +260,8 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
             int d = (j / NS) * NS * R + j % NS;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                float2 a = f ? cmul(v[g][r], f[g * R + r]) : v[g][r];
+                float2 a = v[g][r];
+                if (f) a = make_float2(f[g * R + r] * a.x, f[g * R + r] * a.y);
                 if (DST == GLOBAL)
                     col.store(d + r * NS, a);
                 else
@@ -267,7 +277,7 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
 // (multiplied by `f`); the others work in shared memory.
 template <int L, int C, int NS, Place FIRST, Place LAST, class Col>
 __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s,
-                                            const Col& col, const float2* f)
+                                            const Col& col, const float* f)
 {
     if constexpr (NS < L) {
         constexpr int R = next_radix(L / NS);
@@ -290,10 +300,9 @@ struct Block {
     long long line;
 };
 
-template <int L>
+template <int L, int C>
 __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
 {
-    constexpr int C = columns_for(L);
     constexpr int THREADS = C * (L / 8);
     extern __shared__ float2 smem[];
     const int t = threadIdx.x;
@@ -302,21 +311,21 @@ __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
 }
 
 // work: the planes z < nz of the 2N grid (P points each), transformed
-// along x and y already; fq: FFT(Q), all L = 2 nz planes; twiddles: L
-// points exp(i 2pi k / L). Blocks of C * L / 8 threads, C columns each;
-// dynamic shared memory: L + at<C>(L, 0) float2.
+// along x and y already; fq: FFT(Q), real, all L = 2 nz planes; twiddles:
+// L points exp(i 2pi k / L). Blocks of C * L / 8 threads, C columns each
+// (wide); dynamic shared memory: L + at<C>(L, 0) float2.
 //
 // The forward FFT's first pass reads the column from global memory and its
 // last pass multiplies by scale * FFT(Q) on the way to shared memory; the
 // inverse FFT's last pass writes the lower half back to global memory.
 template <int L>
-__device__ __forceinline__ void columns(float2* work, const float2* __restrict__ fq,
+__device__ __forceinline__ void columns(float2* work, const float* __restrict__ fq,
                                         const float2* __restrict__ twiddles, long long P, int nz, float scale)
 {
-    constexpr int C = columns_for(L);
+    constexpr int C = columns_for(L, true);
     constexpr int R = last_radix(L);
     constexpr int G = (8 + R - 1) / R;
-    const Block b = block<L>(twiddles);
+    const Block b = block<L, C>(twiddles);
     const int c = b.c, tj = b.tj;
     const long long x = b.line;
     // Column x: point z at z * P + x.
@@ -326,14 +335,13 @@ __device__ __forceinline__ void columns(float2* work, const float2* __restrict__
     // scale * FFT(Q) at the points this thread's last forward pass writes
     // (j + r L/R for its groups j), loaded before the FFT so that the
     // product does not wait for memory.
-    float2 f[G * R];
+    float f[G * R];
 #pragma unroll
     for (int g = 0; g < G; g++) {
 #pragma unroll
         for (int r = 0; r < R; r++) {
             int k = tj + g * (L / 8) + r * (L / R);
-            float2 q = (col.inside && tj + g * (L / 8) < L / R) ? fq[k * P + x] : make_float2(0.0f, 0.0f);
-            f[g * R + r] = make_float2(scale * q.x, scale * q.y);
+            f[g * R + r] = (col.inside && tj + g * (L / 8) < L / R) ? scale * fq[k * P + x] : 0.0f;
         }
     }
 
@@ -346,39 +354,55 @@ __device__ __forceinline__ void columns(float2* work, const float2* __restrict__
 // The FFT of sign s of `lines` lines of length L, from src (map mi) to dst
 // (map mo), through shared memory: the first pass reads global memory, the
 // last writes it. A null src reads dst: in place (a block reads all of its
-// lines before it writes any). Blocks and shared memory as columns<L>.
-// COIL: with the maps' coil maps (SENSE's term of one coil).
-template <int L, bool COIL>
+// lines before it writes any). Blocks and shared memory as columns<L>, C
+// columns a block (columns_for). COIL: with the maps' coil maps (SENSE's
+// term of one coil).
+template <int L, int C, bool COIL>
 __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Map mi, int count,
                                       const float2* __restrict__ twiddles, float s)
 {
-    constexpr int C = columns_for(L);
-    const Block b = block<L>(twiddles);
+    const Block b = block<L, C>(twiddles);
     const LineT<COIL> line(src ? src : dst, dst, mi, mo, (int)b.line, b.line < count, L);
     fft_columns<L, C, 1, GLOBAL, GLOBAL>(b.S, b.tw, b.c, b.tj, s, line, nullptr);
 }
 
 // One kernel of each kind for the line length LENGTH (one of lines.rs's
-// LENGTHS), each length its own module.
-#define BOUNDS(L) __launch_bounds__(columns_for(L) * (L) / 8, 1024 / (columns_for(L) * (L) / 8))
+// LENGTHS), each length its own module: fft_lines and fft_lines_coil with
+// narrow blocks (lines along x), their _wide twins and toeplitz_columns
+// with wide ones (strided lines).
+#define THREADS(L, W) (columns_for(L, W) * (L) / 8)
+#define BOUNDS(L, W) __launch_bounds__(THREADS(L, W), 1024 / THREADS(L, W))
+#define LINE_KERNELS(L, W, SUFFIX)                                                                           \
+    extern "C" __global__ void BOUNDS(L, W) fft_lines_##L##SUFFIX(float2* dst, const float2* src, Map mo,   \
+                                                                  Map mi, int count,                      \
+                                                                  const float2* __restrict__ tw, float s) \
+    {                                                                                                        \
+        lines<L, columns_for(L, W), false>(dst, src, mo, mi, count, tw, s);                                  \
+    }                                                                                                        \
+    extern "C" __global__ void BOUNDS(L, W) fft_lines_coil_##L##SUFFIX(float2* dst, const float2* src,      \
+                                                                       Map mo, Map mi, int count,          \
+                                                                       const float2* __restrict__ tw,      \
+                                                                       float s)                             \
+    {                                                                                                        \
+        lines<L, columns_for(L, W), true>(dst, src, mo, mi, count, tw, s);                                   \
+    }
+// The _wide kernels exist only where the widths differ (lines.rs's
+// `has_wide`, which a test holds to this list): elsewhere a pass across
+// lines takes the narrow kernels, and the module compiles no copies.
+#if LENGTH == 320 || LENGTH == 384 || LENGTH == 512
+#define WIDE_KERNELS(L) LINE_KERNELS(L, true, _wide)
+#else
+#define WIDE_KERNELS(L)
+#endif
 #define KERNELS(L)                                                                                           \
-    extern "C" __global__ void BOUNDS(L) toeplitz_columns_##L(float2* work, const float2* __restrict__ fq,  \
-                                                             const float2* __restrict__ tw, long long P,   \
-                                                             int nz, float scale)                          \
+    extern "C" __global__ void BOUNDS(L, true) toeplitz_columns_##L(float2* work, const float* __restrict__ fq, \
+                                                                   const float2* __restrict__ tw,            \
+                                                                   long long P, int nz, float scale)         \
     {                                                                                                        \
         columns<L>(work, fq, tw, P, nz, scale);                                                              \
     }                                                                                                        \
-    extern "C" __global__ void BOUNDS(L) fft_lines_##L(float2* dst, const float2* src, Map mo, Map mi, \
-                                                           int count, const float2* __restrict__ tw, float s) \
-    {                                                                                                        \
-        lines<L, false>(dst, src, mo, mi, count, tw, s);                                                     \
-    }                                                                                                        \
-    extern "C" __global__ void BOUNDS(L) fft_lines_coil_##L(float2* dst, const float2* src, Map mo, Map mi, \
-                                                                int count, const float2* __restrict__ tw,   \
-                                                                float s)                                    \
-    {                                                                                                        \
-        lines<L, true>(dst, src, mo, mi, count, tw, s);                                                      \
-    }
+    LINE_KERNELS(L, false, )                                                                                 \
+    WIDE_KERNELS(L)
 
 #ifndef LENGTH
 #error "lines.cu is compiled once per line length, with -DLENGTH=L"

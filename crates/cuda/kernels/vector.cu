@@ -34,6 +34,13 @@ extern "C" __global__ void xpby(float2* y, const float2* __restrict__ x, const d
     }
 }
 
+extern "C" __global__ void real_part(float* out, const float2* __restrict__ x, long long n)
+{
+    // out = re x
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = x[i].x;
+}
+
 extern "C" __global__ void mul_scaled(float2* x, const float2* __restrict__ y, float scale, long long n)
 {
     // x = scale * x .* y
@@ -110,37 +117,70 @@ extern "C" __global__ void crop(float2* out, const float2* __restrict__ x, int n
 
 #define REDUCE_THREADS 256
 
+// *out = the sum of the block's `acc`s, in a fixed order (a tree over
+// shared memory), written by thread 0.
+__device__ void block_sum_to(double* out, double acc)
+{
+    __shared__ double s[REDUCE_THREADS];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *out = s[0];
+}
+
 // partial[block] = sum over this block's grid-stride share of Re(conj(x) y), in double.
 extern "C" __global__ void dot_partial(double* partial, const float2* __restrict__ x, const float2* __restrict__ y, long long n)
 {
-    __shared__ double s[REDUCE_THREADS];
     double acc = 0.0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         float2 a = x[i], b = y[i];
         acc += (double)a.x * b.x + (double)a.y * b.y;
     }
-    s[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
-        __syncthreads();
+    block_sum_to(&partial[blockIdx.x], acc);
+}
+
+// CG's residual update and its norm in one pass: y = y + c x, c = a
+// ratio(s), and partial[block] = the block's part of <y, y> (as
+// dot_partial; sum_partials adds the parts).
+extern "C" __global__ void axpy_norm_partial(double* partial, float2* y, double a, const double* __restrict__ s,
+                                             int num, int den, int floor, const float2* __restrict__ x, long long n)
+{
+    const float c = (float)(a * ratio(s, num, den, floor));
+    double acc = 0.0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        float2 v = y[i], u = x[i];
+        v = make_float2(fmaf(c, u.x, v.x), fmaf(c, u.y, v.y));
+        y[i] = v;
+        acc += (double)v.x * v.x + (double)v.y * v.y;
     }
-    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+    block_sum_to(&partial[blockIdx.x], acc);
+}
+
+// CG's updates of the iterate and the direction in one pass: x = x + c p
+// with the old p, then p = r + d p; c = a ratio(s; step), d = ratio(s;
+// beta).
+extern "C" __global__ void cg_update(float2* x, float2* p, const float2* __restrict__ r, double a,
+                                     const double* __restrict__ s, int step_num, int step_den, int beta_num,
+                                     int beta_den, int floor, long long n)
+{
+    const float c = (float)(a * ratio(s, step_num, step_den, floor));
+    const float d = (float)ratio(s, beta_num, beta_den, floor);
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        float2 v = x[i], q = p[i], u = r[i];
+        x[i] = make_float2(fmaf(c, q.x, v.x), fmaf(c, q.y, v.y));
+        p[i] = make_float2(fmaf(d, q.x, u.x), fmaf(d, q.y, u.y));
+    }
 }
 
 // out[0] = sum of count partials, by one block, in a fixed order.
 extern "C" __global__ void sum_partials(double* out, const double* __restrict__ partial, int count)
 {
-    __shared__ double s[REDUCE_THREADS];
     double acc = 0.0;
     for (int i = threadIdx.x; i < count; i += REDUCE_THREADS) acc += partial[i];
-    s[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[0] = s[0];
+    block_sum_to(out, acc);
 }
 
 // out = out + a W^H W x, W the weighted stencil (recon_core::Stencil): w2d

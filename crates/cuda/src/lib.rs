@@ -282,6 +282,38 @@ impl Backend for CudaBackend {
         self.dev0().xpby(y, x, ratio, s)
     }
 
+    fn axpy_norm_to(
+        &self,
+        y: &mut Self::Vector,
+        a: f64,
+        ratio: Ratio,
+        s: &mut Self::Scalars,
+        x: &Self::Vector,
+        slot: usize,
+    ) -> Result<()> {
+        Error::check_len("axpy", y.len(), x.len())?;
+        ratio.check(s.len())?;
+        Error::check_index("solver scalars", slot, s.len())?;
+        self.dev0().axpy_norm_to(y, a, ratio, s, x, slot)
+    }
+
+    fn cg_update(
+        &self,
+        x: &mut Self::Vector,
+        a: f64,
+        step: Ratio,
+        p: &mut Self::Vector,
+        r: &Self::Vector,
+        beta: Ratio,
+        s: &Self::Scalars,
+    ) -> Result<()> {
+        Error::check_len("CG update (x, p)", x.len(), p.len())?;
+        Error::check_len("CG update (p, r)", p.len(), r.len())?;
+        step.check(s.len())?;
+        beta.check(s.len())?;
+        self.dev0().cg_update(x, a, step, p, r, beta, s)
+    }
+
     /// Each read drains the queue (10 to 20 us of idle GPU); one per ten
     /// iterations costs under 1% of a 128^3 iteration's 0.4 ms.
     fn read_every(&self) -> usize {

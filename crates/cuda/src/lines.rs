@@ -18,29 +18,53 @@ pub(crate) const LENGTHS: [usize; 14] = [
 ];
 
 /// The kernel families of lines.cu, each compiled for a length of
-/// [`LENGTHS`] when a pass first needs it.
+/// [`LENGTHS`] when a pass first needs it. `Fft` and `FftCoil` come in
+/// both widths; `ToeplitzColumns` (lines along z) is always wide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LineKernel {
     /// `fft_lines_L`: an FFT along each line.
-    Fft = 0,
+    Fft,
     /// `fft_lines_coil_L`: the same, through a coil map.
-    FftCoil = 1,
+    FftCoil,
     /// `toeplitz_columns_L`: the Toeplitz product's last axis.
-    ToeplitzColumns = 2,
+    ToeplitzColumns,
+}
+
+/// How a pass's lines lie in memory, which sets how many a block takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lines {
+    /// Along x: a line's points are adjacent (narrow blocks, about 256
+    /// threads).
+    Along,
+    /// Along y or z: adjacent lines are adjacent in memory, a line's points
+    /// a row apart (wide blocks, up to 512 threads, the `_wide` kernels):
+    /// at least 64 bytes of each row read at once.
+    Across,
 }
 
 impl LineKernel {
     #[cfg(test)]
-    const ALL: [LineKernel; 3] = [
-        LineKernel::Fft,
-        LineKernel::FftCoil,
-        LineKernel::ToeplitzColumns,
+    const ALL: [(LineKernel, Lines); 5] = [
+        (LineKernel::Fft, Lines::Along),
+        (LineKernel::Fft, Lines::Across),
+        (LineKernel::FftCoil, Lines::Along),
+        (LineKernel::FftCoil, Lines::Across),
+        (LineKernel::ToeplitzColumns, Lines::Across),
     ];
 
-    fn name(self, l: usize) -> String {
+    /// Whether its blocks are wide.
+    fn wide(self, lines: Lines) -> bool {
+        self == LineKernel::ToeplitzColumns || lines == Lines::Across
+    }
+
+    fn name(self, l: usize, lines: Lines) -> String {
+        let wide = match (self, lines) {
+            (LineKernel::Fft | LineKernel::FftCoil, Lines::Across) if has_wide(l) => "_wide",
+            _ => "",
+        };
         match self {
-            LineKernel::Fft => format!("fft_lines_{l}"),
-            LineKernel::FftCoil => format!("fft_lines_coil_{l}"),
+            LineKernel::Fft => format!("fft_lines_{l}{wide}"),
+            LineKernel::FftCoil => format!("fft_lines_coil_{l}{wide}"),
             LineKernel::ToeplitzColumns => format!("toeplitz_columns_{l}"),
         }
     }
@@ -54,20 +78,25 @@ pub(crate) fn module(l: usize) -> crate::kernels::Module {
 /// The kernels of lines.cu's module for length `l`, by family.
 #[cfg(test)]
 pub(crate) fn kernel_names(l: usize) -> Vec<String> {
-    LineKernel::ALL.map(|k| k.name(l)).to_vec()
+    let mut names: Vec<String> = LineKernel::ALL.map(|(k, lines)| k.name(l, lines)).to_vec();
+    names.dedup();
+    names.sort();
+    names.dedup();
+    names
 }
 
 impl Device {
     /// `kernel` for lines of length `l`, its length's module loaded the
     /// first time.
-    fn line_kernel(&self, kernel: LineKernel, l: usize) -> Result<CudaFunction> {
+    fn line_kernel(&self, kernel: LineKernel, l: usize, lines: Lines) -> Result<CudaFunction> {
+        let name = kernel.name(l, lines);
         if !LENGTHS.contains(&l) {
             return Err(crate::error::err(
-                format!("find kernel {}", kernel.name(l)),
+                format!("find kernel {name}"),
                 format!("no line kernels for length {l} (lengths: {LENGTHS:?})"),
             ));
         }
-        self.modules.function(&module(l), &kernel.name(l))
+        self.modules.function(&module(l), &name)
     }
 }
 
@@ -77,19 +106,31 @@ pub(crate) fn covered(n: [usize; 3]) -> bool {
 }
 
 /// Lines per block for length `l`, as `columns_for` in lines.cu: a power of
-/// two from 4 to 32, about 256 threads a block.
-pub(crate) fn columns_per_block(l: usize) -> usize {
+/// two from 4 to 32, about 256 threads a block; if `wide`, at least 8 where
+/// that fits 512 threads.
+pub(crate) fn columns_per_block(l: usize, wide: bool) -> usize {
     let mut c = 1;
     while 2 * c * (l / 8) <= 256 && 2 * c <= 32 {
         c *= 2;
     }
-    c.max(4)
+    let c = c.max(4);
+    if wide && c < 8 && l <= 512 {
+        8
+    } else {
+        c
+    }
+}
+
+/// Whether length `l` has `_wide` kernels: where wide blocks differ from
+/// narrow ones (lines.cu compiles them for these lengths only).
+fn has_wide(l: usize) -> bool {
+    columns_per_block(l, true) != columns_per_block(l, false)
 }
 
 /// The kernels' dynamic shared memory: the twiddles, then the block's lines
 /// of `l` float2, one word of padding per 32.
-pub(crate) fn shared_bytes(l: usize) -> usize {
-    let words = l * columns_per_block(l);
+pub(crate) fn shared_bytes(l: usize, wide: bool) -> usize {
+    let words = l * columns_per_block(l, wide);
     8 * (l + words + words / 32)
 }
 
@@ -181,22 +222,29 @@ pub(crate) struct Pass {
 
 impl Device {
     /// The pass of `kernel` for `count` lines of length `l`, which must be
-    /// one of [`LENGTHS`].
-    pub(crate) fn pass(&self, kernel: LineKernel, l: usize, count: usize) -> Result<Pass> {
+    /// one of [`LENGTHS`], lying as `lines` says.
+    pub(crate) fn pass(
+        &self,
+        kernel: LineKernel,
+        l: usize,
+        count: usize,
+        lines: Lines,
+    ) -> Result<Pass> {
         let tw: Vec<f32> = (0..l)
             .flat_map(|k| {
                 let a = std::f64::consts::TAU * k as f64 / l as f64;
                 [a.cos() as f32, a.sin() as f32]
             })
             .collect();
-        let c = columns_per_block(l);
+        let wide = kernel.wide(lines);
+        let c = columns_per_block(l, wide);
         Ok(Pass {
-            kernel: self.line_kernel(kernel, l)?,
+            kernel: self.line_kernel(kernel, l, lines)?,
             twiddles: self.upload(&tw)?,
             cfg: LaunchConfig {
                 grid_dim: (count.div_ceil(c) as u32, 1, 1),
                 block_dim: ((c * l / 8) as u32, 1, 1),
-                shared_mem_bytes: shared_bytes(l) as u32,
+                shared_mem_bytes: shared_bytes(l, wide) as u32,
             },
             count: count as i32,
         })
@@ -243,15 +291,27 @@ mod tests {
                 }
             }
             assert_eq!(rest, 1, "L = {l}");
-            let c = columns_per_block(l);
-            assert!(c.is_power_of_two() && (4..=32).contains(&c), "L = {l}");
-            assert!(c * l / 8 <= 512, "L = {l}");
-            // No opt-in to more than the default 48 KiB of shared memory.
-            assert!(shared_bytes(l) <= 48 * 1024, "L = {l}");
+            for wide in [false, true] {
+                let c = columns_per_block(l, wide);
+                assert!(c.is_power_of_two() && (4..=32).contains(&c), "L = {l}");
+                assert!(c * l / 8 <= 512, "L = {l}");
+                // No opt-in to more than the default 48 KiB of shared memory.
+                assert!(shared_bytes(l, wide) <= 48 * 1024, "L = {l}");
+            }
         }
-        assert_eq!(columns_per_block(256), 8);
-        assert_eq!(columns_per_block(96), 16);
-        assert_eq!(columns_per_block(1024), 4);
+        assert_eq!(columns_per_block(256, false), 8);
+        assert_eq!(columns_per_block(96, false), 16);
+        assert_eq!(columns_per_block(1024, false), 4);
+        // Wide: 64 bytes of each row at L = 512 (8 lines); no wider where
+        // the narrow blocks have 8 already, nor past 512 threads.
+        assert_eq!(columns_per_block(512, true), 8);
+        assert_eq!(columns_per_block(256, true), 8);
+        assert_eq!(columns_per_block(1024, true), 4);
+        // The lengths with _wide kernels, as lines.cu's #if lists them.
+        let wide: Vec<usize> = LENGTHS.into_iter().filter(|l| has_wide(*l)).collect();
+        assert_eq!(wide, [320, 384, 512]);
+        assert_eq!(kernel_names(512).len(), 5);
+        assert_eq!(kernel_names(256).len(), 3);
         assert_eq!(std::mem::size_of::<Map>(), 56);
     }
 }

@@ -15,7 +15,7 @@
 
 use crate::device::Device;
 use crate::error::{err, Ctx};
-use crate::lines::{self, LineKernel, Map, Pass};
+use crate::lines::{self, LineKernel, Lines, Map, Pass};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use recon_core::{Error, Result};
 use recon_nufft::Layout;
@@ -352,10 +352,10 @@ impl Device {
         let [m0, m1, _] = layout.modes;
         let fft = if lines::covered(n) {
             Fft::Lines(Box::new(LinePasses {
-                x: self.pass(LineKernel::Fft, n[0], n[1] * n[2])?,
-                y: self.pass(LineKernel::Fft, n[1], m0 * n[2])?,
-                z: self.pass(LineKernel::Fft, n[2], m0 * m1)?,
-                z_coil: self.pass(LineKernel::FftCoil, n[2], m0 * m1)?,
+                x: self.pass(LineKernel::Fft, n[0], n[1] * n[2], Lines::Along)?,
+                y: self.pass(LineKernel::Fft, n[1], m0 * n[2], Lines::Across)?,
+                z: self.pass(LineKernel::Fft, n[2], m0 * m1, Lines::Across)?,
+                z_coil: self.pass(LineKernel::FftCoil, n[2], m0 * m1, Lines::Across)?,
             }))
         } else {
             Fft::Cufft(self.fft_plan(n)?)

@@ -78,14 +78,18 @@ impl CudaBackend {
         scratch: Option<(&mut CudaSlice<f32>, &mut CudaSlice<f32>)>,
     ) -> Result<()> {
         let n = plan.n;
+        // The fused product's FFT(Q) is real (Device::fft_q); the pieces'
+        // complex.
+        let fused = matches!(plan.how, How::Fused(_));
         check_toeplitz(
             [("Toeplitz input", x), ("Toeplitz output", out)],
             fq,
+            fused,
             work,
             n,
         )?;
         if let Some((s, _)) = coil {
-            check_toeplitz([("coil map", s)], fq, work, n)?;
+            check_toeplitz([("coil map", s)], fq, fused, work, n)?;
         }
         match (&plan.how, coil, scratch) {
             (How::Fused(p), coil, _) => self.dev0().toeplitz(p, out, x, fq, work, n, coil),
@@ -102,10 +106,12 @@ impl CudaBackend {
     }
 }
 
-/// Lengths of the Toeplitz product's vectors for images of shape `n`.
+/// Lengths of the Toeplitz product's vectors for images of shape `n`;
+/// FFT(Q) real where `real_fq`.
 fn check_toeplitz<const K: usize>(
     images: [(&'static str, &CudaSlice<f32>); K],
     fq: &CudaSlice<f32>,
+    real_fq: bool,
     work: &CudaSlice<f32>,
     n: [usize; 3],
 ) -> Result<()> {
@@ -114,6 +120,7 @@ fn check_toeplitz<const K: usize>(
     for (what, v) in images {
         Error::check_len(what, 2 * len, v.len())?;
     }
-    Error::check_len("FFT(Q)", 2 * big, fq.len())?;
+    let fq_len = if real_fq { big } else { 2 * big };
+    Error::check_len("FFT(Q)", fq_len, fq.len())?;
     Error::check_len("Toeplitz work", 2 * big, work.len())
 }

@@ -18,7 +18,7 @@
 
 use crate::device::Device;
 use crate::error::Ctx;
-use crate::lines::{covered, LineKernel, Map, Pass};
+use crate::lines::{covered, LineKernel, Lines, Map, Pass};
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use recon_core::{Complex, Result};
 
@@ -41,15 +41,21 @@ impl Device {
             return Ok(None);
         }
         Ok(Some(Passes {
-            x: self.pass(LineKernel::Fft, 2 * nx, ny * nz)?,
-            x_coil: self.pass(LineKernel::FftCoil, 2 * nx, ny * nz)?,
-            y: self.pass(LineKernel::Fft, 2 * ny, 2 * nx * nz)?,
-            z: self.pass(LineKernel::ToeplitzColumns, 2 * nz, 4 * nx * ny)?,
+            x: self.pass(LineKernel::Fft, 2 * nx, ny * nz, Lines::Along)?,
+            x_coil: self.pass(LineKernel::FftCoil, 2 * nx, ny * nz, Lines::Along)?,
+            y: self.pass(LineKernel::Fft, 2 * ny, 2 * nx * nz, Lines::Across)?,
+            z: self.pass(
+                LineKernel::ToeplitzColumns,
+                2 * nz,
+                4 * nx * ny,
+                Lines::Across,
+            )?,
         }))
     }
 
     /// The pruned, fused Toeplitz product (module docs) by the passes `p`
-    /// made for `n`. `work` holds at least the lower half of the 2n grid.
+    /// made for `n`, with `fq` the real FFT(Q) of [`Device::fft_q`]. `work`
+    /// holds at least the lower half of the 2n grid.
     /// With `coil = (s, accumulate)`, SENSE's term of one coil instead,
     /// `out (+)= conj(s) . T(s . x)`: the map rides along with the first
     /// pass's reads and the last's writes.
@@ -106,10 +112,17 @@ impl Device {
     }
 
     /// The Toeplitz kernel `FFT(ifftshift(q))` on the grid `d` by the line
-    /// kernels, or `None` where a length has none. The shift by half of
-    /// each (even) length multiplies the transform by (-1)^k per axis, so
+    /// kernels, real, or `None` where a length has none. The shift by half
+    /// of each (even) length multiplies the transform by (-1)^k per axis, so
     /// it rides along with each pass instead of costing a copy of Q on the
     /// host.
+    ///
+    /// Real because Q is Hermitian, `Q(-r) = conj(Q(r))` (its weights are
+    /// real), once its lags `-n` are left out: they pair with no lag `+n`
+    /// on the grid, and the cropped product never uses them (its lags are
+    /// `i - j` with both in `0..n`), so each axis's pass reads index 0 (the
+    /// lag -n) as 0. The imaginary part left is the rounding of Q's sums, and the
+    /// product reads half the bytes (toeplitz_columns).
     pub fn fft_q(&self, q: &[Complex<f32>], d: [usize; 3]) -> Result<Option<CudaSlice<f32>>> {
         if !covered(d) {
             return Ok(None);
@@ -117,18 +130,23 @@ impl Device {
         let [d0, d1, d2] = d;
         let mut fq = self.upload(crate::device::as_floats(q))?;
         let axes = [
-            (d0, d1 * d2, Map::rows(d0, d0)),
-            (d1, d0 * d2, Map::new(d0, d0 * d1, 1, d0, d1)),
-            (d2, d0 * d1, Map::new(0, 0, 1, d0 * d1, d2)),
+            (d0, d1 * d2, Map::rows(d0, d0), Lines::Along),
+            (d1, d0 * d2, Map::new(d0, d0 * d1, 1, d0, d1), Lines::Across),
+            (d2, d0 * d1, Map::new(0, 0, 1, d0 * d1, d2), Lines::Across),
         ];
-        for (l, count, m) in axes {
-            let pass = self.pass(LineKernel::Fft, l, count)?;
+        for (l, count, m, lines) in axes {
+            let pass = self.pass(LineKernel::Fft, l, count, lines)?;
+            // In: lag -n (index 0) left out; out: (-1)^k, the shift.
+            let keep: Vec<f32> = (0..l).map(|k| if k == 0 { 0.0 } else { 1.0 }).collect();
             let alternate: Vec<f32> = (0..l)
                 .map(|k| if k % 2 == 0 { 1.0 } else { -1.0 })
                 .collect();
-            let alternate = self.upload(&alternate)?;
-            self.lines(&pass, &mut fq, None, m.times(self, &alternate), m, -1.0)?;
+            let (keep, alternate) = (self.upload(&keep)?, self.upload(&alternate)?);
+            let (mi, mo) = (m.times(self, &keep), m.times(self, &alternate));
+            self.lines(&pass, &mut fq, None, mo, mi, -1.0)?;
         }
-        Ok(Some(fq))
+        let mut re = self.zeros::<f32>(d0 * d1 * d2)?;
+        self.real_part(&mut re, &fq)?;
+        Ok(Some(re))
     }
 }

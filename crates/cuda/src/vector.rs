@@ -5,10 +5,10 @@
 use crate::device::{Device, REDUCE_BLOCKS, REDUCE_THREADS};
 use crate::error::Ctx;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
-use recon_core::{Ratio, Result};
+use recon_core::{Error, Ratio, Result};
 
 /// Every kernel of vector.cu, in the order of `Kernels::load`.
-pub(crate) const NAMES: [&str; 11] = [
+pub(crate) const NAMES: [&str; 14] = [
     "axpy",
     "xpby",
     "mul_scaled",
@@ -20,6 +20,9 @@ pub(crate) const NAMES: [&str; 11] = [
     "scale",
     "add_whw",
     "inverse_sum",
+    "real_part",
+    "axpy_norm_partial",
+    "cg_update",
 ];
 
 pub(crate) struct Kernels {
@@ -34,6 +37,9 @@ pub(crate) struct Kernels {
     scale: CudaFunction,
     add_whw: CudaFunction,
     inverse_sum: CudaFunction,
+    real_part: CudaFunction,
+    axpy_norm_partial: CudaFunction,
+    cg_update: CudaFunction,
 }
 
 impl Kernels {
@@ -42,7 +48,7 @@ impl Kernels {
             &crate::kernels::Module::whole(crate::kernels::VECTOR),
             &NAMES,
         )?;
-        let [axpy, xpby, mul_scaled, coil, pad, crop, dot_partial, sum_partials, scale, add_whw, inverse_sum]: [CudaFunction; NAMES.len()] =
+        let [axpy, xpby, mul_scaled, coil, pad, crop, dot_partial, sum_partials, scale, add_whw, inverse_sum, real_part, axpy_norm_partial, cg_update]: [CudaFunction; NAMES.len()] =
             funcs.try_into().expect("one function per name");
         Ok(Kernels {
             axpy,
@@ -56,7 +62,19 @@ impl Kernels {
             scale,
             add_whw,
             inverse_sum,
+            real_part,
+            axpy_norm_partial,
+            cg_update,
         })
+    }
+}
+
+/// The first pass of a reduction: a partial sum per block.
+fn reduce_cfg() -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (REDUCE_BLOCKS as u32, 1, 1),
+        block_dim: (REDUCE_THREADS, 1, 1),
+        shared_mem_bytes: 0,
     }
 }
 
@@ -109,6 +127,17 @@ impl Device {
             .arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch xpby")
+            .map(|_| ())
+    }
+
+    /// `out = re x`: `out` holds one real per complex value of `x`.
+    pub fn real_part(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>) -> Result<()> {
+        let n = out.len() as i64;
+        Error::check_len("real part", 2 * out.len(), x.len())?;
+        let mut b = self.stream.launch_builder(&self.vector()?.real_part);
+        b.arg(out).arg(x).arg(&n);
+        unsafe { b.launch(self.cfg(n as usize)) }
+            .at("launch real_part")
             .map(|_| ())
     }
 
@@ -197,24 +226,95 @@ impl Device {
     ) -> Result<()> {
         let n = (x.len() / 2) as i64;
         let mut partial = self.partial.lock().expect("reduction buffer poisoned");
-        let cfg = LaunchConfig {
-            grid_dim: (REDUCE_BLOCKS as u32, 1, 1),
-            block_dim: (REDUCE_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
         let mut b = self.stream.launch_builder(&self.vector()?.dot_partial);
         b.arg(&mut *partial).arg(x).arg(y).arg(&n);
-        unsafe { b.launch(cfg) }.at("launch dot_partial")?;
+        unsafe { b.launch(reduce_cfg()) }.at("launch dot_partial")?;
+        self.sum_partials_to(s, slot, &partial)
+    }
+
+    /// `s[slot]` = the sum of the first pass's partial sums, by one block
+    /// in a fixed order.
+    fn sum_partials_to(
+        &self,
+        s: &mut CudaSlice<f64>,
+        slot: usize,
+        partial: &CudaSlice<f64>,
+    ) -> Result<()> {
         let mut out = s.slice_mut(slot..slot + 1);
         let count = REDUCE_BLOCKS as i32;
         let mut b = self.stream.launch_builder(&self.vector()?.sum_partials);
-        b.arg(&mut out).arg(&*partial).arg(&count);
+        b.arg(&mut out).arg(partial).arg(&count);
         let one = LaunchConfig {
             grid_dim: (1, 1, 1),
-            ..cfg
+            ..reduce_cfg()
         };
         unsafe { b.launch(one) }
             .at("launch sum_partials")
+            .map(|_| ())
+    }
+
+    /// `y = y + a c x` (c = `ratio.of(s)`), then `s[slot] = <y, y>`, in
+    /// one pass over the vectors (and the sum of its partial sums, as
+    /// [`Device::dot_re_to`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn axpy_norm_to(
+        &self,
+        y: &mut CudaSlice<f32>,
+        a: f64,
+        ratio: Ratio,
+        s: &mut CudaSlice<f64>,
+        x: &CudaSlice<f32>,
+        slot: usize,
+    ) -> Result<()> {
+        let n = (y.len() / 2) as i64;
+        let [num, den, floor] = [ratio.num, ratio.den, ratio.floor].map(|v| v as i32);
+        let mut partial = self.partial.lock().expect("reduction buffer poisoned");
+        let mut b = self
+            .stream
+            .launch_builder(&self.vector()?.axpy_norm_partial);
+        b.arg(&mut *partial)
+            .arg(y)
+            .arg(&a)
+            .arg(&*s)
+            .arg(&num)
+            .arg(&den)
+            .arg(&floor)
+            .arg(x)
+            .arg(&n);
+        unsafe { b.launch(reduce_cfg()) }.at("launch axpy_norm_partial")?;
+        self.sum_partials_to(s, slot, &partial)
+    }
+
+    /// `x = x + a c p`, then `p = r + d p` (c = `step.of(s)`, d =
+    /// `beta.of(s)`), in one pass.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cg_update(
+        &self,
+        x: &mut CudaSlice<f32>,
+        a: f64,
+        step: Ratio,
+        p: &mut CudaSlice<f32>,
+        r: &CudaSlice<f32>,
+        beta: Ratio,
+        s: &CudaSlice<f64>,
+    ) -> Result<()> {
+        let n = (x.len() / 2) as i64;
+        let [step_num, step_den, beta_num, beta_den, floor] =
+            [step.num, step.den, beta.num, beta.den, step.floor].map(|v| v as i32);
+        let mut b = self.stream.launch_builder(&self.vector()?.cg_update);
+        b.arg(x)
+            .arg(p)
+            .arg(r)
+            .arg(&a)
+            .arg(s)
+            .arg(&step_num)
+            .arg(&step_den)
+            .arg(&beta_num)
+            .arg(&beta_den)
+            .arg(&floor)
+            .arg(&n);
+        unsafe { b.launch(self.cfg(n as usize)) }
+            .at("launch cg_update")
             .map(|_| ())
     }
 

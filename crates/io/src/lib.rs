@@ -18,7 +18,7 @@ mod outdir;
 pub use atomic::{
     check_writable_file, remove_partial_files, remove_stale_partials, temp_path, write_atomic,
 };
-pub use outdir::{is_mount_point, Commit, OutputDir, MANIFEST};
+pub use outdir::{is_mount_point, Commit, OutputDir, Staging, MANIFEST};
 
 use std::path::Path;
 use thiserror::Error;

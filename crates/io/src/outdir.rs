@@ -33,6 +33,13 @@ use crate::IoError;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::Ordering;
 
+/// One output for [`OutputDir::stage_all`]: its name, and what writes it
+/// at the path it is given.
+pub type Staging<'a, E> = (
+    String,
+    Box<dyn Fn(&Path) -> Result<(), E> + Send + Sync + 'a>,
+);
+
 /// The name of the manifest of an output folder.
 pub const MANIFEST: &str = ".recon-outputs";
 
@@ -228,6 +235,39 @@ impl OutputDir {
         sync_file(&path)?;
         self.files.push(name.to_string());
         Ok(())
+    }
+
+    /// Writes several outputs side by side on rayon's threads (no thread
+    /// of their own, whose stacks and allocator arenas would count against
+    /// `ulimit -v`), as [`stage`] writes one: `(name, write)` pairs.
+    /// Returns each one's seconds, in their order. On an error the others
+    /// still finish (their files stay in the staging folder, which a failed
+    /// run removes), and the first error in their order is returned.
+    ///
+    /// [`stage`]: OutputDir::stage
+    pub fn stage_all<'a, E>(&mut self, outputs: Vec<Staging<'a, E>>) -> Result<Vec<f64>, E>
+    where
+        E: From<IoError> + Send,
+    {
+        use rayon::prelude::*;
+        let staging = &self.staging;
+        let results: Vec<Result<f64, E>> = outputs
+            .par_iter()
+            .with_max_len(1)
+            .map(|(name, write)| {
+                let path = staging.join(name);
+                let t = std::time::Instant::now();
+                write(&path)?;
+                sync_file(&path)?;
+                Ok(t.elapsed().as_secs_f64())
+            })
+            .collect();
+        let mut seconds = Vec::with_capacity(results.len());
+        for ((name, _), r) in outputs.iter().zip(results) {
+            seconds.push(r?);
+            self.files.push(name.clone());
+        }
+        Ok(seconds)
     }
 
     /// Writes the manifest and moves the outputs into place (one swap, or

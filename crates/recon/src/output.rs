@@ -13,18 +13,44 @@ use recon_io::Context;
 use std::path::Path;
 
 fn to_c32(v: &[Complex<f64>]) -> Vec<Complex<f32>> {
-    v.par_iter()
-        .map(|c| Complex::new(c.re as f32, c.im as f32))
-        .collect()
+    v.par_iter().map(c32).collect()
 }
 
-/// The images' values of `pick`, image after image.
-fn gather<T: Copy>(images: &[Image], pick: impl Fn(&Image) -> &[T]) -> Vec<T> {
+fn c32(c: &Complex<f64>) -> Complex<f32> {
+    Complex::new(c.re as f32, c.im as f32)
+}
+
+/// `f` of the images' values of `pick`, image after image, converted in
+/// parallel straight into the one array (no copy of the values first).
+fn convert<T: Sync, U: Send>(
+    images: &[Image],
+    pick: impl Fn(&Image) -> &[T],
+    f: impl Fn(&T) -> U + Sync + Send,
+) -> Vec<U> {
     let mut out = Vec::with_capacity(images.iter().map(|i| pick(i).len()).sum());
     for i in images {
-        out.extend_from_slice(pick(i));
+        out.par_extend(pick(i).par_iter().map(&f));
     }
     out
+}
+
+fn recon_of(i: &Image) -> &[Complex<f64>] {
+    &i.out.recon
+}
+
+fn gridding_of(i: &Image) -> &[Complex<f64>] {
+    &i.out.gridding
+}
+
+fn fhd_of(i: &Image) -> &[Complex<f64>] {
+    &i.out.fhd
+}
+
+fn truth_of(i: &Image) -> &[f64] {
+    i.inputs
+        .truth
+        .as_deref()
+        .expect("checked: every image has its truth")
 }
 
 /// Writes `recon.h5` (layout in the README) to `path`: each image array
@@ -43,17 +69,17 @@ fn write_h5(
     let shape = with(&[n[2], n[1], n[0]]);
     let first = &images[0];
     let file = hdf5::File::create(path).at(path, "create")?;
-    let complex = |name: &str, pick: &dyn Fn(&Image) -> &[Complex<f64>]| {
-        let all = gather(images, pick);
-        recon_io::write_dataset(path, &file, name, &shape, &to_c32(&all), false).map(|_| ())
+    let complex = |name: &str, pick: fn(&Image) -> &[Complex<f64>]| {
+        let all = convert(images, pick, c32);
+        recon_io::write_dataset(path, &file, name, &shape, &all, false).map(|_| ())
     };
-    complex("recon", &|i| &i.out.recon)?;
-    complex("gridding", &|i| &i.out.gridding)?;
-    complex("fhd", &|i| &i.out.fhd)?;
+    complex("recon", recon_of)?;
+    complex("gridding", gridding_of)?;
+    complex("fhd", fhd_of)?;
     let f32s = |v: &[f64]| -> Vec<f32> { v.par_iter().map(|x| *x as f32).collect() };
     if images.iter().all(|i| i.inputs.truth.is_some()) {
-        let all = gather(images, |i| i.inputs.truth.as_deref().expect("checked"));
-        recon_io::write_dataset(path, &file, "truth", &shape, &f32s(&all), false)?;
+        let all = convert(images, truth_of, |x| *x as f32);
+        recon_io::write_dataset(path, &file, "truth", &shape, &all, false)?;
     }
     if let Some(a) = &first.inputs.anatomy_on_grid {
         // The reference as the prior saw it: averaged onto the grid.
@@ -242,13 +268,10 @@ fn write_nifti(path: &Path, image: &Voxels, what: &str, gz: bool) -> Result<(), 
     })
 }
 
-fn magnitude(v: &[Complex<f64>]) -> Vec<f32> {
-    v.par_iter().map(|c| c.norm() as f32).collect()
-}
-
-/// Writes every output into the staged folder and swaps it in whole, so an
-/// error or an interrupt leaves either the earlier outputs or the new ones,
-/// never a mix and never a half-written file. Returns the files' names.
+/// Writes every output into the staged folder, side by side, and swaps it
+/// in whole, so an error or an interrupt leaves either the earlier outputs
+/// or the new ones, never a mix and never a half-written file. Returns the
+/// files' names.
 pub fn write(
     mut dir: recon_io::OutputDir,
     l: &Loaded,
@@ -257,19 +280,7 @@ pub fn write(
     report: &mut Report,
 ) -> Result<Vec<String>> {
     let start = std::time::Instant::now();
-    // Each file's seconds, its values' preparation included.
-    let mut times: Vec<(String, f64)> = Vec::new();
-    let mut t = std::time::Instant::now();
-    let mut lap = |name: &str| {
-        times.push((name.to_string(), t.elapsed().as_secs_f64()));
-        t = std::time::Instant::now();
-    };
     let provenance = serde_json::to_string(&report.provenance)?;
-    dir.stage("recon.h5", |tmp| {
-        write_h5(tmp, l, images, arrangement, &provenance)
-    })
-    .context("writing recon.h5")?;
-    lap("recon.h5");
     let geometries: Vec<_> = images.iter().map(|i| i.geometry).collect();
     let nii = |values: Vec<f32>, frames: usize| {
         Voxels::Real(crate::arrange::nifti(
@@ -281,36 +292,41 @@ pub fn write(
         ))
     };
     // output.complex: the images as complex values, else magnitudes.
-    let image = |pick: &dyn Fn(&Image) -> &[Complex<f64>]| {
-        let all = gather(images, pick);
-        match l.cfg.output.complex {
-            true => {
-                let pairs: Vec<[f32; 2]> = all.iter().map(|c| [c.re as f32, c.im as f32]).collect();
-                Voxels::Complex(crate::arrange::nifti(
-                    &l.grid,
-                    arrangement,
-                    &geometries,
-                    &pairs,
-                    1,
-                ))
-            }
-            false => nii(magnitude(&all), 1),
-        }
+    let image = |pick: fn(&Image) -> &[Complex<f64>]| match l.cfg.output.complex {
+        true => Voxels::Complex(crate::arrange::nifti(
+            &l.grid,
+            arrangement,
+            &geometries,
+            &convert(images, pick, |c| [c.re as f32, c.im as f32]),
+            1,
+        )),
+        false => nii(convert(images, pick, |c| c.norm() as f32), 1),
     };
     let (recon_what, gridding_what) = match l.cfg.output.complex {
         true => ("iterative reconstruction (complex)", "gridding (complex)"),
         false => ("|iterative reconstruction|", "|gridding|"),
     };
-    let mut files = vec![
-        ("recon", image(&|i| &i.out.recon), recon_what),
-        ("gridding", image(&|i| &i.out.gridding), gridding_what),
+    // Each output: its name, and what writes it (its values made there).
+    let mut outputs: Vec<recon_io::Staging<anyhow::Error>> = Vec::new();
+    outputs.push((
+        "recon.h5".into(),
+        Box::new(|tmp| {
+            write_h5(tmp, l, images, arrangement, &provenance).context("writing recon.h5")
+        }),
+    ));
+    // output.compress: gzip, as .nii.gz
+    let gz = l.cfg.output.compress;
+    // The NIfTI images: stem, description, and what makes their voxels.
+    type MakeVoxels<'a> = Box<dyn Fn() -> Voxels + Send + Sync + 'a>;
+    let mut niftis: Vec<(&str, &str, MakeVoxels)> = vec![
+        ("recon", recon_what, Box::new(|| image(recon_of))),
+        ("gridding", gridding_what, Box::new(|| image(gridding_of))),
     ];
     if images.iter().all(|i| i.inputs.truth.is_some()) {
-        let t = gather(images, |i| i.inputs.truth.as_deref().expect("checked"));
-        files.push((
+        niftis.push((
             "truth",
-            nii(t.iter().map(|v| *v as f32).collect(), 1),
             "true image",
+            Box::new(|| nii(convert(images, truth_of, |v| *v as f32), 1)),
         ));
     }
     let maps_everywhere = images.iter().all(|i| i.out.maps.is_some());
@@ -319,20 +335,27 @@ pub fn write(
         maps_everywhere,
         &images[0].out.maps,
     ) {
-        let all: Vec<Complex<f64>> = images
-            .iter()
-            .flat_map(|i| i.out.maps.as_ref().expect("checked").concat())
-            .collect();
-        files.push(("maps", nii(magnitude(&all), maps.len()), "|coil maps|"));
+        let coils = maps.len();
+        niftis.push((
+            "maps",
+            "|coil maps|",
+            Box::new(move || {
+                let all: Vec<f32> = images
+                    .iter()
+                    .flat_map(|i| i.out.maps.as_ref().expect("checked").iter())
+                    .flat_map(|m| m.par_iter().map(|c| c.norm() as f32).collect::<Vec<_>>())
+                    .collect();
+                nii(all, coils)
+            }),
+        ));
     }
-    lap("nifti values");
-    // output.compress: gzip, as .nii.gz
-    let gz = l.cfg.output.compress;
-    for (stem, image, what) in &files {
+    for (stem, what, voxels) in niftis {
         let name = format!("{stem}.nii{}", if gz { ".gz" } else { "" });
-        dir.stage(&name, |tmp| write_nifti(tmp, image, what, gz))
-            .with_context(|| format!("writing {name}"))?;
-        lap(&name);
+        let context = format!("writing {name}");
+        outputs.push((
+            name,
+            Box::new(move |tmp| write_nifti(tmp, &voxels(), what, gz).context(context.clone())),
+        ));
     }
     if l.cfg.output.cfl {
         // BART's order is x fastest, as recon's; images along dimension 13.
@@ -342,40 +365,50 @@ pub fn write(
             dims.resize(13, 1);
             dims.push(images.len());
         }
-        let values = to_c32(&gather(images, |i| &i.out.recon));
-        dir.stage("recon.cfl", |tmp| {
-            recon_io::write_bytes(tmp, &recon_import::cfl::bytes(&values))
-        })
-        .context("writing recon.cfl")?;
-        dir.stage("recon.hdr", |tmp| {
-            write_text(tmp, &recon_import::cfl::header(&dims))
-        })
-        .context("writing recon.hdr")?;
-        lap("recon.cfl");
+        outputs.push((
+            "recon.cfl".into(),
+            Box::new(|tmp| {
+                let values = convert(images, recon_of, c32);
+                recon_io::write_bytes(tmp, &recon_import::cfl::bytes(&values))
+                    .context("writing recon.cfl")
+            }),
+        ));
+        outputs.push((
+            "recon.hdr".into(),
+            Box::new(move |tmp| {
+                write_text(tmp, &recon_import::cfl::header(&dims)).context("writing recon.hdr")
+            }),
+        ));
     }
     let first = &images[0];
-    dir.stage("montage.png", |tmp| {
-        crate::pictures::montage(
-            tmp,
-            &l.grid,
-            first.geometry.as_ref(),
-            first.inputs.truth.as_deref(),
-            &first.out.recon,
-            &first.out.gridding,
-        )
-    })
-    .context("writing montage.png")?;
-    lap("montage.png");
-    dir.stage("residual.png", |tmp| {
-        crate::pictures::residual_plot(tmp, &first.out.info.residuals)
-    })
-    .context("writing residual.png")?;
-    lap("residual.png");
+    outputs.push((
+        "montage.png".into(),
+        Box::new(|tmp| {
+            crate::pictures::montage(
+                tmp,
+                &l.grid,
+                first.geometry.as_ref(),
+                first.inputs.truth.as_deref(),
+                &first.out.recon,
+                &first.out.gridding,
+            )
+            .context("writing montage.png")
+        }),
+    ));
+    outputs.push((
+        "residual.png".into(),
+        Box::new(|tmp| {
+            crate::pictures::residual_plot(tmp, &first.out.info.residuals)
+                .context("writing residual.png")
+        }),
+    ));
+    let names: Vec<String> = outputs.iter().map(|(name, _)| name.clone()).collect();
+    let seconds = dir.stage_all(outputs)?;
     // report.json last, with the outputs' seconds and the run's total.
     report
         .seconds
         .insert("outputs".into(), start.elapsed().as_secs_f64());
-    report.output_seconds = times.into_iter().collect();
+    report.output_seconds = names.into_iter().zip(seconds).collect();
     crate::report::close_seconds(&mut report.seconds);
     let json = serde_json::to_string_pretty(report)? + "\n";
     dir.stage("report.json", |tmp| write_text(tmp, &json))

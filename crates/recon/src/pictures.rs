@@ -108,9 +108,9 @@ struct Slice {
 
 /// The central axial (xy), coronal (xz) and sagittal (yz) slices of an
 /// `[Nz, Ny, Nx]` volume, each shown with its second axis pointing up.
-fn central_slices(grid: &Grid, vol: &[f64]) -> [Slice; 3] {
+fn central_slices(grid: &Grid, vol: &Values) -> [Slice; 3] {
     let [nx, ny, nz] = grid.n;
-    let at = |x: usize, y: usize, z: usize| vol[(z * ny + y) * nx + x];
+    let at = |x: usize, y: usize, z: usize| vol.at((z * ny + y) * nx + x);
     let (cx, cy, cz) = (nx / 2, ny / 2, nz / 2);
     let flip = |h: usize, r: usize| h - 1 - r;
     [
@@ -191,15 +191,26 @@ pub fn montage(
     recon: &[Complex<f64>],
     gridding: &[Complex<f64>],
 ) -> Result<(), recon_io::IoError> {
-    let it = magnitude(recon);
     let mut cols = Vec::new();
     if let Some(t) = truth {
-        cols.push(Column::new("truth", t.to_vec(), Scale::Image));
+        cols.push(Column::new("truth", Values::Real(t), Scale::Image));
     }
-    cols.push(Column::new("iterative", it.clone(), Scale::Image));
-    cols.push(Column::new("gridding", magnitude(gridding), Scale::Image));
+    cols.push(Column::new(
+        "iterative",
+        Values::Magnitude(recon),
+        Scale::Image,
+    ));
+    cols.push(Column::new(
+        "gridding",
+        Values::Magnitude(gridding),
+        Scale::Image,
+    ));
     if let Some(t) = truth {
-        cols.push(Column::error("|error| iterative", &it, t));
+        cols.push(Column::new(
+            "|error| iterative",
+            Values::Error(recon, t),
+            Scale::Error,
+        ));
     }
     montage_columns(path, grid, geometry, &cols)
 }
@@ -220,15 +231,57 @@ pub enum Scale {
     Own,
 }
 
+/// A column's voxel values, each computed where it is read: a montage
+/// reads three slices and the peak, so no volume of them is made (at
+/// 256^3 a volume of magnitudes is 134 MB).
+#[derive(Clone, Copy)]
+pub enum Values<'a> {
+    /// Real values as they are.
+    Real(&'a [f64]),
+    /// The magnitudes of a complex image.
+    Magnitude(&'a [Complex<f64>]),
+    /// `| |image| - truth |`.
+    Error(&'a [Complex<f64>], &'a [f64]),
+    /// `|a - b|` of magnitudes.
+    RealError(&'a [f64], &'a [f64]),
+}
+
+impl Values<'_> {
+    fn at(&self, i: usize) -> f64 {
+        match self {
+            Values::Real(v) => v[i],
+            Values::Magnitude(v) => v[i].norm(),
+            Values::Error(v, t) => (v[i].norm() - t[i]).abs(),
+            Values::RealError(a, b) => (a[i] - b[i]).abs(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Values::Real(v) | Values::RealError(v, _) => v.len(),
+            Values::Magnitude(v) | Values::Error(v, _) => v.len(),
+        }
+    }
+
+    /// The largest value (at least the smallest positive float).
+    fn peak(&self) -> f64 {
+        (0..self.len())
+            .into_par_iter()
+            .map(|i| self.at(i))
+            .reduce(|| 0.0, f64::max)
+            .max(f64::MIN_POSITIVE)
+    }
+}
+
 /// One column of a montage: central slices of a volume.
-pub struct Column {
+pub struct Column<'a> {
     pub name: String,
-    pub values: Vec<f64>,
+    pub values: Values<'a>,
     pub scale: Scale,
 }
 
-impl Column {
-    pub fn new(name: &str, values: Vec<f64>, scale: Scale) -> Self {
+impl<'a> Column<'a> {
+    pub fn new(name: &str, values: Values<'a>, scale: Scale) -> Self {
         Column {
             name: name.to_string(),
             values,
@@ -236,14 +289,9 @@ impl Column {
         }
     }
 
-    /// `|image - truth|`.
-    pub fn error(name: &str, image: &[f64], truth: &[f64]) -> Self {
-        let e = image
-            .par_iter()
-            .zip(truth)
-            .map(|(a, b)| (a - b).abs())
-            .collect();
-        Column::new(name, e, Scale::Error)
+    /// `|image - truth|`, of magnitudes.
+    pub fn error(name: &str, image: &'a [f64], truth: &'a [f64]) -> Self {
+        Column::new(name, Values::RealError(image, truth), Scale::Error)
     }
 }
 
@@ -268,12 +316,7 @@ pub fn montage_columns(
     geometry: Option<&Geometry>,
     cols: &[Column],
 ) -> Result<(), recon_io::IoError> {
-    let peak = |v: &[f64]| {
-        v.par_iter()
-            .cloned()
-            .reduce(|| 0.0, f64::max)
-            .max(f64::MIN_POSITIVE)
-    };
+    let peak = |v: &Values| v.peak();
     let shared = |scale: Scale| -> Option<f64> {
         let vols: Vec<&Column> = cols.iter().filter(|c| c.scale == scale).collect();
         match scale {

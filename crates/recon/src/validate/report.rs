@@ -276,20 +276,20 @@ fn priors_montage(
     swept: &[Swept],
     gridding: &[Complex<f64>],
 ) -> Result<()> {
-    use crate::pictures::{magnitude, Column, Scale};
+    use crate::pictures::{magnitude, Column, Scale, Values};
     let truth = inputs.truth.as_deref().expect("checked");
     let g = magnitude(gridding);
-    let mut cols = vec![Column::new("truth", truth.to_vec(), Scale::Image)];
+    let mut cols = vec![Column::new("truth", Values::Real(truth), Scale::Image)];
     if let Some(a) = &inputs.anatomy_on_grid {
-        cols.push(Column::new("reference", a.clone(), Scale::Own));
+        cols.push(Column::new("reference", Values::Real(a), Scale::Own));
     }
-    cols.push(Column::new("gridding", g.clone(), Scale::Image));
+    cols.push(Column::new("gridding", Values::Real(&g), Scale::Image));
     let images: Vec<(String, Vec<f64>)> = swept
         .iter()
         .map(|s| (s.name.clone(), magnitude(&s.best_image)))
         .collect();
     for (name, img) in &images {
-        cols.push(Column::new(name, img.clone(), Scale::Image));
+        cols.push(Column::new(name, Values::Real(img), Scale::Image));
     }
     cols.push(Column::error("|err| gridding", &g, truth));
     for (name, img) in &images {
