@@ -68,6 +68,10 @@ pub struct CudaWeights {
     d2: Option<cudarc::driver::CudaSlice<f32>>,
 }
 
+/// The GPUs' contexts that [`CudaBackend::warm_up`] retained, released
+/// when dropped.
+pub struct Warm(#[allow(dead_code)] Vec<Arc<cudarc::driver::CudaContext>>);
+
 impl CudaBackend {
     /// Opens the GPUs named by `options.devices` (all by default). Call
     /// [`probe`] first: without libcuda this reports the error cudarc
@@ -100,6 +104,25 @@ impl CudaBackend {
         }
         let devices = devices.into_iter().map(Arc::new).collect();
         Ok(CudaBackend { devices, options })
+    }
+
+    /// Starts the driver and retains every GPU's primary context on a
+    /// thread of its own, so that a run can read its input meanwhile: what
+    /// [`probe`] and opening a device cost once a process (loading the
+    /// libraries, starting the driver, making the contexts) is then paid
+    /// by the time [`CudaBackend::new`] opens them, which finds the
+    /// contexts made. Join the handle once the backend is made and drop
+    /// what it returns (the contexts' extra references). Empty where CUDA
+    /// cannot run here: the backend says why when it is asked for.
+    pub fn warm_up() -> std::thread::JoinHandle<Warm> {
+        std::thread::spawn(|| {
+            Warm(match probe() {
+                Ok(count) => (0..count)
+                    .filter_map(|o| cudarc::driver::CudaContext::new(o).ok())
+                    .collect(),
+                Err(_) => Vec::new(),
+            })
+        })
     }
 
     /// One line per GPU in use.

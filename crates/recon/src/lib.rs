@@ -133,6 +133,17 @@ fn load_settings(
     settings: &config::Settings,
     out: Option<&std::path::Path>,
 ) -> Result<Loaded> {
+    load_and(path, settings, out, &|_| {})
+}
+
+/// [`load_settings`], calling `checked` with the config once it is checked
+/// and before its scan file is read.
+fn load_and(
+    path: Option<&std::path::Path>,
+    settings: &config::Settings,
+    out: Option<&std::path::Path>,
+    checked: &dyn Fn(&config::Config),
+) -> Result<Loaded> {
     let read = |p: &std::path::Path, units, beyond| {
         let t = Instant::now();
         let scan = reader::read_isolated(p, units, beyond)
@@ -140,7 +151,7 @@ fn load_settings(
         *SCAN_READ.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
         scan
     };
-    let l = config::load_with(path, settings, out, &read)?;
+    let l = config::load_with(path, settings, out, &read, checked)?;
     for w in &l.warnings {
         eprintln!("warning: {w}");
     }
@@ -194,7 +205,15 @@ fn run(cli: Cli) -> Result<()> {
             on_backend!(chosen, b => q_command(b, &l))
         }
         Command::Run(args) => {
-            let mut l = load_run(&args)?;
+            // A GPU's driver and contexts start while the scan file is read.
+            let warm = std::cell::RefCell::new(None);
+            let mut l = load_run(&args, &|cfg| {
+                let mut engine = cfg.engine.clone();
+                if let Some(d) = args.device {
+                    engine.device = d;
+                }
+                *warm.borrow_mut() = recon_pipeline::warm_gpu(&engine);
+            })?;
             // Before any computation: can the outputs be written?
             let outputs = recon_io::OutputDir::prepare(l.output_dir()?)
                 .context("preparing the output folder")?;
@@ -204,6 +223,10 @@ fn run(cli: Cli) -> Result<()> {
             let setup = since_start() - read;
             let t = Instant::now();
             let chosen = backend_for(&mut l, args.device)?;
+            if let Some(w) = warm.take() {
+                // The contexts' extra references, released.
+                drop(w.join());
+            }
             let mut opened = vec![("setup", setup), ("device", t.elapsed().as_secs_f64())];
             if read > 0.0 {
                 opened.push(("read", read));
@@ -217,8 +240,9 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// A run's config: the config file and the flags, or the flags alone.
-fn load_run(args: &RunArgs) -> Result<Loaded> {
+/// A run's config: the config file and the flags, or the flags alone;
+/// `checked` sees the config before its scan file is read.
+fn load_run(args: &RunArgs, checked: &dyn Fn(&config::Config)) -> Result<Loaded> {
     let settings = args.settings.settings(args.scan.as_deref());
     if args.config.is_none() && settings.is_empty() {
         anyhow::bail!(
@@ -226,12 +250,17 @@ fn load_run(args: &RunArgs) -> Result<Loaded> {
              (`recon --config configs/sodium.toml`)"
         );
     }
-    load_settings(args.config.as_deref(), &settings, args.out.as_deref())
+    load_and(
+        args.config.as_deref(),
+        &settings,
+        args.out.as_deref(),
+        checked,
+    )
 }
 
 /// `recon check`: everything a run checks before it computes.
 fn check(args: &CheckArgs) -> Result<()> {
-    let mut l = load_run(args)?;
+    let mut l = load_run(args, &|_| {})?;
     if let Some(d) = args.device {
         l.cfg.engine.device = d;
     }

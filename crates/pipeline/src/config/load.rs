@@ -53,7 +53,13 @@ pub const COMMAND_LINE: &str = "the command line";
 /// child process). Warnings (input that works, but poorly) are in
 /// [`Loaded::warnings`].
 pub fn load(path: &Path, out_override: Option<&Path>, read: ReadScan) -> Result<Loaded> {
-    load_with(Some(path), &Settings::default(), out_override, read)
+    load_with(
+        Some(path),
+        &Settings::default(),
+        out_override,
+        read,
+        &|_| {},
+    )
 }
 
 /// [`load`] of the config `config` (none: an empty one) with the command
@@ -64,6 +70,7 @@ pub fn load_with(
     settings: &Settings,
     out_override: Option<&Path>,
     read: ReadScan,
+    checked: &dyn Fn(&Config),
 ) -> Result<Loaded> {
     let (path, text) = match config {
         Some(p) => (
@@ -88,6 +95,7 @@ pub fn load_with(
         Config::parse_without_lines(&text).context(origin.clone())?
     };
     cfg.validate().context(origin)?;
+    checked(&cfg);
     load_config(&path, cfg, out_override, read)
 }
 
