@@ -30,8 +30,15 @@ use crate::atomic::{
     COMMITTED, PARTIAL_PREFIX,
 };
 use crate::IoError;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+
+mod commit;
+mod place;
+
+use commit::{check_only_ours, move_in, swap};
+pub use place::is_mount_point;
+use place::{parent_of, refuse, resolve};
 
 /// One output for [`OutputDir::stage_all`]: its name, and what writes it
 /// at the path it is given.
@@ -60,100 +67,6 @@ pub struct OutputDir {
     mode: Commit,
     files: Vec<String>,
     done: bool,
-}
-
-fn refuse(path: &Path, why: impl Into<String>) -> IoError {
-    io(path, "use as output folder")(std::io::Error::other(why.into()))
-}
-
-/// `target` as meant: `.` components dropped (`out/.` is `out`), and a
-/// symbolic link to a folder followed.
-fn resolve(target: &Path) -> Result<PathBuf, IoError> {
-    let mut t: PathBuf = target
-        .components()
-        .filter(|c| *c != Component::CurDir)
-        .collect();
-    if !matches!(t.components().next_back(), Some(Component::Normal(_))) {
-        return Err(refuse(target, "name a folder (not `.`, `..` or a root)"));
-    }
-    if std::fs::symlink_metadata(&t).is_ok_and(|m| m.file_type().is_symlink()) {
-        let to = std::fs::read_link(&t).unwrap_or_default();
-        match std::fs::canonicalize(&t) {
-            Ok(real) if real.is_dir() => t = real,
-            Ok(real) => {
-                return Err(refuse(
-                    target,
-                    format!(
-                        "is a symbolic link to {}, which is not a folder",
-                        real.display()
-                    ),
-                ))
-            }
-            Err(_) => {
-                return Err(refuse(
-                    target,
-                    format!(
-                        "is a symbolic link to {}, which does not exist: make that folder, or remove the link",
-                        to.display()
-                    ),
-                ))
-            }
-        }
-    }
-    Ok(t)
-}
-
-fn parent_of(target: &Path) -> PathBuf {
-    match target.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(d) => d.to_path_buf(),
-        None => PathBuf::from("."),
-    }
-}
-
-/// Whether `dir` is a mount point: on another device than its parent, or
-/// listed as one in /proc/self/mountinfo (a bind mount of the same file
-/// system).
-pub fn is_mount_point(dir: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(real) = std::fs::canonicalize(dir) else {
-        return false;
-    };
-    let Some(parent) = real.parent() else {
-        return true; // the root
-    };
-    match (std::fs::metadata(&real), std::fs::metadata(parent)) {
-        (Ok(a), Ok(b)) if a.dev() != b.dev() => return true,
-        _ => {}
-    }
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    info.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|m| Path::new(&unescape_mount(m)) == real)
-}
-
-/// A mountinfo path with its octal escapes (`\040` for a space) undone.
-fn unescape_mount(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b
-            .get(i + 1..i + 4)
-            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match octal {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(b[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl OutputDir {
@@ -363,129 +276,6 @@ impl Drop for OutputDir {
     }
 }
 
-/// Refuses a folder that holds anything recon's manifest does not list
-/// (after removing temporary files of dead processes, which older versions
-/// of recon left inside the folder). This process's own staging folder
-/// (inside a mount point) is not a foreign file.
-fn check_only_ours(dir: &Path) -> Result<(), IoError> {
-    remove_stale_partials(dir);
-    let listed = manifest_of(dir);
-    let own = format!("{PARTIAL_PREFIX}{}-", std::process::id());
-    let mut foreign = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(io(dir, "read folder"))? {
-        let e = e.map_err(io(dir, "read folder"))?;
-        let name = e.file_name().to_string_lossy().to_string();
-        if name != MANIFEST && !listed.contains(&name) && !name.starts_with(&own) {
-            foreign.push(name);
-        }
-    }
-    if foreign.is_empty() {
-        return Ok(());
-    }
-    foreign.sort();
-    let shown: Vec<&str> = foreign.iter().take(5).map(String::as_str).collect();
-    Err(refuse(
-        dir,
-        format!(
-            "holds {} file(s) recon did not write ({}{}); a run replaces its output folder whole, \
-             so choose an empty or new folder, or an earlier run's",
-            foreign.len(),
-            shown.join(", "),
-            if foreign.len() > shown.len() {
-                ", ..."
-            } else {
-                ""
-            }
-        ),
-    ))
-}
-
-/// The names a folder's manifest lists (none without one).
-fn manifest_of(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join(MANIFEST))
-        .map(|s| s.lines().map(str::to_string).collect())
-        .unwrap_or_default()
-}
-
-/// Writes `dir`'s manifest atomically (a temporary file renamed over it).
-fn write_manifest(dir: &Path, names: &[String]) -> Result<(), IoError> {
-    let path = dir.join(MANIFEST);
-    let tmp = crate::temp_path(&path);
-    let list: String = names.iter().map(|f| format!("{f}\n")).collect();
-    std::fs::write(&tmp, list).map_err(io(&path, "write"))?;
-    sync_file(&tmp)?;
-    std::fs::rename(&tmp, &path).map_err(io(&path, "rename into place"))
-}
-
-/// The commit into a mount point: the manifest first lists the old files
-/// and the new; each new file replaces its namesake by one rename; the old
-/// files the new set lacks are removed; the manifest then lists the new set.
-fn move_in(staging: &Path, target: &Path, files: &[String]) -> Result<(), IoError> {
-    let old = manifest_of(target);
-    let mut both = old.clone();
-    both.extend(files.iter().filter(|f| !old.contains(f)).cloned());
-    write_manifest(target, &both)?;
-    for f in files {
-        let to = target.join(f);
-        std::fs::rename(staging.join(f), &to).map_err(io(&to, "move into place"))?;
-    }
-    for f in old.iter().filter(|f| !files.contains(f)) {
-        remove_any(&target.join(f));
-    }
-    write_manifest(target, files)
-}
-
-/// Puts folder `from` at `to` in one step: a rename when `to` is absent or
-/// empty, else an exchange (`to`'s old contents end up at `from`).
-fn swap(registry: &mut Vec<PathBuf>, from: &Path, to: &Path) -> Result<(), IoError> {
-    match std::fs::rename(from, to) {
-        Ok(()) => return Ok(()),
-        Err(e) if to.exists() => {
-            let _ = e;
-        }
-        Err(e) => return Err(io(to, "move the outputs into place")(e)),
-    }
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
-    let (Some(a), Some(b)) = (c(from), c(to)) else {
-        return Err(io(to, "move the outputs into place")(
-            std::io::Error::other("path holds a NUL byte"),
-        ));
-    };
-    // SAFETY: two valid NUL-terminated paths, relative to the working folder.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    if r == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    match err.raw_os_error() {
-        // The file system cannot exchange: move the old folder aside,
-        // then the new one in, and put the old one back if that fails.
-        Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
-            let aside = from.with_extension("old");
-            registry.push(aside.clone());
-            std::fs::rename(to, &aside).map_err(io(to, "move the earlier outputs aside"))?;
-            if let Err(e) = std::fs::rename(from, to) {
-                let _ = std::fs::rename(&aside, to);
-                registry.retain(|p| p != &aside);
-                return Err(io(to, "move the outputs into place")(e));
-            }
-            std::fs::rename(&aside, from).map_err(io(from, "rename"))?;
-            registry.retain(|p| p != &aside);
-            Ok(())
-        }
-        _ => Err(io(to, "move the outputs into place")(err)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -613,16 +403,5 @@ mod tests {
             .to_string_lossy()
             .starts_with("out-new-outputs-"));
         std::fs::remove_dir_all(&tmp).unwrap();
-    }
-
-    #[test]
-    fn mountinfo_escapes_are_undone() {
-        assert_eq!(unescape_mount(r"/data/my\040out"), "/data/my out");
-        assert_eq!(unescape_mount(r"/a\134b"), r"/a\b");
-        assert_eq!(unescape_mount(r"/a\9"), r"/a\9");
-        assert!(is_mount_point(Path::new("/")));
-        assert!(!is_mount_point(
-            &std::env::temp_dir().join("recon-no-such-folder")
-        ));
     }
 }
