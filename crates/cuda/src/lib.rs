@@ -70,7 +70,9 @@ pub struct CudaWeights {
 
 /// The GPUs' contexts that [`CudaBackend::warm_up`] retained, released
 /// when dropped.
-pub struct Warm(#[allow(dead_code)] Vec<Arc<cudarc::driver::CudaContext>>);
+pub struct Warm {
+    _contexts: Vec<Arc<cudarc::driver::CudaContext>>,
+}
 
 impl CudaBackend {
     /// Opens the GPUs named by `options.devices` (all by default). Call
@@ -116,12 +118,13 @@ impl CudaBackend {
     /// cannot run here: the backend says why when it is asked for.
     pub fn warm_up() -> std::thread::JoinHandle<Warm> {
         std::thread::spawn(|| {
-            Warm(match probe() {
+            let _contexts = match probe() {
                 Ok(count) => (0..count)
                     .filter_map(|o| cudarc::driver::CudaContext::new(o).ok())
                     .collect(),
                 Err(_) => Vec::new(),
-            })
+            };
+            Warm { _contexts }
         })
     }
 

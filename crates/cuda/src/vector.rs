@@ -69,6 +69,11 @@ impl Kernels {
     }
 }
 
+/// A coefficient's slots `[num, den, floor]` as the kernels take them.
+fn slots_of(r: Ratio) -> [i32; 3] {
+    [r.num, r.den, r.floor].map(|v| v as i32)
+}
+
 /// The first pass of a reduction: a partial sum per block.
 fn reduce_cfg() -> LaunchConfig {
     LaunchConfig {
@@ -96,7 +101,7 @@ impl Device {
             den: 0,
             floor: 0,
         });
-        let [num, den, floor] = [slots.num, slots.den, slots.floor].map(|v| v as i32);
+        let [num, den, floor] = slots_of(slots);
         match ratio {
             Some((_, s)) => b.arg(s),
             None => b.arg(&null),
@@ -116,7 +121,7 @@ impl Device {
         s: &CudaSlice<f64>,
     ) -> Result<()> {
         let n = (y.len() / 2) as i64;
-        let [num, den, floor] = [ratio.num, ratio.den, ratio.floor].map(|v| v as i32);
+        let [num, den, floor] = slots_of(ratio);
         let mut b = self.stream.launch_builder(&self.vector()?.xpby);
         b.arg(y)
             .arg(x)
@@ -267,7 +272,7 @@ impl Device {
         slot: usize,
     ) -> Result<()> {
         let n = (y.len() / 2) as i64;
-        let [num, den, floor] = [ratio.num, ratio.den, ratio.floor].map(|v| v as i32);
+        let [num, den, floor] = slots_of(ratio);
         let mut partial = self.partial.lock().expect("reduction buffer poisoned");
         let mut b = self
             .stream
@@ -299,8 +304,8 @@ impl Device {
         s: &CudaSlice<f64>,
     ) -> Result<()> {
         let n = (x.len() / 2) as i64;
-        let [step_num, step_den, beta_num, beta_den, floor] =
-            [step.num, step.den, beta.num, beta.den, step.floor].map(|v| v as i32);
+        let [step_num, step_den, floor] = slots_of(step);
+        let [beta_num, beta_den, _] = slots_of(beta);
         let mut b = self.stream.launch_builder(&self.vector()?.cg_update);
         b.arg(x)
             .arg(p)

@@ -143,9 +143,7 @@ impl OutputDir {
     where
         E: From<IoError>,
     {
-        let path = self.staging.join(name);
-        write(&path)?;
-        sync_file(&path)?;
+        written(&self.staging.join(name), write)?;
         self.files.push(name.to_string());
         Ok(())
     }
@@ -167,13 +165,7 @@ impl OutputDir {
         let results: Vec<Result<f64, E>> = outputs
             .par_iter()
             .with_max_len(1)
-            .map(|(name, write)| {
-                let path = staging.join(name);
-                let t = std::time::Instant::now();
-                write(&path)?;
-                sync_file(&path)?;
-                Ok(t.elapsed().as_secs_f64())
-            })
+            .map(|(name, write)| written(&staging.join(name), write))
             .collect();
         let mut seconds = Vec::with_capacity(results.len());
         for ((name, _), r) in outputs.iter().zip(results) {
@@ -265,6 +257,17 @@ impl OutputDir {
             ),
         }
     }
+}
+
+/// Writes `path` by `write` and syncs it; returns the seconds it took.
+fn written<E: From<IoError>>(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<f64, E> {
+    let t = std::time::Instant::now();
+    write(path)?;
+    sync_file(path)?;
+    Ok(t.elapsed().as_secs_f64())
 }
 
 impl Drop for OutputDir {

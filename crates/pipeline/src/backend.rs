@@ -44,17 +44,17 @@ pub fn backend_for(
     choose_backend(&l.cfg.engine, &config::cache_dir(&l.cfg), note)
 }
 
-/// Whether `e` asks for a GPU (`cuda`, or `auto` in f32): what
-/// [`choose_backend`] then opens, if it can.
-pub fn wants_gpu(e: &config::EngineCfg) -> bool {
-    e.device != DeviceChoice::Cpu && e.precision != Precision::F64
-}
-
 /// The GPUs' driver and contexts started on a thread of their own where
-/// `e` asks for a GPU ([`recon_cuda::CudaBackend::warm_up`]), so that a
-/// run reads its input meanwhile; join it after [`choose_backend`].
-pub fn warm_gpu(e: &config::EngineCfg) -> Option<std::thread::JoinHandle<recon_cuda::Warm>> {
-    wants_gpu(e).then(recon_cuda::CudaBackend::warm_up)
+/// `e` (with `device` over its own, as [`backend_for`] takes it) asks for
+/// a GPU, `cuda` or `auto` in f32 ([`recon_cuda::CudaBackend::warm_up`]),
+/// so that a run reads its input meanwhile; join it after the backend is
+/// chosen.
+pub fn warm_gpu(
+    e: &config::EngineCfg,
+    device: Option<DeviceChoice>,
+) -> Option<std::thread::JoinHandle<recon_cuda::Warm>> {
+    let gpu = device.unwrap_or(e.device) != DeviceChoice::Cpu && e.precision != Precision::F64;
+    gpu.then(recon_cuda::CudaBackend::warm_up)
 }
 
 /// The backend a run computes on.

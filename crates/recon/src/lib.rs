@@ -208,11 +208,7 @@ fn run(cli: Cli) -> Result<()> {
             // A GPU's driver and contexts start while the scan file is read.
             let warm = std::cell::RefCell::new(None);
             let mut l = load_run(&args, &|cfg| {
-                let mut engine = cfg.engine.clone();
-                if let Some(d) = args.device {
-                    engine.device = d;
-                }
-                *warm.borrow_mut() = recon_pipeline::warm_gpu(&engine);
+                *warm.borrow_mut() = recon_pipeline::warm_gpu(&cfg.engine, args.device);
             })?;
             // Before any computation: can the outputs be written?
             let outputs = recon_io::OutputDir::prepare(l.output_dir()?)
