@@ -87,6 +87,7 @@ fn small_pipeline_end_to_end() {
         "prior",
         "cg",
         "gridding",
+        "fhd_host",
         "setup",
         "device",
         "kernels",

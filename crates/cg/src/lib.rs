@@ -222,6 +222,9 @@ pub struct Problem<'d, B: Backend + 'd> {
     circulant: Option<Circulant<B>>,
     /// `max |F^H D|`, once known ([`Problem::sparse_lambda_abs`]).
     b_peak: std::sync::OnceLock<f64>,
+    /// The right-hand side on the host, once brought there or given
+    /// ([`Problem::rhs_host`]).
+    host: std::sync::OnceLock<Vec<Complex<B::Real>>>,
 }
 
 impl<'d, B: Backend + 'd> Problem<'d, B> {
@@ -264,6 +267,7 @@ impl<'d, B: Backend + 'd> Problem<'d, B> {
             fhd,
             circulant: None,
             b_peak: std::sync::OnceLock::new(),
+            host: std::sync::OnceLock::new(),
         })
     }
 
@@ -282,13 +286,28 @@ impl<'d, B: Backend + 'd> Problem<'d, B> {
         &self.fhd
     }
 
-    /// Another right-hand side `F^H D` for the same data term: the next
-    /// slice of a stack, whose slices share one trajectory, Q and plan.
-    pub fn set_rhs(&mut self, backend: &B, fhd: &[Complex<B::Real>]) -> Result<()> {
+    /// The right-hand side on the host: brought back once, when first
+    /// asked for (the outputs' F^H D, a sparse prior's lambda), so that a
+    /// right-hand side made on the device costs no download before the
+    /// solve.
+    pub fn rhs_host(&self, backend: &B) -> Result<&[Complex<B::Real>]> {
+        if let Some(h) = self.host.get() {
+            return Ok(h);
+        }
+        let host = backend.to_host(&self.fhd)?;
+        let _ = self.b_peak.set(peak_abs(&host));
+        Ok(self.host.get_or_init(|| host))
+    }
+
+    /// Another right-hand side `F^H D` for the same data term, given on the
+    /// host (and kept there for [`Problem::rhs_host`]): the next slice of a
+    /// stack, whose slices share one trajectory, Q and plan.
+    pub fn set_rhs(&mut self, backend: &B, fhd: Vec<Complex<B::Real>>) -> Result<()> {
         Error::check_len("F^H D (one value per voxel)", self.grid.len(), fhd.len())?;
-        self.fhd = backend.upload(fhd)?;
+        self.fhd = backend.upload(&fhd)?;
         self.b_peak = std::sync::OnceLock::new();
-        let _ = self.b_peak.set(peak_abs(fhd));
+        let _ = self.b_peak.set(peak_abs(&fhd));
+        self.host = std::sync::OnceLock::from(fhd);
         Ok(())
     }
 
@@ -327,11 +346,7 @@ impl<'d, B: Backend + 'd> Problem<'d, B> {
     pub fn sparse_lambda_abs(&self, backend: &B, lambda_rel: f64) -> Result<f64> {
         let peak = match self.b_peak.get() {
             Some(&p) => p,
-            None => {
-                let mut host = vec![Complex::<B::Real>::default(); self.grid.len()];
-                backend.download(&mut host, &self.fhd)?;
-                *self.b_peak.get_or_init(|| peak_abs(&host))
-            }
+            None => peak_abs(self.rhs_host(backend)?),
         };
         Ok(lambda_rel * peak)
     }
@@ -368,9 +383,7 @@ impl<'d, B: Backend + 'd> Problem<'d, B> {
             }
             SparseAlgorithm::Pdhg => pdhg(backend, a, prior, &mut x, b, params, on_iteration)?,
         };
-        let mut out = vec![Complex::default(); self.grid.len()];
-        backend.download(&mut out, &x)?;
-        Ok((out, info))
+        Ok((backend.to_host(&x)?, info))
     }
 
     /// The data misfit of `x` less `||D||^2`: `x^H A x - 2 Re(x^H b)`,
@@ -434,9 +447,7 @@ impl<'d, B: Backend + 'd> Problem<'d, B> {
         let mut x = backend.zeros(self.grid.len())?;
         let rhs = other.as_ref().unwrap_or(&self.fhd);
         let info = solve(backend, &mut a, &mut x, rhs, params, on_iteration)?;
-        let mut out = vec![Complex::default(); self.grid.len()];
-        backend.download(&mut out, &x)?;
-        Ok((out, info))
+        Ok((backend.to_host(&x)?, info))
     }
 }
 

@@ -249,6 +249,13 @@ pub trait Backend: Send + Sync {
     fn zeros(&self, len: usize) -> Result<Self::Vector>;
     fn upload(&self, host: &[Complex<Self::Real>]) -> Result<Self::Vector>;
     fn download(&self, out: &mut [Complex<Self::Real>], x: &Self::Vector) -> Result<()>;
+    /// `x` in a new host vector ([`crate::memory::host_vec`], then
+    /// [`Backend::download`]).
+    fn to_host(&self, x: &Self::Vector) -> Result<Vec<Complex<Self::Real>>> {
+        let mut out = crate::memory::host_vec(self.len(x));
+        self.download(&mut out, x)?;
+        Ok(out)
+    }
     fn len(&self, x: &Self::Vector) -> usize;
     /// `out = x`
     fn copy(&self, out: &mut Self::Vector, x: &Self::Vector) -> Result<()>;

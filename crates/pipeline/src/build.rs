@@ -24,10 +24,9 @@ pub struct Built<'b, B: NufftBackend> {
     pub q_cache: CacheStatus,
     pub q_file: Option<PathBuf>,
     /// FFT(Q) and F^H D on the device (SENSE's sum over the coils with
-    /// their maps, for several coils).
+    /// their maps, for several coils); [`Built::fhd`] brings F^H D to the
+    /// host.
     pub problem: Problem<'b, B>,
-    /// F^H D on the host (for the outputs).
-    pub fhd: Vec<Complex<B::Real>>,
     /// For several coils, the gridding plan the maps were estimated on
     /// (the baseline grids each coil by it) ...
     pub gridder: Option<recon_gridding::Gridding<'b, B>>,
@@ -93,7 +92,7 @@ where
     } = plan_and_q(backend, l, &inputs.traj, ui)?;
 
     // F^H D and FFT(Q) on the device (and the maps, for several coils).
-    let (problem, fhd, gridder, maps) = stage_problem(
+    let (problem, gridder, maps) = stage_problem(
         backend,
         &plan,
         l,
@@ -130,7 +129,6 @@ where
         q_cache,
         q_file,
         problem,
-        fhd,
         gridder,
         maps,
         prior,
@@ -217,6 +215,12 @@ fn lambda_abs<B: NufftBackend>(
 }
 
 impl<'b, B: NufftBackend> Built<'b, B> {
+    /// F^H D (SENSE's sum over the coils) on the host, for the outputs:
+    /// brought back from the device the first time it is asked for.
+    pub fn fhd(&self, backend: &B) -> Result<&[Complex<B::Real>]> {
+        Ok(self.problem.rhs_host(backend)?)
+    }
+
     /// Another image on the same problem: its right-hand side `fhd` (F^H D,
     /// or SENSE's sum over the coils with the built maps) and its prior
     /// (its own reference), the data term, Q and the maps kept.
@@ -227,8 +231,7 @@ impl<'b, B: NufftBackend> Built<'b, B> {
         inputs: &Inputs,
         fhd: Vec<Complex<B::Real>>,
     ) -> Result<()> {
-        self.problem.set_rhs(backend, &fhd)?;
-        self.fhd = fhd;
+        self.problem.set_rhs(backend, fhd)?;
         self.rule = rule(l, inputs)?;
         self.prior = regulariser(l, inputs)?;
         Ok(())
@@ -247,7 +250,7 @@ impl<'b, B: NufftBackend> Built<'b, B> {
         ui: &impl Ui,
     ) -> Result<Vec<(&'static str, f64)>> {
         let mut seconds = Vec::new();
-        let (problem, fhd, gridder, maps) = stage_problem(
+        let (problem, gridder, maps) = stage_problem(
             backend,
             &self.plan,
             l,
@@ -258,7 +261,7 @@ impl<'b, B: NufftBackend> Built<'b, B> {
             ui,
             &mut seconds,
         )?;
-        (self.problem, self.fhd, self.gridder, self.maps) = (problem, fhd, gridder, maps);
+        (self.problem, self.gridder, self.maps) = (problem, gridder, maps);
         self.rule = rule(l, inputs)?;
         self.prior = regulariser(l, inputs)?;
         Ok(seconds)

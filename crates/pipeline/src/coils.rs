@@ -2,11 +2,11 @@
 //! compressed), SENSE's maps, `sum_c S_c^H F^H D_c`, and the gridding
 //! baseline by the root sum of squares.
 
-use super::{from_f64, stage_fhd, Inputs, Ui};
+use super::{from_f64, Inputs, Ui};
 use crate::config::{self, Loaded};
 use crate::{Context, Result};
 use rayon::prelude::*;
-use recon_cg::{Problem, Toeplitz};
+use recon_cg::{q_peak, Problem, Toeplitz};
 use recon_core::Complex;
 use recon_encoding::{NufftBackend, Plan, SenseTerm};
 use std::time::Instant;
@@ -76,10 +76,10 @@ pub fn prepare(
 
 /// The run's problem on the device: FFT(Q) with the data term (F^H F, or
 /// SENSE's sum over the coils with their maps) and the right-hand side
-/// (F^H D, or `sum_c S_c^H F^H D_c`). Returns it with the right-hand side
-/// on the host (for the outputs) and, for several coils, the gridding plan
-/// the maps were estimated on (for the baseline) and the maps used (for
-/// the outputs). Times "maps", "fft_q",
+/// (F^H D, or `sum_c S_c^H F^H D_c`), made on the device and left there
+/// ([`Problem::rhs_host`] brings it back when the outputs ask). Returns it
+/// with, for several coils, the gridding plan the maps were estimated on
+/// (for the baseline) and the maps used (for the outputs). Times "maps", "fft_q",
 /// "maps_upload" (several coils) and "fhd". `coil_devices`: the devices that
 /// share the coils (`None`: as [`SenseTerm::new`] decides). `gridder`: a
 /// gridding plan of the same trajectory to estimate the maps on (another
@@ -97,23 +97,27 @@ pub fn stage_problem<'b, B: NufftBackend>(
     seconds: &mut Vec<(&'static str, f64)>,
 ) -> Result<(
     Problem<'b, B>,
-    Vec<Complex<B::Real>>,
     Option<recon_gridding::Gridding<'b, B>>,
     Option<Vec<Vec<Complex<f64>>>>,
 )> {
     let grid = &l.grid;
     if inputs.coils == 1 && inputs.true_maps.is_none() {
+        // F^H D on the device: only the data go up.
         let t = Instant::now();
-        let fhd = stage_fhd(plan, &inputs.data, ui)?;
+        let mut rhs = backend.zeros(grid.len())?;
+        ui.stage("F^H D", |p| plan.adjoint_on_device(&mut rhs, &inputs.data, p))
+            .context("computing F^H D")?;
+        backend.synchronize()?;
         seconds.push(("fhd", t.elapsed().as_secs_f64()));
         let t = Instant::now();
-        let mut problem = Problem::new(backend, grid, q, &fhd)?;
+        let toeplitz = Box::new(Toeplitz::new(backend, grid, q)?);
+        let mut problem = Problem::on_device(backend, grid, q_peak(grid, q)?, toeplitz, rhs)?;
         if preconditioned(l) {
             problem.precondition(backend, q)?;
         }
         backend.synchronize()?;
         seconds.push(("fft_q", t.elapsed().as_secs_f64()));
-        return Ok((problem, fhd, None, None));
+        return Ok((problem, None, None));
     }
     let t = Instant::now();
     let g = match gridder {
@@ -142,14 +146,11 @@ pub fn stage_problem<'b, B: NufftBackend>(
         .context("computing F^H D")?;
     backend.synchronize()?;
     seconds.push(("fhd", t.elapsed().as_secs_f64()));
-    let mut fhd = vec![Complex::default(); grid.len()];
-    backend.download(&mut fhd, &rhs)?;
-    let q_peak = recon_cg::q_peak(grid, q)?;
-    let mut problem = Problem::on_device(backend, grid, q_peak, Box::new(sense), rhs)?;
+    let mut problem = Problem::on_device(backend, grid, q_peak(grid, q)?, Box::new(sense), rhs)?;
     if preconditioned(l) {
         problem.precondition(backend, q)?;
     }
-    Ok((problem, fhd, Some(g), Some(maps)))
+    Ok((problem, Some(g), Some(maps)))
 }
 
 /// The gridding plan of a run (density weights made once).

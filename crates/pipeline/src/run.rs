@@ -178,10 +178,15 @@ where
     })?;
     seconds.push(("gridding", t.elapsed().as_secs_f64()));
 
+    // F^H D for the outputs, from the device where the solve used it.
+    let t = Instant::now();
+    let fhd = to_f64(built.fhd(backend)?);
+    seconds.push(("fhd_host", t.elapsed().as_secs_f64()));
+
     Ok(Outputs {
         recon: to_f64(&solved.x),
         gridding,
-        fhd: to_f64(&built.fhd),
+        fhd,
         info: solved.info,
         q: l.cfg.output.q.then(|| to_f64(&built.q)),
         q_cache: built.q_cache.clone(),

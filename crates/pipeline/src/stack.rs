@@ -191,7 +191,7 @@ where
         let at = j * per..(j + 1) * per;
         recon[at.clone()].copy_from_slice(&to_f64(&solved.x));
         gridding[at.clone()].copy_from_slice(&g);
-        fhd[at.clone()].copy_from_slice(&to_f64(&built.fhd));
+        fhd[at.clone()].copy_from_slice(&to_f64(built.fhd(backend)?));
         if let (Some(all), Some(used)) = (maps.as_mut(), &built.maps) {
             for (m, u) in all.iter_mut().zip(used) {
                 m[at.clone()].copy_from_slice(u);

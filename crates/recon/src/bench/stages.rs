@@ -113,7 +113,7 @@ where
 
     // F^H D of the normalised data, back in the data's units.
     let back = B::Real::of(1.0 / inputs.data_scale);
-    let fhd: Vec<Complex<B::Real>> = built.fhd.iter().map(|v| *v * back).collect();
+    let fhd: Vec<Complex<B::Real>> = built.fhd(b)?.iter().map(|v| *v * back).collect();
     let fhd_seconds = seconds(&times, "fhd");
     Ok(Stages {
         engine: engine.describe(),
