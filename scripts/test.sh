@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs the whole CPU test suite (release build: the engine tests need speed).
+# Runs the whole CPU test suite (release build: the engine tests need speed),
+# the Rust crates' tests and then the Python package's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 # --show-output prints what passing tests printed: the GPU tests' "skipped"
 # lines on a machine without a GPU.
-cargo test --release --locked --workspace "$@" -- --show-output
+# The Python package (python/) is a cdylib for Python: pytest tests it.
+cargo test --release --locked --workspace --exclude recon-python "$@" -- --show-output
+scripts/python-test.sh

@@ -186,8 +186,7 @@ impl<'b, B: NufftBackend> Gridding<'b, B> {
         let b = self.b;
         let mut image = b.zeros(self.grid.len())?;
         b.nufft_type1(&self.plan, &mut image, &b.upload(&weighted)?)?;
-        Ok(b
-            .to_host(&image)?
+        Ok(b.to_host(&image)?
             .into_par_iter()
             .map(|v: Complex<B::Real>| Complex::new(v.re.f64(), v.im.f64()))
             .collect())

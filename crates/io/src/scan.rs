@@ -311,18 +311,7 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     drop(t);
     crate::check_spread(path, "kspace/trajectory", &traj)?;
     if !opts.allow_beyond_nyquist {
-        for (m, k) in traj.iter().enumerate() {
-            if let Some(d) = beyond_nyquist(*k, n) {
-                return Err(bad(
-                    path,
-                    "kspace/trajectory",
-                    format!(
-                        "sample {m} has k{} = {} beyond Nyquist ({} for matrix {}): check the units (cycles/FOV), or opt in with scan.allow_beyond_nyquist",
-                        ["x", "y", "z"][d], k[d], n[d] as f64 / 2.0, n[d]
-                    ),
-                ));
-            }
-        }
+        check_nyquist(path, &traj, n)?;
     }
     let data = complex(read_checked(&dds, path, "kspace/data", &dshape)?);
     let truth = match truth {
@@ -363,6 +352,86 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
         geometry,
         parts: Vec::new(),
     })
+}
+
+/// Every sample within Nyquist (`|k_d| <= N_d/2`).
+fn check_nyquist(path: &Path, traj: &[[f64; 3]], n: [usize; 3]) -> Result<(), IoError> {
+    for (m, k) in traj.iter().enumerate() {
+        if let Some(d) = beyond_nyquist(*k, n) {
+            return Err(bad(
+                path,
+                "kspace/trajectory",
+                format!(
+                    "sample {m} has k{} = {} beyond Nyquist ({} for matrix {}): check the units (cycles/FOV), or opt in with scan.allow_beyond_nyquist",
+                    ["x", "y", "z"][d], k[d], n[d] as f64 / 2.0, n[d]
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A scan made in memory (a Python caller's arrays), checked as
+/// [`read_scan`] checks a file's values: the coil count, samples present
+/// and within the limit, every value finite, the trajectory spread and
+/// within Nyquist (unless `allow_beyond_nyquist`), the maps' scale. The
+/// shapes are the caller's to make consistent; errors name the datasets a
+/// scan file would hold them in, and `name` for the file.
+pub fn check_arrays(scan: &Scan, name: &str, allow_beyond_nyquist: bool) -> Result<(), IoError> {
+    let path = Path::new(name);
+    if !(1..=MAX_COILS).contains(&scan.coils) {
+        return Err(bad(
+            path,
+            "kspace/data",
+            format!("has {} coils: there must be 1 to {MAX_COILS}", scan.coils),
+        ));
+    }
+    let m = scan.traj.len();
+    if m == 0 {
+        return Err(bad(path, "kspace/trajectory", "holds no samples"));
+    }
+    if m > recon_core::MAX_SAMPLES {
+        return Err(bad(
+            path,
+            "kspace/trajectory",
+            format!(
+                "declares {m} samples; at most {} are allowed",
+                recon_core::MAX_SAMPLES
+            ),
+        ));
+    }
+    fn finite(path: &Path, what: &str, mut v: impl Iterator<Item = f64>) -> Result<(), IoError> {
+        match v.position(|x| !x.is_finite()) {
+            Some(i) => Err(bad(
+                path,
+                what,
+                format!("holds a value that is not finite at index {i}: values must be finite"),
+            )),
+            None => Ok(()),
+        }
+    }
+    let pairs = |v: &[Complex<f64>]| v.iter().flat_map(|c| [c.re, c.im]).collect::<Vec<_>>();
+    finite(
+        path,
+        "kspace/trajectory",
+        scan.traj.iter().flatten().copied(),
+    )?;
+    finite(path, "kspace/data", pairs(&scan.data).into_iter())?;
+    if let Some(CoilNoise::Samples(v) | CoilNoise::Covariance(v)) = &scan.noise {
+        finite(path, "kspace/noise", pairs(v).into_iter())?;
+    }
+    if let Some(maps) = &scan.maps {
+        finite(path, "coils/maps", maps.iter().flat_map(|m| pairs(m)))?;
+        check_maps_scale(path, maps, scan.grid.len())?;
+    }
+    if let Some(t) = &scan.truth {
+        finite(path, "reference/truth", t.iter().copied())?;
+    }
+    crate::check_spread(path, "kspace/trajectory", &scan.traj)?;
+    if !allow_beyond_nyquist {
+        check_nyquist(path, &scan.traj, scan.grid.n)?;
+    }
+    Ok(())
 }
 
 /// The optional attributes of `/kspace` that place the image in the
@@ -481,10 +550,17 @@ fn read_maps(
     shape: &[usize],
     voxels: usize,
 ) -> Result<Vec<Vec<Complex<f64>>>, IoError> {
-    let name = "coils/maps";
-    let v = complex(read_checked(ds, path, name, shape)?);
+    let v = complex(read_checked(ds, path, "coils/maps", shape)?);
     let maps: Vec<Vec<Complex<f64>>> = v.chunks_exact(voxels).map(|c| c.to_vec()).collect();
     drop(v);
+    check_maps_scale(path, &maps, voxels)?;
+    Ok(maps)
+}
+
+/// Maps of a scale float32 carries: not all zero, largest root sum of
+/// squares at least [`MIN_MAPS_SCALE`].
+fn check_maps_scale(path: &Path, maps: &[Vec<Complex<f64>>], voxels: usize) -> Result<(), IoError> {
+    let name = "coils/maps";
     let largest = (0..voxels)
         .map(|i| maps.iter().map(|m| m[i].norm_sqr()).sum::<f64>())
         .fold(0.0, f64::max)
@@ -507,7 +583,7 @@ fn read_maps(
             ),
         ));
     }
-    Ok(maps)
+    Ok(())
 }
 
 /// `/reference/anatomy` on its own grid, when present, checked and not yet

@@ -105,8 +105,10 @@ pub fn stage_problem<'b, B: NufftBackend>(
         // F^H D on the device: only the data go up.
         let t = Instant::now();
         let mut rhs = backend.zeros(grid.len())?;
-        ui.stage("F^H D", |p| plan.adjoint_on_device(&mut rhs, &inputs.data, p))
-            .context("computing F^H D")?;
+        ui.stage("F^H D", |p| {
+            plan.adjoint_on_device(&mut rhs, &inputs.data, p)
+        })
+        .context("computing F^H D")?;
         backend.synchronize()?;
         seconds.push(("fhd", t.elapsed().as_secs_f64()));
         let t = Instant::now();

@@ -1,0 +1,120 @@
+"""Arrays in and out: scan files round trip, bad input is refused with the
+binary's messages, the operators are adjoint and their normal map is
+F^H F."""
+
+import numpy as np
+import pytest
+
+import recon
+from conftest import blob, radial
+
+RNG = np.random.default_rng(7)
+
+
+def crandn(shape):
+    return RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)
+
+
+def test_scan_file_round_trip_3d(tmp_path):
+    # (kz, ky, kx) within Nyquist of (8, 16, 16)
+    coord = RNG.uniform(-1, 1, size=(5, 40, 3)) * [3.5, 7.5, 7.5]
+    k = crandn((2, 5, 40))
+    maps = crandn((2, 8, 16, 16))
+    noise = crandn((2, 100))
+    truth = blob((8, 16, 16))
+    f = tmp_path / "s.h5"
+    recon.write_scan(f, k, coord, (8, 16, 16), (40.0, 160.0, 160.0), noise=noise, maps=maps, truth=truth)
+    s = recon.read_scan(f)
+    assert s.shape == (8, 16, 16) and s.fov_mm == (40.0, 160.0, 160.0)
+    # float32 on disk: the values to its rounding (relative 6e-8, here 1e-6)
+    np.testing.assert_allclose(s.coord, coord.reshape(-1, 3), rtol=1e-6)
+    np.testing.assert_allclose(s.kspace, k.reshape(2, -1), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s.maps, maps, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s.noise, noise, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s.truth, truth, rtol=1e-6, atol=1e-7)
+
+
+def test_scan_file_round_trip_2d(tmp_path):
+    coord = radial(16, 10)
+    k = crandn(coord.shape[:-1])
+    f = tmp_path / "s.h5"
+    recon.write_scan(f, k, coord, (16, 16), 240.0)
+    s = recon.read_scan(f)
+    assert s.shape == (16, 16) and s.fov_mm == (240.0, 240.0)
+    assert s.kspace.shape == (160,)  # one coil: no coil axis
+    np.testing.assert_allclose(s.coord, coord.reshape(-1, 2), rtol=1e-6)
+    np.testing.assert_allclose(s.kspace, k.reshape(-1), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("precision, tol", [("f64", 1e-12), ("f32", 1e-5)])
+def test_nufft_is_adjoint_and_normal_is_fhf(precision, tol):
+    # <F x, y> = <x, F^H y> to the precision's rounding (f64: 1e-12; f32:
+    # sums of 10^3 terms, 1e-5); F^H F by the Toeplitz product against
+    # F^H (F x) to the NUFFT's tolerance (1e-6, and f32 rounding).
+    coord = radial(24, 30)
+    F = recon.Nufft(coord, (24, 24), 200.0, device="cpu", precision=precision)
+    assert F.dtype == (np.complex128 if precision == "f64" else np.complex64)
+    x, y = crandn((24, 24)), crandn(coord.shape[:-1])
+    lhs, rhs = np.vdot(F.forward(x), y), np.vdot(x, F.adjoint(y))
+    assert abs(lhs - rhs) / abs(lhs) < tol
+    ref = F.adjoint(F.forward(x))
+    assert np.abs(F.normal(x) - ref).max() / np.abs(ref).max() < 1e-5
+
+
+def test_nufft_against_the_exact_sum():
+    # The NUFFT (tolerance 1e-9, f64) against recon's exact engine: the
+    # same F to the tolerance.
+    coord = RNG.uniform(-6, 6, size=(50, 3))
+    shape = (6, 12, 12)
+    x = crandn(shape)
+    a = recon.Nufft(coord, shape, device="cpu", precision="f64", tolerance=1e-9, toeplitz=False)
+    b = recon.Nufft(coord, shape, device="cpu", precision="f64", engine="exact", toeplitz=False)
+    ya, yb = a.forward(x), b.forward(x)
+    assert np.linalg.norm(ya - yb) / np.linalg.norm(yb) < 1e-8
+
+
+def test_scipy_linear_operator():
+    sla = pytest.importorskip("scipy.sparse.linalg")
+    coord = radial(16, 24)
+    F = recon.Nufft(coord, (16, 16), device="cpu", precision="f64")
+    A = F.linear_operator()
+    x = crandn(256)
+    np.testing.assert_allclose(A.matvec(x), F.forward(x.reshape(16, 16)).reshape(-1))
+    np.testing.assert_allclose(A.rmatvec(A.matvec(x)), F.adjoint(F.forward(x.reshape(16, 16))).reshape(-1))
+    # a user's own solver on recon's operator: CG on F^H F x = F^H y
+    truth = blob((16, 16)).astype(complex)
+    y = F.forward(truth)
+    N = F.normal_operator()
+    sol, code = sla.cg(N, F.adjoint(y).reshape(-1), maxiter=200, rtol=1e-10)
+    assert code == 0 or np.isfinite(sol).all()
+    assert np.linalg.norm(sol - truth.reshape(-1)) / np.linalg.norm(truth) < 0.05
+
+
+def test_bad_arrays_are_refused_before_computing():
+    coord = radial(16, 8)
+    k = crandn(coord.shape[:-1])
+    with pytest.raises(TypeError, match="kspace has dtype"):
+        recon.reconstruct(np.array(["a"] * k.size).reshape(k.shape), coord, (16, 16))
+    bad = k.copy()
+    bad[3, 4] = np.nan
+    with pytest.raises(ValueError, match=r"kspace holds \(nan.*at index \(3, 4\)"):
+        recon.reconstruct(bad, coord, (16, 16))
+    with pytest.raises(ValueError, match="kspace has shape"):
+        recon.reconstruct(k[:, :5], coord, (16, 16))
+    with pytest.raises(ValueError, match=r"coord has shape .* expected \[\.\.\., 3\]"):
+        recon.reconstruct(k, coord, (4, 16, 16))
+    with pytest.raises(ValueError, match="maps have shape"):
+        recon.reconstruct(k, coord, (16, 16), maps=crandn((2, 16, 16)))
+    with pytest.raises(ValueError, match="lam"):
+        recon.reconstruct(k, coord, (16, 16), lam=-1.0)
+
+
+def test_recon_errors_carry_the_binary_messages(tmp_path):
+    coord = radial(16, 8) * 4  # |k| to 32: beyond Nyquist (8) for 16
+    k = crandn(coord.shape[:-1])
+    with pytest.raises(recon.ReconError, match="beyond Nyquist"):
+        recon.reconstruct(k, coord, (16, 16), device="cpu")
+    with pytest.raises(recon.ReconError, match="solver.iterations"):
+        recon.reconstruct(k / 4, coord / 4, (16, 16), device="cpu", iterations=0)
+    with pytest.raises(recon.ReconError, match="missing.h5"):
+        recon.read_scan(tmp_path / "missing.h5")

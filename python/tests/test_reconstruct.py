@@ -1,0 +1,90 @@
+"""reconstruct() against the binary on the same scan file; Ctrl-C stops a
+long call; the GIL is free while it computes."""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import recon
+from conftest import blob, radial
+
+
+def scan(n=32):
+    coord = radial(n, 40)
+    F = recon.Nufft(coord, (n, n), 240.0, device="cpu", precision="f64")
+    truth = blob((n, n))
+    rng = np.random.default_rng(3)
+    k = F.forward(truth) + 0.01 * (rng.standard_normal(coord.shape[:-1]) + 1j * rng.standard_normal(coord.shape[:-1]))
+    return coord, k, truth
+
+
+def test_equals_the_binary_on_the_same_scan_file(tmp_path, binary):
+    h5py = pytest.importorskip("h5py")
+    coord, k, truth = scan()
+    f = tmp_path / "scan.h5"
+    recon.write_scan(f, k, coord, (32, 32), 240.0)
+    out = tmp_path / "out"
+    subprocess.run(
+        [str(binary), str(f), "--out", str(out), "--lambda", "0.01", "--set", "engine.device=cpu", "-q"],
+        check=True,
+        env={**os.environ},
+    )
+    with h5py.File(out / "recon.h5") as h:
+        ref = h["recon"][...]
+    ref = ref[..., 0] + 1j * ref[..., 1] if ref.dtype.kind == "f" else ref
+    # the file's arrays, as the binary read them (float32 on disk)
+    s = recon.read_scan(f)
+    image, info = recon.reconstruct(s.kspace, s.coord, s.shape, s.fov_mm, lam=0.01, device="cpu")
+    ref = ref.reshape(image.shape)
+    # the same computation in float32: equal to its rounding (1e-5 of the peak)
+    assert np.abs(image - ref).max() / np.abs(ref).max() < 1e-5
+    assert info.lam == 0.01 and info.lam_rule == "given"
+    assert info.device.startswith("CPU") and info.iterations > 0
+
+
+def test_auto_lambda_and_psnr_against_the_truth():
+    coord, k, truth = scan()
+    image, info = recon.reconstruct(k, coord, (32, 32), 240.0, device="cpu", truth=truth)
+    assert info.lam_rule.startswith("discrepancy") and info.lam > 0
+    err = np.linalg.norm(np.abs(image) - truth) / np.linalg.norm(truth)
+    assert err < 0.1, err
+    assert image.dtype == np.complex64
+    assert set(info.seconds) >= {"plan", "q", "fhd", "cg"}
+
+
+def test_ctrl_c_stops_a_long_call():
+    coord, k, _ = scan(48)
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        # 10^6 iterations with no tolerance: hours, unless interrupted
+        recon.reconstruct(
+            k, coord, (48, 48), device="cpu", lam=0.01, iterations=1_000_000,
+            settings={"solver.tolerance": 0.0},
+        )
+    assert time.monotonic() - t < 20
+
+
+def test_the_gil_is_released_while_computing():
+    coord, k, _ = scan(48)
+    done = threading.Event()
+    ticks = 0
+
+    def work():
+        recon.reconstruct(k, coord, (48, 48), device="cpu", lam=0.01, iterations=300,
+                          settings={"solver.tolerance": 0.0})
+        done.set()
+
+    th = threading.Thread(target=work)
+    th.start()
+    while not done.is_set():
+        ticks += 1
+        time.sleep(0.001)
+    th.join()
+    assert ticks > 20, ticks
