@@ -35,10 +35,12 @@ use datasets::{attr3, check_numbers, open_numbers, optional, read_checked, real_
 use recon_core::{Complex, Grid, Volume};
 use std::path::Path;
 
+mod arrays;
 mod bytes;
 mod datasets;
 mod series;
 mod write;
+pub use arrays::check_arrays;
 pub(crate) use datasets::Need as ReadNeed;
 pub(crate) use datasets::{check_fits, check_matrix};
 pub use write::write_scan;
@@ -196,13 +198,7 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
         [c, m, _] => (c, m),
         _ => (1, dshape[0]),
     };
-    if !(1..=MAX_COILS).contains(&coils) {
-        return Err(bad(
-            path,
-            "kspace/data",
-            format!("has {coils} coils: there must be 1 to {MAX_COILS}"),
-        ));
-    }
+    check_coils(path, coils)?;
     if tshape[0] != dm {
         return Err(bad(
             path,
@@ -214,19 +210,7 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
         ));
     }
     let m = tshape[0];
-    if m == 0 {
-        return Err(bad(path, "kspace/trajectory", "holds no samples"));
-    }
-    if m > recon_core::MAX_SAMPLES {
-        return Err(bad(
-            path,
-            "kspace/trajectory",
-            format!(
-                "declares {m} samples; at most {} are allowed",
-                recon_core::MAX_SAMPLES
-            ),
-        ));
-    }
+    check_samples(path, m)?;
     let truth = match optional(&file, path, "reference", "truth")? {
         Some(ds) => {
             let name = "reference/truth";
@@ -354,39 +338,20 @@ pub fn read_scan_with(path: &Path, opts: &ReadOptions) -> Result<Scan, IoError> 
     })
 }
 
-/// Every sample within Nyquist (`|k_d| <= N_d/2`).
-fn check_nyquist(path: &Path, traj: &[[f64; 3]], n: [usize; 3]) -> Result<(), IoError> {
-    for (m, k) in traj.iter().enumerate() {
-        if let Some(d) = beyond_nyquist(*k, n) {
-            return Err(bad(
-                path,
-                "kspace/trajectory",
-                format!(
-                    "sample {m} has k{} = {} beyond Nyquist ({} for matrix {}): check the units (cycles/FOV), or opt in with scan.allow_beyond_nyquist",
-                    ["x", "y", "z"][d], k[d], n[d] as f64 / 2.0, n[d]
-                ),
-            ));
-        }
+/// 1 to [`MAX_COILS`] coils.
+fn check_coils(path: &Path, coils: usize) -> Result<(), IoError> {
+    if !(1..=MAX_COILS).contains(&coils) {
+        return Err(bad(
+            path,
+            "kspace/data",
+            format!("has {coils} coils: there must be 1 to {MAX_COILS}"),
+        ));
     }
     Ok(())
 }
 
-/// A scan made in memory (a Python caller's arrays), checked as
-/// [`read_scan`] checks a file's values: the coil count, samples present
-/// and within the limit, every value finite, the trajectory spread and
-/// within Nyquist (unless `allow_beyond_nyquist`), the maps' scale. The
-/// shapes are the caller's to make consistent; errors name the datasets a
-/// scan file would hold them in, and `name` for the file.
-pub fn check_arrays(scan: &Scan, name: &str, allow_beyond_nyquist: bool) -> Result<(), IoError> {
-    let path = Path::new(name);
-    if !(1..=MAX_COILS).contains(&scan.coils) {
-        return Err(bad(
-            path,
-            "kspace/data",
-            format!("has {} coils: there must be 1 to {MAX_COILS}", scan.coils),
-        ));
-    }
-    let m = scan.traj.len();
+/// 1 to [`recon_core::MAX_SAMPLES`] samples.
+fn check_samples(path: &Path, m: usize) -> Result<(), IoError> {
     if m == 0 {
         return Err(bad(path, "kspace/trajectory", "holds no samples"));
     }
@@ -400,36 +365,22 @@ pub fn check_arrays(scan: &Scan, name: &str, allow_beyond_nyquist: bool) -> Resu
             ),
         ));
     }
-    fn finite(path: &Path, what: &str, mut v: impl Iterator<Item = f64>) -> Result<(), IoError> {
-        match v.position(|x| !x.is_finite()) {
-            Some(i) => Err(bad(
+    Ok(())
+}
+
+/// Every sample within Nyquist (`|k_d| <= N_d/2`).
+fn check_nyquist(path: &Path, traj: &[[f64; 3]], n: [usize; 3]) -> Result<(), IoError> {
+    for (m, k) in traj.iter().enumerate() {
+        if let Some(d) = beyond_nyquist(*k, n) {
+            return Err(bad(
                 path,
-                what,
-                format!("holds a value that is not finite at index {i}: values must be finite"),
-            )),
-            None => Ok(()),
+                "kspace/trajectory",
+                format!(
+                    "sample {m} has k{} = {} beyond Nyquist ({} for matrix {}): check the units (cycles/FOV), or opt in with scan.allow_beyond_nyquist",
+                    ["x", "y", "z"][d], k[d], n[d] as f64 / 2.0, n[d]
+                ),
+            ));
         }
-    }
-    let pairs = |v: &[Complex<f64>]| v.iter().flat_map(|c| [c.re, c.im]).collect::<Vec<_>>();
-    finite(
-        path,
-        "kspace/trajectory",
-        scan.traj.iter().flatten().copied(),
-    )?;
-    finite(path, "kspace/data", pairs(&scan.data).into_iter())?;
-    if let Some(CoilNoise::Samples(v) | CoilNoise::Covariance(v)) = &scan.noise {
-        finite(path, "kspace/noise", pairs(v).into_iter())?;
-    }
-    if let Some(maps) = &scan.maps {
-        finite(path, "coils/maps", maps.iter().flat_map(|m| pairs(m)))?;
-        check_maps_scale(path, maps, scan.grid.len())?;
-    }
-    if let Some(t) = &scan.truth {
-        finite(path, "reference/truth", t.iter().copied())?;
-    }
-    crate::check_spread(path, "kspace/trajectory", &scan.traj)?;
-    if !allow_beyond_nyquist {
-        check_nyquist(path, &scan.traj, scan.grid.n)?;
     }
     Ok(())
 }
