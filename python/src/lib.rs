@@ -153,10 +153,30 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// Runs the `recon` command line `args` (without the program's name) in
+/// this process, as the binary would (outputs, report.json, the summary
+/// on stdout), the scan file read here: the batch's task per scan. Raises
+/// [`ReconError`] with the binary's message.
+#[pyfunction]
+#[pyo3(name = "run")]
+fn run_command(py: Python<'_>, args: Vec<String>) -> PyResult<()> {
+    py.detach(|| recon::run_hosted(&args))
+        .map_err(ReconError::new_err)
+}
+
+/// The GPUs recon can use here (0 without a usable driver, NVRTC or
+/// cuFFT).
+#[pyfunction]
+fn gpus() -> usize {
+    recon_cuda::probe().unwrap_or(0)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ReconError", m.py().get_type::<ReconError>())?;
     m.add_function(wrap_pyfunction!(run::reconstruct, m)?)?;
+    m.add_function(wrap_pyfunction!(run_command, m)?)?;
+    m.add_function(wrap_pyfunction!(gpus, m)?)?;
     m.add_function(wrap_pyfunction!(scan::read_scan, m)?)?;
     m.add_function(wrap_pyfunction!(scan::write_scan, m)?)?;
     m.add_class::<operator::Operator>()?;

@@ -143,6 +143,21 @@ pub(crate) struct QArgs {
     pub(crate) device: Option<DeviceChoice>,
 }
 
+/// `recon batch`'s arguments.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct BatchArgs {
+    /// The manifest (TOML): the scans, their settings and output folders.
+    pub(crate) manifest: PathBuf,
+    /// A Dask scheduler's address (default: a local cluster, one worker
+    /// per GPU or per CPU socket).
+    #[arg(long)]
+    pub(crate) scheduler: Option<String>,
+    /// The Python that has the package (default: `$RECON_PYTHON`, else
+    /// `python3`).
+    #[arg(long)]
+    pub(crate) python: Option<PathBuf>,
+}
+
 /// `recon check`'s arguments: those of a run.
 pub(crate) type CheckArgs = RunArgs;
 
@@ -187,6 +202,10 @@ pub(crate) enum Command {
     /// Check a config (and the files it names, the memory the run needs and
     /// the output folder) without computing anything.
     Check(CheckArgs),
+    /// Reconstruct every scan of a manifest, one Dask task each, through
+    /// the Python package (`pip install ./python`; `python -m pydoc
+    /// recon.batch` describes the manifest).
+    Batch(BatchArgs),
     /// Internal: reads an untrusted input file for the parent process.
     #[command(hide = true, name = "read-input")]
     ReadInput(reader::ReadInputArgs),

@@ -37,23 +37,55 @@ use recon_q::Stored;
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// When the process started (as near as `main` knows): a run's report
-/// accounts for its whole wall time from here.
-static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+/// When the process started (as near as `main` knows), or a hosted run
+/// ([`run_hosted`]): a run's report accounts for its whole wall time from
+/// here.
+static START: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
 
 /// Seconds spent reading scan files while loading configs (a run's
 /// report counts them as its `read`, not its set-up).
 static SCAN_READ: std::sync::Mutex<f64> = std::sync::Mutex::new(0.0);
 
-/// Seconds since the process started.
+/// Whether scan files are read in this process: a host such as the Python
+/// package, whose executable is not recon's (the binary reads them in a
+/// child process of its own executable).
+static HOSTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One hosted run at a time in a process (the clock and the read time above
+/// are the process's).
+static HOSTED_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Seconds since the process (or the hosted run) started.
 pub(crate) fn since_start() -> f64 {
-    START.get_or_init(Instant::now).elapsed().as_secs_f64()
+    let mut s = START.lock().unwrap_or_else(|e| e.into_inner());
+    s.get_or_insert_with(Instant::now).elapsed().as_secs_f64()
+}
+
+/// Runs the command line `args` (without the program's name) in this
+/// process, as the binary would, but for a host: scan files are read in
+/// this process, no signal handler is installed, the devices are released
+/// at the end, and errors come back as values (their text as the binary
+/// prints it: [`error_chain`]). The Python package's batch runs each scan
+/// so. Runs in one process take turns.
+pub fn run_hosted(args: &[String]) -> std::result::Result<(), String> {
+    let _turn = HOSTED_RUN.lock().unwrap_or_else(|e| e.into_inner());
+    HOSTED.store(true, std::sync::atomic::Ordering::Relaxed);
+    *START.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    *SCAN_READ.lock().unwrap_or_else(|e| e.into_inner()) = 0.0;
+    let argv = std::iter::once("recon".to_string()).chain(args.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+    ui::set_verbosity(match (cli.quiet, cli.verbose) {
+        (true, _) => ui::Verbosity::Quiet,
+        (_, true) => ui::Verbosity::Verbose,
+        _ => ui::Verbosity::Normal,
+    });
+    run(cli).map_err(|e| error_chain(&e))
 }
 
 /// The `recon` command line: parses the arguments, runs, and returns the
 /// exit status (errors are printed, each cause once).
 pub fn main() -> ExitCode {
-    START.get_or_init(Instant::now);
+    since_start();
     let cli = Cli::parse();
     ui::set_verbosity(match (cli.quiet, cli.verbose) {
         (true, _) => ui::Verbosity::Quiet,
@@ -146,8 +178,12 @@ fn load_and(
 ) -> Result<Loaded> {
     let read = |p: &std::path::Path, units, beyond| {
         let t = Instant::now();
-        let scan = reader::read_isolated(p, units, beyond)
-            .map_err(|e| recon_pipeline::Error::Other(e.into()));
+        let scan = if HOSTED.load(std::sync::atomic::Ordering::Relaxed) {
+            recon_pipeline::read_in_process(p, units, beyond)
+        } else {
+            reader::read_isolated(p, units, beyond)
+                .map_err(|e| recon_pipeline::Error::Other(e.into()))
+        };
         *SCAN_READ.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
         scan
     };
@@ -189,6 +225,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Inspect(args) => inspect::run(&args),
         Command::Import(args) => import::run(&args),
         Command::Check(args) => check(&args),
+        Command::Batch(args) => batch(&args),
         Command::ReadInput(args) => reader::read_input(&args),
         Command::Simulate(args) => {
             let l = load_config(&args.config, None)?;
@@ -229,8 +266,11 @@ fn run(cli: Cli) -> Result<()> {
             }
             let done = on_backend!(&chosen, b => run_pipeline(b, l, outputs, &opened));
             // The process ends here: the driver frees a GPU's context and
-            // memory at exit faster than dropping them one by one would.
-            std::mem::forget(chosen);
+            // memory at exit faster than dropping them one by one would (a
+            // host goes on, and frees them).
+            if !HOSTED.load(std::sync::atomic::Ordering::Relaxed) {
+                std::mem::forget(chosen);
+            }
             done
         }
     }
@@ -280,6 +320,42 @@ fn check(args: &CheckArgs) -> Result<()> {
         l.output_dir()?.display()
     );
     Ok(())
+}
+
+/// `recon batch`: the Python package's batch (`python -m recon.batch`),
+/// the same code as `recon.batch.reconstruct_many`; its status is ours.
+fn batch(args: &cli::BatchArgs) -> Result<()> {
+    let python = args
+        .python
+        .clone()
+        .or_else(|| std::env::var_os("RECON_PYTHON").map(Into::into))
+        .unwrap_or_else(|| "python3".into());
+    let found = std::process::Command::new(&python)
+        .args(["-c", "import recon.batch, distributed"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !found.is_ok_and(|s| s.success()) {
+        anyhow::bail!(
+            "recon batch runs through the Python package, which {} cannot import with Dask: \
+             install them (`{0} -m pip install ./python 'dask[distributed]'` from recon's folder), \
+             or name another Python with --python",
+            python.display()
+        );
+    }
+    let mut cmd = std::process::Command::new(&python);
+    cmd.args(["-m", "recon.batch"]).arg(&args.manifest);
+    if let Some(s) = &args.scheduler {
+        cmd.args(["--scheduler", s]);
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("running {} -m recon.batch", python.display()))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(1) => anyhow::bail!("some scans failed (the summary above names them)"),
+        _ => anyhow::bail!("the batch ended with {status}"),
+    }
 }
 
 /// `recon q`: Q into the cache, and stop.
