@@ -38,7 +38,11 @@ __all__ = [
     "ReconError",
     "Info",
     "Scan",
+    "Linop",
     "Nufft",
+    "Sense",
+    "Gradient",
+    "Wavelet",
     "reconstruct",
     "read_scan",
     "write_scan",
@@ -339,17 +343,83 @@ def write_scan(
     _native.write_scan(str(path), data, traj, matrix, fov, n, m, t)
 
 
-class Nufft:
-    """The encoding operator F of one trajectory on one device: images
-    (``shape``) to samples (``coord.shape[:-1]``), ``F x = phi(k) sum_r
-    x(r) exp(-2 pi i k . r)`` with recon's voxel basis phi. Its normal map
-    is the Toeplitz product with Q (computed once, through recon's Q
-    cache), as recon's solver applies it.
+class Linop:
+    """One of recon's linear operators on one device: ``forward``,
+    ``adjoint`` and ``normal`` take and return arrays of the operator's
+    input shape ``ishape`` and output shape ``oshape``, computed in its
+    precision (``dtype``: complex64 in f32, complex128 in f64);
+    :meth:`linear_operator` and :meth:`normal_operator` give SciPy's
+    ``LinearOperator`` on flattened vectors, for a solver of your own."""
 
-    ``forward``, ``adjoint`` and ``normal`` take and return arrays in the
-    package's conventions; :meth:`linear_operator` gives a
-    ``scipy.sparse.linalg.LinearOperator`` on flattened vectors.
-    """
+    def __init__(self, op, ishape: tuple, oshape: tuple):
+        self._op = op
+        self.ishape, self.oshape = tuple(ishape), tuple(oshape)
+        rows, cols = op.shape
+        if (rows, cols) != (int(np.prod(self.oshape)), int(np.prod(self.ishape))):
+            raise ReconError(f"internal error: operator of shape {op.shape} for {self.oshape} x {self.ishape}")
+        for line in op.notes:
+            log.info(line)
+        self.device = op.device
+        self.dtype = np.dtype(np.complex128 if op.double else np.complex64)
+
+    def _vector(self, name: str, x: Array, shape: tuple) -> np.ndarray:
+        v = _complex(name, x)
+        if v.shape != shape:
+            raise ValueError(f"{name} has shape {v.shape}: expected {shape}")
+        return np.ascontiguousarray(v.reshape(-1))
+
+    def forward(self, x: Array) -> np.ndarray:
+        """``A x``"""
+        return self._op.forward(self._vector("x", x, self.ishape)).reshape(self.oshape).astype(self.dtype)
+
+    def adjoint(self, y: Array) -> np.ndarray:
+        """``A^H y``"""
+        return self._op.adjoint(self._vector("y", y, self.oshape)).reshape(self.ishape).astype(self.dtype)
+
+    def normal(self, x: Array) -> np.ndarray:
+        """``A^H A x`` (for F and SENSE: the Toeplitz product, as recon's
+        solver applies it)."""
+        return self._op.normal(self._vector("x", x, self.ishape)).reshape(self.ishape).astype(self.dtype)
+
+    def linear_operator(self):
+        """A as a ``scipy.sparse.linalg.LinearOperator`` (``matvec`` A,
+        ``rmatvec`` A^H) on flattened vectors."""
+        from scipy.sparse.linalg import LinearOperator
+
+        m, n = int(np.prod(self.oshape)), int(np.prod(self.ishape))
+        return LinearOperator(
+            (m, n),
+            matvec=lambda x: self.forward(np.reshape(x, self.ishape)).reshape(-1),
+            rmatvec=lambda y: self.adjoint(np.reshape(y, self.oshape)).reshape(-1),
+            dtype=self.dtype,
+        )
+
+    def normal_operator(self):
+        """``A^H A`` as a Hermitian ``scipy.sparse.linalg.LinearOperator``."""
+        from scipy.sparse.linalg import LinearOperator
+
+        n = int(np.prod(self.ishape))
+        f = lambda x: self.normal(np.reshape(x, self.ishape)).reshape(-1)  # noqa: E731
+        return LinearOperator((n, n), matvec=f, rmatvec=f, dtype=self.dtype)
+
+
+def _engine(device, precision, basis="box", kind="nufft", tolerance=None) -> str:
+    keys = {"device": device, "precision": precision, "basis": basis, "kind": kind, "tolerance": tolerance}
+    return "\n".join(f"{k} = {_toml(v)}" for k, v in keys.items() if v is not None)
+
+
+def _toml(v) -> str:
+    return f'"{v}"' if isinstance(v, str) else repr(float(v))
+
+
+class Nufft(Linop):
+    """The encoding operator F of one trajectory: images (``shape``) to
+    samples (``coord.shape[:-1]``), ``F x = phi(k) sum_r x(r) exp(-2 pi i
+    k . r)`` with recon's voxel basis phi (``basis="delta"``: phi = 1, as
+    SigPy). ``engine="nufft"`` to ``tolerance`` (recon's default 1e-6), or
+    ``"exact"`` (direct sums). Its normal map is the Toeplitz product with
+    Q (computed once, through recon's Q cache; ``toeplitz=False``: F^H F
+    by its two maps)."""
 
     def __init__(
         self,
@@ -364,57 +434,61 @@ class Nufft:
         engine: str = "nufft",
         toeplitz: bool = True,
     ):
-        self.shape = tuple(int(n) for n in shape)
+        shape = tuple(int(n) for n in shape)
         c = np.asarray(coord)
-        self.samples_shape = c.shape[:-1]
-        matrix, fov = _grid(self.shape, fov_mm)
-        keys = {"device": device, "precision": precision, "basis": basis, "kind": engine, "tolerance": tolerance}
-        text = "\n".join(f"{k} = {v!r}".replace("'", '"') for k, v in keys.items() if v is not None)
-        self._op = _native.Operator.encoding(_traj(c, len(self.shape)), matrix, fov, text, toeplitz)
-        for line in self._op.notes:
-            log.info(line)
-        self.device = self._op.device
-        self.dtype = np.dtype(np.complex128 if self._op.double else np.complex64)
+        matrix, fov = _grid(shape, fov_mm)
+        text = _engine(device, precision, basis, engine, tolerance)
+        op = _native.Operator.encoding(_traj(c, len(shape)), matrix, fov, text, toeplitz)
+        super().__init__(op, shape, c.shape[:-1])
 
-    def _vector(self, name: str, x: Array, shape: tuple) -> np.ndarray:
-        v = _complex(name, x)
-        if v.shape != shape:
-            raise ValueError(f"{name} has shape {v.shape}: expected {shape}")
-        return np.ascontiguousarray(v.reshape(-1))
 
-    def forward(self, x: Array) -> np.ndarray:
-        """``F x``: the image's samples."""
-        y = self._op.forward(self._vector("x", x, self.shape))
-        return y.reshape(self.samples_shape).astype(self.dtype)
+class Sense(Linop):
+    """SENSE's operator ``E x = [F (S_1 x); ...; F (S_C x)]`` with coil
+    sensitivities ``maps`` (``[C, *shape]``): images to ``[C,
+    *coord.shape[:-1]]``; its normal map is recon's solver's (the Toeplitz
+    product with each map folded in). Keywords as :class:`Nufft`."""
 
-    def adjoint(self, y: Array) -> np.ndarray:
-        """``F^H y``: the samples' image."""
-        x = self._op.adjoint(self._vector("y", y, self.samples_shape))
-        return x.reshape(self.shape).astype(self.dtype)
+    def __init__(
+        self,
+        coord: Array,
+        maps: Array,
+        fov_mm: Union[None, float, Sequence[float]] = None,
+        *,
+        tolerance: Optional[float] = None,
+        device: str = "auto",
+        precision: str = "f32",
+        basis: str = "box",
+        engine: str = "nufft",
+    ):
+        m = _complex("maps", maps)
+        shape = m.shape[1:]
+        c = np.asarray(coord)
+        matrix, fov = _grid(shape, fov_mm)
+        text = _engine(device, precision, basis, engine, tolerance)
+        rows = np.ascontiguousarray(m.reshape(m.shape[0], -1))
+        op = _native.Operator.sense(_traj(c, len(shape)), matrix, fov, rows, text)
+        super().__init__(op, shape, (m.shape[0],) + c.shape[:-1])
 
-    def normal(self, x: Array) -> np.ndarray:
-        """``F^H F x``, by the Toeplitz product."""
-        z = self._op.normal(self._vector("x", x, self.shape))
-        return z.reshape(self.shape).astype(self.dtype)
 
-    def linear_operator(self):
-        """F as a ``scipy.sparse.linalg.LinearOperator`` on flattened
-        vectors (``matvec`` F, ``rmatvec`` F^H)."""
-        from scipy.sparse.linalg import LinearOperator
+class Gradient(Linop):
+    """Total variation's operator: forward differences of an image
+    (``shape``, 2-D or 3-D) along each axis, ``x[i + e_a] - x[i]`` and 0
+    at the far edge (a symmetric boundary), as ``[3, *shape]``: the x, y
+    and z differences in turn (in 2-D the third is 0)."""
 
-        m, n = int(np.prod(self.samples_shape)), int(np.prod(self.shape))
-        return LinearOperator(
-            (m, n),
-            matvec=lambda x: self.forward(np.reshape(x, self.shape)).reshape(-1),
-            rmatvec=lambda y: self.adjoint(np.reshape(y, self.samples_shape)).reshape(-1),
-            dtype=self.dtype,
-        )
+    def __init__(self, shape: Sequence[int], *, device: str = "auto", precision: str = "f32"):
+        shape = tuple(int(n) for n in shape)
+        matrix, _ = _grid(shape, None)
+        op = _native.Operator.prior("gradient", matrix, _engine(device, precision))
+        super().__init__(op, shape, (3,) + shape)
 
-    def normal_operator(self):
-        """F^H F (the Toeplitz product) as a Hermitian
-        ``scipy.sparse.linalg.LinearOperator``."""
-        from scipy.sparse.linalg import LinearOperator
 
-        n = int(np.prod(self.shape))
-        f = lambda x: self.normal(np.reshape(x, self.shape)).reshape(-1)  # noqa: E731
-        return LinearOperator((n, n), matvec=f, rmatvec=f, dtype=self.dtype)
+class Wavelet(Linop):
+    """The wavelet prior's operator: the orthonormal Daubechies-2 transform
+    of an image (``shape``), its coefficients in place (``shape``)."""
+
+    def __init__(self, shape: Sequence[int], *, device: str = "auto", precision: str = "f32"):
+        shape = tuple(int(n) for n in shape)
+        matrix, _ = _grid(shape, None)
+        op = _native.Operator.prior("wavelet", matrix, _engine(device, precision))
+        super().__init__(op, shape, shape)

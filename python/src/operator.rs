@@ -68,53 +68,76 @@ impl Operator {
         toeplitz: bool,
     ) -> PyResult<Operator> {
         let traj = trajectory(&traj)?;
-        let cfg: EngineCfg = toml::from_str(engine)
-            .map_err(|e| PyValueError::new_err(format!("engine settings: {e}")))?;
+        let cfg = engine_cfg(engine)?;
         let grid = Grid::new(matrix, fov_mm)
             .map_err(py_err)?
             .with_basis(cfg.basis());
-        let notes = std::sync::Mutex::new(Vec::new());
-        let note = |m: &str| {
-            notes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(m.to_string())
+        let make = MakeEncoding {
+            engine: cfg.engine(),
+            grid,
+            traj,
+            toeplitz,
+            maps: None,
         };
-        let cache = recon_pipeline::config::default_cache_dir();
-        let chosen = recon_pipeline::choose_backend(&cfg, &cache, &note).map_err(py_err)?;
-        let notes = notes.into_inner().unwrap_or_else(|e| e.into_inner());
-        let engine = cfg.engine();
-        let q_cache = recon_q::Cache::new(cache);
-        let inner = py.detach(|| -> recon_pipeline::Result<Inner> {
-            Ok(match chosen {
-                Chosen::Cuda(b) => {
-                    let op = encoding(&b, engine, &grid, &traj, toeplitz, &q_cache)?;
-                    Inner::Cuda(b, op)
-                }
-                Chosen::Cpu(Precision::F32) => {
-                    let b = CpuBackend::<f32>::new();
-                    let op = encoding(&b, engine, &grid, &traj, toeplitz, &q_cache)?;
-                    Inner::Cpu32(b, op)
-                }
-                Chosen::Cpu(Precision::F64) => {
-                    let b = CpuBackend::<f64>::new();
-                    let op = encoding(&b, engine, &grid, &traj, toeplitz, &q_cache)?;
-                    Inner::Cpu64(b, op)
-                }
-            })
-        });
-        let inner = inner.map_err(py_err)?;
-        let device = match &inner {
-            Inner::Cpu32(b, _) => b.describe(),
-            Inner::Cpu64(b, _) => b.describe(),
-            Inner::Cuda(b, _) => b.describe(),
+        Operator::made(py, &cfg, &make)
+    }
+
+    /// SENSE's operator `E = [F S_1; ...; F S_C]` with the coil `maps`
+    /// (`[C, voxels]`, x fastest): images to each coil's samples in turn;
+    /// its normal map is the solver's (the Toeplitz product with each map
+    /// folded in). Arguments as [`Operator::encoding`].
+    #[staticmethod]
+    #[pyo3(signature = (traj, matrix, fov_mm, maps, engine=""))]
+    fn sense(
+        py: Python<'_>,
+        traj: PyReadonlyArray2<'_, f64>,
+        matrix: [usize; 3],
+        fov_mm: [f64; 3],
+        maps: PyReadonlyArray2<'_, Complex64>,
+        engine: &str,
+    ) -> PyResult<Operator> {
+        let traj = trajectory(&traj)?;
+        let cfg = engine_cfg(engine)?;
+        let grid = Grid::new(matrix, fov_mm)
+            .map_err(py_err)?
+            .with_basis(cfg.basis());
+        let (_, n, v) = crate::convert::rows(&maps);
+        if n != grid.len() {
+            return Err(PyValueError::new_err(format!(
+                "the maps have {n} values each, expected {} (one per voxel)",
+                grid.len()
+            )));
+        }
+        let maps = v.chunks_exact(n).map(<[_]>::to_vec).collect();
+        let make = MakeEncoding {
+            engine: cfg.engine(),
+            grid,
+            traj,
+            toeplitz: true,
+            maps: Some(maps),
         };
-        Ok(Operator {
-            inner: std::sync::Mutex::new(inner),
-            shape: (traj.len(), grid.len()),
-            device,
-            notes,
-        })
+        Operator::made(py, &cfg, &make)
+    }
+
+    /// A sparse prior's operator on images of `matrix` (x, y, z): `kind`
+    /// "gradient" (total variation's forward differences along x, y and
+    /// z: three fields in turn) or "wavelet" (the orthonormal
+    /// Daubechies-2 transform, unshifted). `engine` as for
+    /// [`Operator::encoding`] (its device and precision).
+    #[staticmethod]
+    #[pyo3(signature = (kind, matrix, engine=""))]
+    fn prior(py: Python<'_>, kind: &str, matrix: [usize; 3], engine: &str) -> PyResult<Operator> {
+        let cfg = engine_cfg(engine)?;
+        let kind = match kind {
+            "gradient" => Prior::Gradient,
+            "wavelet" => Prior::Wavelet,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "prior operator {other:?}: expected \"gradient\" or \"wavelet\""
+                )))
+            }
+        };
+        Operator::made(py, &cfg, &MakePrior { kind, n: matrix })
     }
 
     /// `A x`
@@ -152,6 +175,51 @@ impl Operator {
 }
 
 impl Operator {
+    /// The operator `make` makes, on the backend `cfg` chooses.
+    fn made(py: Python<'_>, cfg: &EngineCfg, make: &(impl Make + Sync)) -> PyResult<Operator> {
+        let notes = std::sync::Mutex::new(Vec::new());
+        let note = |m: &str| {
+            notes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(m.to_string())
+        };
+        let cache = recon_pipeline::config::default_cache_dir();
+        let chosen = recon_pipeline::choose_backend(cfg, &cache, &note).map_err(py_err)?;
+        let notes = notes.into_inner().unwrap_or_else(|e| e.into_inner());
+        let q_cache = recon_q::Cache::new(cache);
+        let inner = py.detach(|| -> recon_pipeline::Result<Inner> {
+            Ok(match chosen {
+                Chosen::Cuda(b) => {
+                    let op = make.make(&b, &q_cache)?;
+                    Inner::Cuda(b, op)
+                }
+                Chosen::Cpu(Precision::F32) => {
+                    let b = CpuBackend::<f32>::new();
+                    let op = make.make(&b, &q_cache)?;
+                    Inner::Cpu32(b, op)
+                }
+                Chosen::Cpu(Precision::F64) => {
+                    let b = CpuBackend::<f64>::new();
+                    let op = make.make(&b, &q_cache)?;
+                    Inner::Cpu64(b, op)
+                }
+            })
+        });
+        let inner = inner.map_err(py_err)?;
+        let (device, [rows, cols]) = match &inner {
+            Inner::Cpu32(b, op) => (b.describe(), op.shape()),
+            Inner::Cpu64(b, op) => (b.describe(), op.shape()),
+            Inner::Cuda(b, op) => (b.describe(), op.shape()),
+        };
+        Ok(Operator {
+            inner: std::sync::Mutex::new(inner),
+            shape: (rows, cols),
+            device,
+            notes,
+        })
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -183,30 +251,92 @@ impl Operator {
     }
 }
 
+/// The `[engine]` keys given as TOML.
+fn engine_cfg(text: &str) -> PyResult<EngineCfg> {
+    toml::from_str(text).map_err(|e| PyValueError::new_err(format!("engine settings: {e}")))
+}
+
+/// Makes an operator on any backend.
+trait Make {
+    fn make<B>(
+        &self,
+        backend: &B,
+        cache: &recon_q::Cache,
+    ) -> recon_pipeline::Result<Box<dyn LinearOp<B>>>
+    where
+        B: NufftBackend + 'static,
+        B::Real: Stored;
+}
+
 /// F of `traj` on `grid`, its normal map the Toeplitz product with Q
-/// (from the cache, or computed and cached) where `toeplitz`.
-fn encoding<B>(
-    backend: &B,
+/// (from the cache, or computed and cached) where `toeplitz`; with
+/// `maps`, SENSE's stack over coils of F after each map.
+struct MakeEncoding {
     engine: recon_encoding::Engine,
-    grid: &Grid,
-    traj: &[[f64; 3]],
+    grid: Grid,
+    traj: Vec<[f64; 3]>,
     toeplitz: bool,
-    cache: &recon_q::Cache,
-) -> recon_pipeline::Result<Box<dyn LinearOp<B>>>
-where
-    B: NufftBackend + 'static,
-    B::Real: Stored,
-{
-    let plan = Plan::new(backend, engine, grid, traj)?;
-    let q = match toeplitz {
-        true => Some(
-            recon_q::load_or_compute(&plan, Some(cache), &mut |_, _| {})
-                .context("computing Q")?
-                .0,
-        ),
-        false => None,
-    };
-    Ok(Box::new(Encoding::new(backend, &plan, q.as_deref())?))
+    maps: Option<Vec<Vec<Complex<f64>>>>,
+}
+
+impl Make for MakeEncoding {
+    fn make<B>(
+        &self,
+        backend: &B,
+        cache: &recon_q::Cache,
+    ) -> recon_pipeline::Result<Box<dyn LinearOp<B>>>
+    where
+        B: NufftBackend + 'static,
+        B::Real: Stored,
+    {
+        let plan = Plan::new(backend, self.engine, &self.grid, &self.traj)?;
+        let q = match self.toeplitz {
+            true => Some(
+                recon_q::load_or_compute(&plan, Some(cache), &mut |_, _| {})
+                    .context("computing Q")?
+                    .0,
+            ),
+            false => None,
+        };
+        Ok(match (&self.maps, q) {
+            (Some(maps), Some(q)) => {
+                let maps: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| of_f64(m)).collect();
+                let t = recon_cg::Toeplitz::new(backend, &self.grid, &q)?;
+                Box::new(recon_encoding::SenseTerm::new(
+                    backend, &plan, t, &maps, None,
+                )?)
+            }
+            (_, q) => Box::new(Encoding::new(backend, &plan, q.as_deref())?),
+        })
+    }
+}
+
+enum Prior {
+    Gradient,
+    Wavelet,
+}
+
+/// A sparse prior's operator on the grid `n`.
+struct MakePrior {
+    kind: Prior,
+    n: [usize; 3],
+}
+
+impl Make for MakePrior {
+    fn make<B>(
+        &self,
+        backend: &B,
+        _: &recon_q::Cache,
+    ) -> recon_pipeline::Result<Box<dyn LinearOp<B>>>
+    where
+        B: NufftBackend + 'static,
+        B::Real: Stored,
+    {
+        Ok(match self.kind {
+            Prior::Gradient => Box::new(recon_ops::Gradient::new(backend, self.n)?),
+            Prior::Wavelet => Box::new(recon_ops::Wavelet::new(backend, self.n)?),
+        })
+    }
 }
 
 fn apply<B: Backend>(

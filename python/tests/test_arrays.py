@@ -118,3 +118,38 @@ def test_recon_errors_carry_the_binary_messages(tmp_path):
         recon.reconstruct(k / 4, coord / 4, (16, 16), device="cpu", iterations=0)
     with pytest.raises(recon.ReconError, match="missing.h5"):
         recon.read_scan(tmp_path / "missing.h5")
+
+
+def test_sense_is_the_stack_of_f_after_each_map():
+    # E x = [F (S_1 x); F (S_2 x)]; <E x, y> = <x, E^H y> (f64 rounding);
+    # E^H E by the Toeplitz product against E^H (E x) (tolerance 1e-6).
+    coord = radial(16, 20)
+    maps = crandn((2, 16, 16))
+    E = recon.Sense(coord, maps, 200.0, device="cpu", precision="f64")
+    F = recon.Nufft(coord, (16, 16), 200.0, device="cpu", precision="f64")
+    assert E.oshape == (2,) + coord.shape[:-1]
+    x, y = crandn((16, 16)), crandn(E.oshape)
+    ex = E.forward(x)
+    for c in range(2):
+        np.testing.assert_allclose(ex[c], F.forward(maps[c] * x), rtol=1e-10, atol=1e-10)
+    assert abs(np.vdot(ex, y) - np.vdot(x, E.adjoint(y))) / abs(np.vdot(ex, y)) < 1e-12
+    ref = E.adjoint(ex)
+    assert np.abs(E.normal(x) - ref).max() / np.abs(ref).max() < 1e-5
+
+
+def test_prior_operators_against_closed_forms():
+    g = recon.Gradient((4, 6, 8), device="cpu", precision="f64")
+    z, y, x = np.meshgrid(np.arange(4), np.arange(6), np.arange(8), indexing="ij")
+    d = g.forward((2 * x + 3 * y + 5 * z).astype(complex))
+    # forward differences of a ramp: its slopes, 0 at each far edge
+    np.testing.assert_allclose(d[0][:, :, :-1], 2)
+    np.testing.assert_allclose(d[0][:, :, -1], 0)
+    np.testing.assert_allclose(d[1][:, :-1, :], 3)
+    np.testing.assert_allclose(d[2][:-1], 5)
+    v, w = crandn((4, 6, 8)), crandn((3, 4, 6, 8))
+    assert abs(np.vdot(g.forward(v), w) - np.vdot(v, g.adjoint(w))) < 1e-10 * abs(np.vdot(v, g.adjoint(w)))
+    # the wavelet transform is orthonormal: W^H W = I, |W x| = |x|
+    wv = recon.Wavelet((8, 16, 16), device="cpu", precision="f64")
+    v = crandn((8, 16, 16))
+    np.testing.assert_allclose(wv.adjoint(wv.forward(v)), v, atol=1e-12)
+    assert abs(np.linalg.norm(wv.forward(v)) - np.linalg.norm(v)) < 1e-10 * np.linalg.norm(v)

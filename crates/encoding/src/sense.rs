@@ -179,6 +179,23 @@ impl<'a, B: NufftBackend + 'a> Normal<B> for SenseTerm<'a, B> {
     }
 }
 
+/// E itself, `[C M, N]` (each coil's samples in turn), for callers that
+/// apply E and E^H (the Python package); its normal map is the solver's.
+impl<'a, B: NufftBackend + 'a> LinearOp<B> for SenseTerm<'a, B> {
+    fn shape(&self) -> [usize; 2] {
+        self.op.shape()
+    }
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        self.op.forward(backend, out, x)
+    }
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
+        self.op.adjoint(backend, out, y)
+    }
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        self.op.normal(backend, out, x)
+    }
+}
+
 impl<'a, B: NufftBackend + 'a> DataTerm<B> for SenseTerm<'a, B> {
     fn map_peak(&self) -> f64 {
         self.peak
