@@ -88,6 +88,9 @@ class Scan:
     noise_covariance: Optional[np.ndarray] = None
     maps: Optional[np.ndarray] = None
     truth: Optional[np.ndarray] = None
+    #: A proton-density reference for the anatomical prior, on its own
+    #: grid: ``(image, fov_mm)``, the image in the package's axis order.
+    anatomy: Optional[tuple] = None
     geometry: Optional[dict] = None
     #: For a file of several images (ISMRMRD slices, contrasts, ...): each
     #: image's description and its samples' range along the last axis.
@@ -186,6 +189,7 @@ def reconstruct(
     precision: str = "f32",
     tolerance: Optional[float] = None,
     truth: Optional[Array] = None,
+    anatomy: Optional[tuple] = None,
     settings: Optional[Mapping[str, Any]] = None,
 ) -> tuple[np.ndarray, Info]:
     """Reconstructs one image from its samples, as ``recon scan.h5`` would
@@ -204,6 +208,9 @@ def reconstruct(
         or "cpu". precision: "f32" or "f64" (the GPU computes in f32).
     tolerance: the NUFFT's relative error (recon's default 1e-6).
     truth: the true image (``shape``, real), to report PSNR against.
+    anatomy: ``(image, fov_mm)``, a proton-density reference on its own
+        grid (each size even), for ``settings={"regulariser.kind":
+        "anatomical"}`` (and the ``dtv`` prior), as :class:`Scan` holds it.
     settings: any other config key, as ``{"solver.tolerance": 1e-6}``
         (the binary's ``--set``).
 
@@ -249,9 +256,15 @@ def reconstruct(
         if t.shape != tuple(shape):
             raise ValueError(f"truth has shape {t.shape}: expected {tuple(shape)}")
         t = np.ascontiguousarray(t.reshape(-1))
+    ref = None
+    if anatomy is not None:
+        a_image, a_fov = anatomy
+        a = np.asarray(a_image, dtype=np.float64)
+        a_matrix, a_fov = _grid(a.shape, a_fov)
+        ref = (np.ascontiguousarray(a.reshape(-1)), a_matrix, a_fov)
     pairs.update(settings or {})
     sets = [f"{k}={_setting(v)}" for k, v in pairs.items() if v is not None]
-    out = _native.reconstruct(data, traj, matrix, fov, given_maps, noise_rows, t, sets)
+    out = _native.reconstruct(data, traj, matrix, fov, given_maps, noise_rows, t, ref, sets)
     for line in out["notes"]:
         log.info(line)
     for w in out["warnings"]:
@@ -276,6 +289,13 @@ def reconstruct(
     return _image(out["image"], shape, double), info
 
 
+def _anatomy(a) -> tuple:
+    values, (nx, ny, nz), (fx, fy, fz) = a
+    if nz == 1:
+        return np.asarray(values).reshape(ny, nx), (fy, fx)
+    return np.asarray(values).reshape(nz, ny, nx), (fz, fy, fx)
+
+
 def _scan_of(d: dict) -> Scan:
     nx, ny, nz = d["matrix"]
     fx, fy, fz = d["fov_mm"]
@@ -298,6 +318,7 @@ def _scan_of(d: dict) -> Scan:
         noise_covariance=np.asarray(d["noise_covariance"]).reshape(c, c) if "noise_covariance" in d else None,
         maps=np.asarray(d["maps"]).reshape((c,) + shape) if "maps" in d else None,
         truth=np.asarray(d["truth"]).reshape(shape) if "truth" in d else None,
+        anatomy=_anatomy(d["anatomy"]) if "anatomy" in d else None,
         geometry=geometry,
         parts=list(d["parts"]),
     )

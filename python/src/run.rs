@@ -20,11 +20,13 @@ const ARRAYS: &str = "(arrays)";
 /// Reconstructs the scan of `kspace` (`[C, M]`) on `traj` (`[M, 3]`,
 /// (kx, ky, kz) in cycles/FOV) for the image `matrix` (x, y, z) and
 /// `fov_mm`, with optional coil `maps` (`[C, voxels]`, x fastest) and
-/// `noise` samples (`[C, K]`), and `settings` as the binary's `--set`
+/// `noise` samples (`[C, K]`), the `truth` (voxels), an `anatomy`
+/// reference `(values, matrix, fov_mm)` on its own grid (the anatomical
+/// prior's), and `settings` as the binary's `--set`
 /// pairs (`solver.lambda=0.01`). Returns a dict: the image and the
 /// gridding (x fastest), and the run's figures.
 #[pyfunction]
-#[pyo3(signature = (kspace, traj, matrix, fov_mm, maps=None, noise=None, truth=None, settings=Vec::new()))]
+#[pyo3(signature = (kspace, traj, matrix, fov_mm, maps=None, noise=None, truth=None, anatomy=None, settings=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reconstruct<'py>(
     py: Python<'py>,
@@ -35,9 +37,15 @@ pub(crate) fn reconstruct<'py>(
     maps: Option<PyReadonlyArray2<'py, Complex64>>,
     noise: Option<PyReadonlyArray2<'py, Complex64>>,
     truth: Option<PyReadonlyArray1<'py, f64>>,
+    anatomy: Option<(PyReadonlyArray1<'py, f64>, [usize; 3], [f64; 3])>,
     settings: Vec<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let scan = scan_of(&kspace, &traj, matrix, fov_mm, maps, noise, truth)?;
+    let mut scan = scan_of(&kspace, &traj, matrix, fov_mm, maps, noise, truth)?;
+    if let Some((values, n, fov)) = anatomy {
+        let grid = recon_core::Grid::new(n, fov).map_err(py_err)?;
+        let values = values.as_array().to_vec();
+        scan.anatomy = Some(recon_core::Volume::new(grid, values).map_err(py_err)?);
+    }
     let (image, notes, messages, warnings) = interruptible(py, move |cancel| {
         let ui = PyUi::new(cancel);
         let notes = Mutex::new(Vec::new());

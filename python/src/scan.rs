@@ -60,6 +60,10 @@ pub(crate) fn read_scan<'py>(
     if let Some(t) = s.truth {
         d.set_item("truth", PyArray1::from_vec(py, t))?;
     }
+    if let Some(a) = s.anatomy {
+        let (n, fov) = (a.grid.n, a.grid.fov_mm);
+        d.set_item("anatomy", (PyArray1::from_vec(py, a.values), n, fov))?;
+    }
     if let Some(g) = s.geometry {
         d.set_item("position_mm", g.position_mm)?;
         d.set_item("read_dir", g.read_dir)?;
