@@ -5,6 +5,8 @@
 # the binary built beside it (RECON_BIN, default target/release/recon).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# As scripts/test.sh builds the crates, so that the extension reuses them.
+export CARGO_PROFILE_RELEASE_DEBUG=${CARGO_PROFILE_RELEASE_DEBUG:-0}
 pip=(python3 -m pip install -q --disable-pip-version-check)
 if ! python3 -c 'import pytest, scipy, h5py, numpy, distributed' >/dev/null 2>&1; then
     echo "python-test: installing pytest, scipy, h5py, numpy and dask[distributed] with pip" >&2
