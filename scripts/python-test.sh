@@ -14,4 +14,4 @@ if ! python3 -c 'import pytest, scipy, h5py, numpy, distributed' >/dev/null 2>&1
 fi
 "${pip[@]}" ./python
 # From the repository root: python/ itself must not shadow the installed package.
-RECON_BIN=${RECON_BIN:-$PWD/target/release/recon} python3 -m pytest -q -p no:cacheprovider python/tests
+RECON_BIN=${RECON_BIN:-$PWD/target/release/recon} python3 -m pytest -q -rs -p no:cacheprovider python/tests

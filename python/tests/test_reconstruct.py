@@ -88,3 +88,31 @@ def test_the_gil_is_released_while_computing():
         time.sleep(0.001)
     th.join()
     assert ticks > 20, ticks
+
+
+def test_on_the_gpu_it_equals_the_binary(tmp_path, binary):
+    """GPU: the package and the binary on one scan file, device "cuda"."""
+    if recon._native.gpus() == 0:
+        pytest.skip("no usable GPU here: the GPU check of reconstruct() is skipped")
+    h5py = pytest.importorskip("h5py")
+    coord, k, truth = scan()
+    f = tmp_path / "scan.h5"
+    recon.write_scan(f, k, coord, (32, 32), 240.0)
+    out = tmp_path / "out"
+    subprocess.run([str(binary), str(f), "--out", str(out), "--lambda", "0.01", "--device", "cuda", "-q"], check=True)
+    with h5py.File(out / "recon.h5") as h:
+        ref = h["recon"][...]
+    ref = ref[..., 0] + 1j * ref[..., 1] if ref.dtype.kind == "f" else ref
+    s = recon.read_scan(f)
+    image, info = recon.reconstruct(s.kspace, s.coord, s.shape, s.fov_mm, lam=0.01, device="cuda")
+    assert "CPU" not in info.device
+    ref = ref.reshape(image.shape)
+    # one GPU, one computation in float32 (atomics may change the last bits)
+    assert np.abs(image - ref).max() / np.abs(ref).max() < 1e-4
+    # and the operators on the GPU against the CPU in float64 (NUFFT
+    # tolerance 1e-6 and float32 sums: 1e-4 of the peak)
+    x = blob((32, 32)).astype(complex)
+    g = recon.Nufft(coord, (32, 32), 240.0, device="cuda")
+    c = recon.Nufft(coord, (32, 32), 240.0, device="cpu", precision="f64")
+    for a, b in ((g.forward(x), c.forward(x)), (g.normal(x), c.normal(x))):
+        assert np.abs(a - b).max() / np.abs(b).max() < 1e-4
