@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use recon_encoding::NufftBackend;
 use recon_io::scan::{CoilNoise, Scan};
-use recon_pipeline::config::{self, Loaded, Settings};
-use recon_pipeline::{on_backend, Image};
+use recon_pipeline::config::{self, DeviceChoice, Loaded, Precision, Settings};
+use recon_pipeline::{on_backend, Chosen, Image};
 use recon_q::Stored;
 use std::sync::Mutex;
 
@@ -157,11 +157,26 @@ fn run(
     }
     .compose(&format!("[scan]\nfile = {ARRAYS:?}\n"))?;
     let mut l = config::in_memory(&text, scan)?;
-    let chosen = recon_pipeline::backend_for(&mut l, None, note)?;
     let warnings = l.warnings.clone();
-    let image = on_backend!(&chosen, b => series(b, l, ui))?;
-    Ok((image, warnings))
+    let mut kept = BACKEND.lock().unwrap_or_else(|e| e.into_inner());
+    let e = &l.cfg.engine;
+    let key = (e.device, e.precision, e.threads, config::cache_dir(&l.cfg));
+    let chosen = match kept.take() {
+        Some((k, chosen)) if k == key => chosen,
+        _ => recon_pipeline::backend_for(&mut l, None, note)?,
+    };
+    let image = on_backend!(&chosen, b => series(b, l, ui));
+    *kept = Some((key, chosen));
+    Ok((image?, warnings))
 }
+
+/// The engine settings a backend was chosen for.
+type Key = (DeviceChoice, Precision, usize, std::path::PathBuf);
+
+/// The backend of the last call, kept for the next one with the same
+/// engine settings: opening a GPU and loading its kernels costs some 0.2 s
+/// a call (bench/python-2026-11-26). Calls in one process take turns.
+static BACKEND: Mutex<Option<(Key, Chosen)>> = Mutex::new(None);
 
 /// Whether the settings allow samples beyond Nyquist.
 fn allow_beyond_nyquist(settings: &[String]) -> bool {
