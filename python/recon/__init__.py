@@ -100,6 +100,16 @@ class Scan:
 Array = Any
 
 
+def _notes(lines) -> None:
+    """The binary's lines on its choice of device: each to the ``recon``
+    logger (INFO), and a GPU that ``device="auto"`` could not use also as a
+    RuntimeWarning (shown once per call site), as the binary says it."""
+    for line in lines:
+        log.info(line)
+        if "no usable GPU" in line:
+            warnings.warn(line, RuntimeWarning, stacklevel=3)
+
+
 def _grid(shape: Sequence[int], fov_mm) -> tuple[list[int], list[float]]:
     """The image shape (image order) as recon's matrix (x, y, z) and FOV."""
     shape = tuple(int(n) for n in shape)
@@ -265,8 +275,7 @@ def reconstruct(
     pairs.update(settings or {})
     sets = [f"{k}={_setting(v)}" for k, v in pairs.items() if v is not None]
     out = _native.reconstruct(data, traj, matrix, fov, given_maps, noise_rows, t, ref, sets)
-    for line in out["notes"]:
-        log.info(line)
+    _notes(out["notes"])
     for w in out["warnings"]:
         warnings.warn(w, RuntimeWarning, stacklevel=2)
     double = precision == "f64"
@@ -378,8 +387,7 @@ class Linop:
         rows, cols = op.shape
         if (rows, cols) != (int(np.prod(self.oshape)), int(np.prod(self.ishape))):
             raise ReconError(f"internal error: operator of shape {op.shape} for {self.oshape} x {self.ishape}")
-        for line in op.notes:
-            log.info(line)
+        _notes(op.notes)
         self.device = op.device
         self.dtype = np.dtype(np.complex128 if op.double else np.complex64)
 

@@ -153,3 +153,11 @@ def test_prior_operators_against_closed_forms():
     v = crandn((8, 16, 16))
     np.testing.assert_allclose(wv.adjoint(wv.forward(v)), v, atol=1e-12)
     assert abs(np.linalg.norm(wv.forward(v)) - np.linalg.norm(v)) < 1e-10 * np.linalg.norm(v)
+
+
+def test_auto_says_why_it_runs_on_the_cpu():
+    if recon._native.gpus() > 0:
+        pytest.skip("a GPU is usable here: auto takes it, no fallback to check")
+    with pytest.warns(RuntimeWarning, match="device auto: no usable GPU"):
+        F = recon.Nufft(radial(8, 4), (8, 8))
+    assert F.device.startswith("CPU")
