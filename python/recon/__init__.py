@@ -399,16 +399,16 @@ class Linop:
 
     def forward(self, x: Array) -> np.ndarray:
         """``A x``"""
-        return self._op.forward(self._vector("x", x, self.ishape)).reshape(self.oshape).astype(self.dtype)
+        return self._op.apply("forward", self._vector("x", x, self.ishape)).reshape(self.oshape).astype(self.dtype)
 
     def adjoint(self, y: Array) -> np.ndarray:
         """``A^H y``"""
-        return self._op.adjoint(self._vector("y", y, self.oshape)).reshape(self.ishape).astype(self.dtype)
+        return self._op.apply("adjoint", self._vector("y", y, self.oshape)).reshape(self.ishape).astype(self.dtype)
 
     def normal(self, x: Array) -> np.ndarray:
         """``A^H A x`` (for F and SENSE: the Toeplitz product, as recon's
         solver applies it)."""
-        return self._op.normal(self._vector("x", x, self.ishape)).reshape(self.ishape).astype(self.dtype)
+        return self._op.apply("normal", self._vector("x", x, self.ishape)).reshape(self.ishape).astype(self.dtype)
 
     def linear_operator(self):
         """A as a ``scipy.sparse.linalg.LinearOperator`` (``matvec`` A,

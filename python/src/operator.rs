@@ -140,31 +140,25 @@ impl Operator {
         Operator::made(py, &cfg, &MakePrior { kind, n: matrix })
     }
 
-    /// `A x`
-    fn forward<'py>(
+    /// `map` of `x`: "forward" (`A x`), "adjoint" (`A^H x`) or "normal"
+    /// (`A^H A x`).
+    fn apply<'py>(
         &self,
         py: Python<'py>,
+        map: &str,
         x: PyReadonlyArray1<'py, Complex64>,
     ) -> PyResult<Bound<'py, PyArray1<Complex64>>> {
-        self.map(py, Map::Forward, x)
-    }
-
-    /// `A^H y`
-    fn adjoint<'py>(
-        &self,
-        py: Python<'py>,
-        y: PyReadonlyArray1<'py, Complex64>,
-    ) -> PyResult<Bound<'py, PyArray1<Complex64>>> {
-        self.map(py, Map::Adjoint, y)
-    }
-
-    /// `A^H A x`
-    fn normal<'py>(
-        &self,
-        py: Python<'py>,
-        x: PyReadonlyArray1<'py, Complex64>,
-    ) -> PyResult<Bound<'py, PyArray1<Complex64>>> {
-        self.map(py, Map::Normal, x)
+        let which = match map {
+            "forward" => Map::Forward,
+            "adjoint" => Map::Adjoint,
+            "normal" => Map::Normal,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "map {other:?}: expected \"forward\", \"adjoint\" or \"normal\""
+                )))
+            }
+        };
+        self.map(py, which, x)
     }
 
     /// Whether it computes in float64.
