@@ -2,6 +2,8 @@
 binary's messages, the operators are adjoint and their normal map is
 F^H F."""
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -161,3 +163,27 @@ def test_auto_says_why_it_runs_on_the_cpu():
     with pytest.warns(RuntimeWarning, match="device auto: no usable GPU"):
         F = recon.Nufft(radial(8, 4), (8, 8))
     assert F.device.startswith("CPU")
+
+
+def test_read_ismrmrd_fixtures():
+    from conftest import REPO
+
+    fixtures = REPO / "tests" / "fixtures"
+    s = recon.read_ismrmrd(fixtures / "test-small-3coils.ismrmrd.h5")
+    assert s.kspace.ndim == 2 and s.kspace.shape[0] == 3  # [C, M]
+    assert s.coord.shape == (s.kspace.shape[1], len(s.shape))
+    multi = recon.read_ismrmrd(fixtures / "test-small-2contrasts.ismrmrd.h5")
+    assert len(multi.parts) == 2 and "contrast" in multi.parts[1][0]
+    (first, a, b), (_, c, d) = multi.parts
+    assert a == 0 and b == c and d == multi.coord.shape[0]
+    with pytest.raises(recon.ReconError, match="not an ISMRMRD file"):
+        recon.read_ismrmrd(_scan_file())
+
+
+def _scan_file():
+    import tempfile
+
+    f = pathlib.Path(tempfile.mkdtemp()) / "s.h5"
+    coord = radial(8, 4)
+    recon.write_scan(f, np.ones(coord.shape[:-1], complex), coord, (8, 8))
+    return f
