@@ -80,22 +80,29 @@ subprocess.run(
 report = json.loads((run_dir / "report.json").read_text())
 print(f"binary: PSNR {report['psnr_db']:.2f} dB, {report['seconds']['total']:.2f} s")
 
-# %% SigPy on the same arrays, when installed: its least squares with the
-# plain first-difference W (SigPy has no anatomical W) by 60 CG
-# iterations, lambda relative to the diagonal of its A^H A (M, the sample
-# count) as recon's relative lambda is: 0.464, the uniform W's best on
-# this config. SigPy's model has no voxel volume (recon's box basis has),
+# %% SigPy on the same arrays, when installed (on its GPU when CuPy is):
+# its least squares with the plain first-difference W (SigPy has no
+# anatomical W) by 60 CG iterations, lambda relative to the diagonal of
+# its A^H A as recon's relative lambda is (0.464: the uniform W's best on
+# this config). SigPy's model has no voxel volume (recon's box basis has),
 # so its image is scaled by the best real factor onto the truth first.
 try:
     import sigpy as sp
 except ImportError:
     print("SigPy: not installed (pip install sigpy), skipped")
 else:
-    y = scan.kspace.astype(np.complex64)
-    coord = scan.coord.astype(np.float32)
+    dev = sp.Device(0 if sp.config.cupy_enabled else -1)
+    y = sp.to_device(scan.kspace.astype(np.complex64), dev)
+    coord = sp.to_device(scan.coord.astype(np.float32), dev)
     A = sp.linop.NUFFT(scan.shape, coord, width=6, oversamp=2.0)
     G = sp.linop.FiniteDifference(scan.shape)
-    t = time.perf_counter()
-    x = sp.app.LinearLeastSquares(A, y, lamda=0.464 * len(y), G=G, max_iter=60, show_pbar=False).run()
+    with dev:
+        delta = dev.xp.zeros(scan.shape, np.complex64)
+        centre = tuple(n // 2 for n in scan.shape)
+        delta[centre] = 1
+        diag = float(abs((A.H * A)(delta)[centre]))
+        t = time.perf_counter()
+        x = sp.app.LinearLeastSquares(A, y, lamda=0.464 * diag, G=G, max_iter=60, show_pbar=False).run()
+        x = sp.to_device(x, sp.cpu_device)
     s = np.sum(np.abs(x) * scan.truth) / np.sum(np.abs(x) ** 2)
-    print(f"SigPy (uniform W): PSNR {psnr(s * x, scan.truth):.2f} dB (scaled), {time.perf_counter() - t:.2f} s")
+    print(f"SigPy (uniform W, {dev}): PSNR {psnr(s * x, scan.truth):.2f} dB (scaled), {time.perf_counter() - t:.2f} s")
