@@ -42,6 +42,7 @@ __all__ = [
     "Nufft",
     "Sense",
     "Gradient",
+    "DirectionalGradient",
     "Wavelet",
     "reconstruct",
     "read_scan",
@@ -509,6 +510,24 @@ class Gradient(Linop):
         shape = tuple(int(n) for n in shape)
         matrix, _ = _grid(shape, None)
         op = _native.Operator.prior("gradient", matrix, _engine(device, precision))
+        super().__init__(op, shape, (3,) + shape)
+
+
+class DirectionalGradient(Linop):
+    """Directional total variation's operator: :class:`Gradient` weighted
+    per voxel by ``P = I - xi xi^T``, ``xi`` the real ``reference``
+    image's gradient over ``sqrt(|grad r|^2 + eta^2)`` (``eta`` relative to
+    its largest gradient norm, recon's ``prior.eta``), so that the image's
+    gradient across the reference's edges is not penalised."""
+
+    def __init__(self, reference: Array, *, eta: float = 0.2, device: str = "auto", precision: str = "f32"):
+        r = np.asarray(reference)
+        if r.dtype.kind not in "fiu":
+            raise TypeError(f"reference has dtype {r.dtype}: expected real numbers")
+        shape = r.shape
+        matrix, _ = _grid(shape, None)
+        values = np.ascontiguousarray(r.astype(np.float64).reshape(-1))
+        op = _native.Operator.prior("directional", matrix, _engine(device, precision), values, float(eta))
         super().__init__(op, shape, (3,) + shape)
 
 

@@ -58,6 +58,12 @@ class Operator:
         engine: str = "",
     ) -> "Operator": ...
     @staticmethod
-    def prior(kind: str, matrix: Sequence[int], engine: str = "") -> "Operator": ...
+    def prior(
+        kind: str,
+        matrix: Sequence[int],
+        engine: str = "",
+        reference: Optional[npt.NDArray[np.float64]] = None,
+        eta: float = 0.2,
+    ) -> "Operator": ...
     def apply(self, map: str, x: npt.NDArray[np.complex128]) -> npt.NDArray[np.complex128]:
         """map: "forward" (A x), "adjoint" (A^H x) or "normal" (A^H A x)."""

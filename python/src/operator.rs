@@ -121,21 +121,34 @@ impl Operator {
 
     /// A sparse prior's operator on images of `matrix` (x, y, z): `kind`
     /// "gradient" (total variation's forward differences along x, y and
-    /// z: three fields in turn) or "wavelet" (the orthonormal
-    /// Daubechies-2 transform, unshifted). `engine` as for
+    /// z: three fields in turn), "directional" (directional TV's: the
+    /// gradient weighted by `P = I - xi xi^T` of the real `reference`
+    /// image on the grid, eta `eta` of its largest gradient) or "wavelet"
+    /// (the orthonormal Daubechies-2 transform, unshifted). `engine` as for
     /// [`Operator::encoding`] (its device and precision).
     #[staticmethod]
-    #[pyo3(signature = (kind, matrix, engine=""))]
-    fn prior(py: Python<'_>, kind: &str, matrix: [usize; 3], engine: &str) -> PyResult<Operator> {
+    #[pyo3(signature = (kind, matrix, engine="", reference=None, eta=0.2))]
+    fn prior(
+        py: Python<'_>,
+        kind: &str,
+        matrix: [usize; 3],
+        engine: &str,
+        reference: Option<PyReadonlyArray1<'_, f64>>,
+        eta: f64,
+    ) -> PyResult<Operator> {
         let cfg = engine_cfg(engine)?;
-        let kind = match kind {
-            "gradient" => Prior::Gradient,
-            "wavelet" => Prior::Wavelet,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "prior operator {other:?}: expected \"gradient\" or \"wavelet\""
-                )))
+        let kind = match (kind, reference) {
+            ("gradient", _) => Prior::Gradient,
+            ("wavelet", _) => Prior::Wavelet,
+            ("directional", Some(r)) => Prior::Directional(r.as_array().to_vec(), eta),
+            ("directional", None) => {
+                return Err(PyValueError::new_err(
+                    "the directional operator needs a reference image",
+                ))
             }
+            (other, _) => return Err(PyValueError::new_err(format!(
+                "prior operator {other:?}: expected \"gradient\", \"directional\" or \"wavelet\""
+            ))),
         };
         Operator::made(py, &cfg, &MakePrior { kind, n: matrix })
     }
@@ -307,6 +320,8 @@ impl Make for MakeEncoding {
 
 enum Prior {
     Gradient,
+    /// The reference (x fastest) and eta relative to its largest gradient.
+    Directional(Vec<f64>, f64),
     Wavelet,
 }
 
@@ -326,8 +341,13 @@ impl Make for MakePrior {
         B: NufftBackend + 'static,
         B::Real: Stored,
     {
-        Ok(match self.kind {
+        Ok(match &self.kind {
             Prior::Gradient => Box::new(recon_ops::Gradient::new(backend, self.n)?),
+            Prior::Directional(r, eta) => {
+                let p = recon_ops::Directional::from_reference(backend, self.n, r, *eta)?;
+                let g = recon_ops::Gradient::new(backend, self.n)?;
+                Box::new(recon_ops::Compose::new(backend, p, g)?)
+            }
             Prior::Wavelet => Box::new(recon_ops::Wavelet::new(backend, self.n)?),
         })
     }
