@@ -146,9 +146,11 @@ impl Operator {
                     "the directional operator needs a reference image",
                 ))
             }
-            (other, _) => return Err(PyValueError::new_err(format!(
+            (other, _) => {
+                return Err(PyValueError::new_err(format!(
                 "prior operator {other:?}: expected \"gradient\", \"directional\" or \"wavelet\""
-            ))),
+            )))
+            }
         };
         Operator::made(py, &cfg, &MakePrior { kind, n: matrix })
     }

@@ -13,6 +13,7 @@ mod bench;
 mod bench_nufft;
 mod bench_sense;
 mod cli;
+mod commands;
 mod import;
 mod inspect;
 mod output;
@@ -30,8 +31,8 @@ pub(crate) use ui::Bars;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use cli::{CheckArgs, Cli, Command, RunArgs};
-use config::{DeviceChoice, Loaded, Precision};
+use cli::{Cli, Command, RunArgs};
+use config::{DeviceChoice, Loaded};
 pub(crate) use recon_pipeline::{on_backend, Chosen};
 use recon_q::Stored;
 use std::process::ExitCode;
@@ -224,12 +225,12 @@ fn run(cli: Cli) -> Result<()> {
         Command::ParboilQ(args) => parboil::run(&args, &Bars),
         Command::Inspect(args) => inspect::run(&args),
         Command::Import(args) => import::run(&args),
-        Command::Check(args) => check(&args),
-        Command::Batch(args) => batch(&args),
+        Command::Check(args) => commands::check(&args),
+        Command::Batch(args) => commands::batch(&args),
         Command::ReadInput(args) => reader::read_input(&args),
         Command::Simulate(args) => {
             let l = load_config(&args.config, None)?;
-            simulate(&l, &args.out)
+            commands::simulate(&l, &args.out)
         }
         Command::Validate(args) => {
             args.check()?;
@@ -239,7 +240,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Q(args) => {
             let mut l = load_config(&args.config, None)?;
             let chosen = backend_for(&mut l, args.device)?;
-            on_backend!(chosen, b => q_command(b, &l))
+            on_backend!(chosen, b => commands::q_command(b, &l))
         }
         Command::Run(args) => {
             // A GPU's driver and contexts start while the scan file is read.
@@ -292,157 +293,6 @@ fn load_run(args: &RunArgs, checked: &dyn Fn(&config::Config)) -> Result<Loaded>
         args.out.as_deref(),
         checked,
     )
-}
-
-/// `recon check`: everything a run checks before it computes.
-fn check(args: &CheckArgs) -> Result<()> {
-    let mut l = load_run(args, &|_| {})?;
-    if let Some(d) = args.device {
-        l.cfg.engine.device = d;
-    }
-    let samples = pipeline::samples(&l)?;
-    let gpu = l.cfg.engine.precision == Precision::F32
-        && l.cfg.engine.device != DeviceChoice::Cpu
-        && recon_cuda::probe().is_ok();
-    let real_bytes = match l.cfg.engine.precision {
-        Precision::F32 => 4,
-        Precision::F64 => 8,
-    };
-    pipeline::check_host_memory(&l, pipeline::Work::Reconstruct, real_bytes, gpu)?;
-    drop(recon_io::OutputDir::prepare(l.output_dir()?).context("the output folder")?);
-    println!(
-        "{}: OK: {} samples of `{}`, matrix {:?}, FOV {:?} mm; outputs to {}",
-        l.path.display(),
-        samples,
-        l.data_name(),
-        l.grid.n,
-        l.grid.fov_mm,
-        l.output_dir()?.display()
-    );
-    Ok(())
-}
-
-/// `recon batch`: the Python package's batch (`python -m recon.batch`),
-/// the same code as `recon.batch.reconstruct_many`; its status is ours.
-fn batch(args: &cli::BatchArgs) -> Result<()> {
-    let python = args
-        .python
-        .clone()
-        .or_else(|| std::env::var_os("RECON_PYTHON").map(Into::into))
-        .unwrap_or_else(|| "python3".into());
-    let found = std::process::Command::new(&python)
-        .args(["-c", "import recon.batch, distributed"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
-    if !found.is_ok_and(|s| s.success()) {
-        anyhow::bail!(
-            "recon batch runs through the Python package, which {} cannot import with Dask: \
-             install them (`{0} -m pip install ./python 'dask[distributed]'` from recon's folder), \
-             or name another Python with --python",
-            python.display()
-        );
-    }
-    let mut cmd = std::process::Command::new(&python);
-    cmd.args(["-m", "recon.batch"]).arg(&args.manifest);
-    if let Some(s) = &args.scheduler {
-        cmd.args(["--scheduler", s]);
-    }
-    let status = cmd
-        .status()
-        .with_context(|| format!("running {} -m recon.batch", python.display()))?;
-    match status.code() {
-        Some(0) => Ok(()),
-        Some(1) => anyhow::bail!("some scans failed (the summary above names them)"),
-        _ => anyhow::bail!("the batch ended with {status}"),
-    }
-}
-
-/// `recon q`: Q into the cache, and stop.
-fn q_command<B>(backend: &B, l: &Loaded) -> Result<()>
-where
-    B: recon_encoding::NufftBackend,
-    B::Real: Stored,
-{
-    pipeline::check_memory(backend, l, pipeline::Work::Q)?;
-    let traj = pipeline::trajectory(l)?;
-    let t = Instant::now();
-    let plan = pipeline::plan(backend, l, &traj)?;
-    let (status, file) = pipeline::q_only(&plan, l, &Bars)?;
-    println!(
-        "Q by {} for {} samples on {:?}: {} in {:.2} s ({})",
-        plan.engine().describe(),
-        traj.len(),
-        l.grid.doubled(),
-        status.word(),
-        t.elapsed().as_secs_f64(),
-        file.map(|f| f.display().to_string())
-            .unwrap_or_else(|| "cache disabled".into())
-    );
-    Ok(())
-}
-
-/// `recon simulate`: synthetic data, truth and anatomy into a scan file.
-fn simulate(l: &Loaded, out: &std::path::Path) -> Result<()> {
-    if let config::Source::Scan(_) = l.source {
-        anyhow::bail!("recon simulate writes synthetic data: the config must have [phantom] and [trajectory], not [scan]");
-    }
-    recon_io::check_writable_file(out).context("the scan file to write")?;
-    pipeline::check_host_memory(l, pipeline::Work::Simulate, 8, false)?;
-    let traj = pipeline::trajectory(l)?;
-    let raw = pipeline::raw_inputs(l, traj, &Bars)?;
-    // The truth as a run of this config reconstructs it (with coils,
-    // weighted by the prepared maps).
-    let prepared_maps = match raw.truth_by_maps {
-        true => {
-            let data = raw.data.clone();
-            pipeline::prepare(
-                l,
-                data,
-                raw.coils,
-                raw.maps.clone(),
-                raw.covariance.as_deref(),
-            )?
-            .maps
-        }
-        false => None,
-    };
-    let truth = pipeline::truth_seen(raw.truth, raw.truth_by_maps, prepared_maps.as_deref());
-    let scan = recon_io::scan::Scan {
-        grid: l.grid,
-        traj: raw.traj,
-        coils: raw.coils,
-        data: raw.data,
-        noise: raw.covariance.map(recon_io::scan::CoilNoise::Covariance),
-        maps: raw.maps,
-        truth,
-        anatomy: raw.anatomy,
-        geometry: None,
-        parts: Vec::new(),
-    };
-    recon_io::scan::write_scan(out, &scan).context("writing the scan file")?;
-    println!(
-        "wrote {} (scan file version {}): {} samples from {} coil{}{}, matrix {:?}, FOV {:?} mm, truth{}",
-        out.display(),
-        scan.version(),
-        scan.traj.len(),
-        scan.coils,
-        if scan.coils > 1 { "s" } else { "" },
-        match (&scan.noise, &scan.maps) {
-            (Some(_), Some(_)) => ", their noise covariance and maps",
-            (Some(_), None) => ", their noise covariance",
-            (None, Some(_)) => ", their maps",
-            (None, None) => "",
-        },
-        scan.grid.n,
-        scan.grid.fov_mm,
-        if scan.anatomy.is_some() {
-            " and anatomy"
-        } else {
-            ""
-        }
-    );
-    Ok(())
 }
 
 fn run_pipeline<B>(
