@@ -28,13 +28,6 @@ pub(crate) fn array<'py>(py: Python<'py>, v: Vec<Complex<f64>>) -> Bound<'py, Py
     PyArray1::from_vec(py, v)
 }
 
-/// Values in the backend's precision.
-pub(crate) fn of_f64<T: recon_core::Real>(v: &[Complex<f64>]) -> Vec<Complex<T>> {
-    v.iter()
-        .map(|c| Complex::new(T::of(c.re), T::of(c.im)))
-        .collect()
-}
-
 pub(crate) fn to_f64<T: recon_core::Real>(v: &[Complex<T>]) -> Vec<Complex<f64>> {
     v.iter()
         .map(|c| Complex::new(c.re.f64(), c.im.f64()))

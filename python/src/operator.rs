@@ -4,7 +4,7 @@
 //! first; each is a `recon_ops::LinearOp` made once and kept with its
 //! backend, so repeated calls reuse its plans and device memory.
 
-use crate::convert::{array, of_f64, to_f64, trajectory};
+use crate::convert::{array, to_f64, trajectory};
 use crate::py_err;
 use numpy::{Complex64, PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
@@ -14,6 +14,7 @@ use recon_cuda::CudaBackend;
 use recon_encoding::{Encoding, NufftBackend, Plan};
 use recon_ops::LinearOp;
 use recon_pipeline::config::{EngineCfg, Precision};
+use recon_pipeline::from_f64;
 use recon_pipeline::{Chosen, Context};
 use recon_q::Stored;
 
@@ -309,7 +310,7 @@ impl Make for MakeEncoding {
         };
         Ok(match (&self.maps, q) {
             (Some(maps), Some(q)) => {
-                let maps: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| of_f64(m)).collect();
+                let maps: Vec<Vec<Complex<B::Real>>> = maps.iter().map(|m| from_f64(m)).collect();
                 let t = recon_cg::Toeplitz::new(backend, &self.grid, &q)?;
                 Box::new(recon_encoding::SenseTerm::new(
                     backend, &plan, t, &maps, None,
@@ -362,7 +363,7 @@ fn apply<B: Backend>(
     x: &[Complex<f64>],
 ) -> recon_core::Result<Vec<Complex<f64>>> {
     let [rows, cols] = op.shape();
-    let x = b.upload(&of_f64::<B::Real>(x))?;
+    let x = b.upload(&from_f64::<B::Real>(x))?;
     let mut out = b.zeros(match which {
         Map::Forward => rows,
         Map::Adjoint | Map::Normal => cols,

@@ -87,8 +87,9 @@ def test_scipy_linear_operator():
     truth = blob((16, 16)).astype(complex)
     y = F.forward(truth)
     N = F.normal_operator()
-    sol, code = sla.cg(N, F.adjoint(y).reshape(-1), maxiter=200, rtol=1e-10)
-    assert code == 0 or np.isfinite(sol).all()
+    # 200 iterations of SciPy's CG reach the noiseless truth to 5% (the
+    # NUFFT's F^H F is well conditioned on this radial sampling)
+    sol, _ = sla.cg(N, F.adjoint(y).reshape(-1), maxiter=200, rtol=1e-10)
     assert np.linalg.norm(sol - truth.reshape(-1)) / np.linalg.norm(truth) < 0.05
 
 
