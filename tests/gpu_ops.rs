@@ -15,7 +15,9 @@ use recon_cg::SparseParams;
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, GroupProx};
 use recon_cuda::{CudaBackend, Options};
 use recon_ops::testing::{adjoint_error, normal_error, random};
-use recon_ops::{shifted_wavelets, Compose, Directional, Gradient, LinearOp, Norm, Stack};
+use recon_ops::{
+    shifted_wavelets, Compose, Directional, Gradient, LinearOp, Norm, Quadratic, Stack,
+};
 
 fn get(b: &CudaBackend, v: &<CudaBackend as Backend>::Vector) -> Vec<Complex<f64>> {
     let mut h = vec![Complex::default(); b.len(v)];
@@ -113,8 +115,18 @@ fn operators_are_adjoint_on_the_gpu() {
     let n = [8, 6, 5];
     let dir = || Directional::from_reference(&g, n, &reference(n), 0.1).unwrap();
     let grad = || Gradient::new(&g, n).unwrap();
+    // the quadratic prior's W: random edge weights and a diagonal
+    let len: usize = n.iter().product();
+    let mut rng = Rng::new(12);
+    let edges = [0, 1, 2].map(|_| (0..len).map(|_| 0.1 + rng.next_f64()).collect());
+    let diag = (0..len).map(|_| rng.next_f64()).collect();
+    let w = recon_core::Stencil::weighted(n, edges)
+        .unwrap()
+        .with_diag(diag)
+        .unwrap();
     let mut ops: Vec<(&str, Box<dyn LinearOp<CudaBackend>>)> = vec![
         ("gradient", Box::new(grad())),
+        ("weighted W", Box::new(Quadratic::new(&g, &w).unwrap())),
         ("directional", Box::new(dir())),
         (
             "directional gradient",

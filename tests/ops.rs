@@ -15,8 +15,8 @@ use recon_cg::{
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, GroupProx, Result};
 use recon_ops::testing::{adjoint_error, normal_error, random};
 use recon_ops::{
-    Compose, Diagonal, Directional, Gradient, GroupNorm, Identity, LinearOp, Norm, Scaled, Stack,
-    Sum,
+    Compose, Diagonal, Directional, Gradient, GroupNorm, Identity, LinearOp, Norm, Quadratic,
+    Scaled, Stack, Sum,
 };
 use tv_reference::{dense_k, tv_reference};
 
@@ -34,15 +34,34 @@ fn reference(n: [usize; 3]) -> Vec<f64> {
         .collect()
 }
 
+/// A W with weighted edges (as the anatomical prior's) and diagonal rows
+/// that vanish at some voxels (as a support mask's).
+fn weighted_w(n: [usize; 3]) -> recon_core::Stencil {
+    let len: usize = n.iter().product();
+    let mut rng = Rng::new(9);
+    let edges = [0, 1, 2].map(|_| (0..len).map(|_| 0.1 + rng.next_f64()).collect());
+    let diag = (0..len)
+        .map(|i| if i % 3 == 0 { 0.0 } else { rng.next_f64() })
+        .collect();
+    recon_core::Stencil::weighted(n, edges)
+        .unwrap()
+        .with_diag(diag)
+        .unwrap()
+}
+
 /// Every operator of recon-ops and each combinator, on a small grid.
 fn operators(be: &Cpu, n: [usize; 3]) -> Vec<(&'static str, Box<dyn LinearOp<Cpu>>)> {
     let len: usize = n.iter().product();
     let g = || Gradient::new(be, n).unwrap();
     let p = || Directional::from_reference(be, n, &reference(n), 0.1).unwrap();
     let d = || Diagonal::new(be, random(len, 7)).unwrap();
+    let quadratic = |w: &recon_core::Stencil| Box::new(Quadratic::new(be, w).unwrap());
     vec![
         ("identity", Box::new(Identity::new(len))),
         ("gradient", Box::new(g())),
+        ("uniform W", quadratic(&recon_core::Stencil::uniform(n))),
+        ("W of planes", quadratic(&recon_core::Stencil::planes(n))),
+        ("weighted W with a diagonal", quadratic(&weighted_w(n))),
         ("directional", Box::new(p())),
         ("diagonal", Box::new(d())),
         ("scaled", Box::new(Scaled::new(-2.5, g()).unwrap())),
@@ -81,6 +100,37 @@ fn every_operator_is_adjoint_and_its_normal_is_a_h_a() {
         assert!(adj < 1e-13, "{name}: <A x, y> vs <x, A^H y> off by {adj:e}");
         assert!(nor < 1e-13, "{name}: normal vs A^H A off by {nor:e}");
     }
+}
+
+#[test]
+fn quadratic_w_is_the_stencils_rows() {
+    // W x row by row from the stencil's definition: a weighted difference
+    // per voxel and axis (zero on the last plane), then the diagonal rows.
+    let n = [5, 4, 3];
+    let len: usize = n.iter().product();
+    let w = weighted_w(n);
+    let be = Cpu::new();
+    let x = random::<f64>(len, 11);
+    let mut got = be.zeros(4 * len).unwrap();
+    Quadratic::new(&be, &w)
+        .unwrap()
+        .forward(&be, &mut got, &x)
+        .unwrap();
+    let (edges, diag) = (w.w.as_ref().unwrap(), w.diag.as_ref().unwrap());
+    let stride = w.strides();
+    let mut want = vec![Complex::new(0.0, 0.0); 4 * len];
+    for d in 0..3 {
+        for i in 0..len {
+            if recon_core::index3(n, i)[d] + 1 < n[d] {
+                want[d * len + i] = (x[i + stride[d]] - x[i]) * edges[d][i];
+            }
+        }
+    }
+    for i in 0..len {
+        want[3 * len + i] = x[i] * diag[i];
+    }
+    // one product and one difference per entry: exact to rounding
+    assert!(nrmse(&got, &want) < 1e-15);
 }
 
 #[test]

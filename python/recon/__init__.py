@@ -44,6 +44,7 @@ __all__ = [
     "Gradient",
     "DirectionalGradient",
     "Wavelet",
+    "Regulariser",
     "reconstruct",
     "read_scan",
     "write_scan",
@@ -540,3 +541,64 @@ class Wavelet(Linop):
         matrix, _ = _grid(shape, None)
         op = _native.Operator.prior("wavelet", matrix, _engine(device, precision))
         super().__init__(op, shape, shape)
+
+
+class Regulariser(Linop):
+    """The quadratic prior's W (``prior="quadratic"``, the default: the
+    penalty ``lam ||W x||^2``) on images of ``shape``: forward differences
+    along x, y and z, each weighted per edge, as three fields in turn
+    (``(3, *shape)``), then, with a support mask, one diagonal row per
+    voxel (``(4, *shape)``). Its ``normal`` is the W^H W that recon's CG
+    applies.
+
+    Without ``reference`` every weight is 1 (``[regulariser] kind =
+    "uniform"``; the same map as :class:`Gradient`). With a real
+    ``reference`` image of ``shape`` (a proton-density scan already on the
+    image grid, ``fov_mm`` as for :func:`reconstruct`) it is the anatomical
+    W (``kind = "anatomical"``): ``edge_weight`` across the reference's
+    boundaries (its gradient above ``edge_threshold`` of its largest) and 1
+    elsewhere, plus ``support_weight`` rows outside ``support_threshold``
+    of its peak when that is given; None keeps recon's default. It is the W
+    of a run's first solve: a second pass's relaxed data edges
+    (``regulariser.data_edges``) depend on the first pass's image."""
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        *,
+        reference: Optional[Array] = None,
+        fov_mm: Union[None, float, Sequence[float]] = None,
+        edge_threshold: Optional[float] = None,
+        edge_weight: Optional[float] = None,
+        support_threshold: Optional[float] = None,
+        support_weight: Optional[float] = None,
+        device: str = "auto",
+        precision: str = "f32",
+    ):
+        shape = tuple(int(n) for n in shape)
+        matrix, fov = _grid(shape, fov_mm)
+        keys = {
+            "edge_threshold": edge_threshold,
+            "edge_weight": edge_weight,
+            "support_threshold": support_threshold,
+            "support_weight": support_weight,
+        }
+        values = None
+        if reference is None:
+            given = [k for k, v in keys.items() if v is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)}: only the anatomical W (a reference) has them")
+        else:
+            r = np.asarray(reference)
+            if r.dtype.kind not in "fiu":
+                raise TypeError(f"reference has dtype {r.dtype}: expected real numbers")
+            if r.shape != shape:
+                raise ValueError(f"reference has shape {r.shape}: expected {shape}")
+            if not np.all(np.isfinite(r)):
+                raise ValueError("reference holds values that are not finite")
+            values = np.ascontiguousarray(r.astype(np.float64).reshape(-1))
+        toml = "\n".join(f"{k} = {_toml(v)}" for k, v in keys.items() if v is not None)
+        engine = _engine(device, precision)
+        op = _native.Operator.prior("quadratic", matrix, engine, values, 0.2, fov, toml)
+        rows = op.shape[0] // int(np.prod(shape))
+        super().__init__(op, shape, (rows,) + shape)

@@ -64,6 +64,8 @@ class Operator:
         engine: str = "",
         reference: Optional[npt.NDArray[np.float64]] = None,
         eta: float = 0.2,
+        fov_mm: Optional[Sequence[float]] = None,
+        regulariser: str = "",
     ) -> "Operator": ...
     def apply(self, map: str, x: npt.NDArray[np.complex128]) -> npt.NDArray[np.complex128]:
         """map: "forward" (A x), "adjoint" (A^H x) or "normal" (A^H A x)."""

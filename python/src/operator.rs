@@ -120,15 +120,20 @@ impl Operator {
         Operator::made(py, &cfg, &make)
     }
 
-    /// A sparse prior's operator on images of `matrix` (x, y, z): `kind`
+    /// A prior's operator on images of `matrix` (x, y, z): `kind`
     /// "gradient" (total variation's forward differences along x, y and
     /// z: three fields in turn), "directional" (directional TV's: the
     /// gradient weighted by `P = I - xi xi^T` of the real `reference`
-    /// image on the grid, eta `eta` of its largest gradient) or "wavelet"
-    /// (the orthonormal Daubechies-2 transform, unshifted). `engine` as for
-    /// [`Operator::encoding`] (its device and precision).
+    /// image on the grid, eta `eta` of its largest gradient), "wavelet"
+    /// (the orthonormal Daubechies-2 transform, unshifted) or "quadratic"
+    /// (the quadratic prior's W: uniform differences, or with a
+    /// `reference` the anatomical W built from it on the grid of
+    /// `fov_mm` with the `[regulariser]` keys given as TOML in
+    /// `regulariser`). `engine` as for [`Operator::encoding`] (its device
+    /// and precision).
     #[staticmethod]
-    #[pyo3(signature = (kind, matrix, engine="", reference=None, eta=0.2))]
+    #[pyo3(signature = (kind, matrix, engine="", reference=None, eta=0.2, fov_mm=None, regulariser=""))]
+    #[allow(clippy::too_many_arguments)]
     fn prior(
         py: Python<'_>,
         kind: &str,
@@ -136,12 +141,16 @@ impl Operator {
         engine: &str,
         reference: Option<PyReadonlyArray1<'_, f64>>,
         eta: f64,
+        fov_mm: Option<[f64; 3]>,
+        regulariser: &str,
     ) -> PyResult<Operator> {
         let cfg = engine_cfg(engine)?;
+        let reference = reference.map(|r| r.as_array().to_vec());
         let kind = match (kind, reference) {
             ("gradient", _) => Prior::Gradient,
             ("wavelet", _) => Prior::Wavelet,
-            ("directional", Some(r)) => Prior::Directional(r.as_array().to_vec(), eta),
+            ("quadratic", r) => Prior::Quadratic(quadratic_w(matrix, fov_mm, r, regulariser)?),
+            ("directional", Some(r)) => Prior::Directional(r, eta),
             ("directional", None) => {
                 return Err(PyValueError::new_err(
                     "the directional operator needs a reference image",
@@ -149,8 +158,9 @@ impl Operator {
             }
             (other, _) => {
                 return Err(PyValueError::new_err(format!(
-                "prior operator {other:?}: expected \"gradient\", \"directional\" or \"wavelet\""
-            )))
+                    "prior operator {other:?}: expected \"gradient\", \"directional\", \"wavelet\" \
+                     or \"quadratic\""
+                )))
             }
         };
         Operator::made(py, &cfg, &MakePrior { kind, n: matrix })
@@ -323,6 +333,8 @@ impl Make for MakeEncoding {
 
 enum Prior {
     Gradient,
+    /// W as the solver's stencil.
+    Quadratic(recon_core::Stencil),
     /// The reference (x fastest) and eta relative to its largest gradient.
     Directional(Vec<f64>, f64),
     Wavelet,
@@ -352,8 +364,36 @@ impl Make for MakePrior {
                 Box::new(recon_ops::Compose::new(backend, p, g)?)
             }
             Prior::Wavelet => Box::new(recon_ops::Wavelet::new(backend, self.n)?),
+            Prior::Quadratic(w) => Box::new(recon_ops::Quadratic::new(backend, w)?),
         })
     }
+}
+
+/// The quadratic prior's W on `matrix`: uniform without a reference, else
+/// the anatomical W of the reference on the grid (`fov_mm`, 1 mm voxels
+/// when `None`) with the `[regulariser]` keys of `keys` (TOML), as a run's
+/// first solve uses it (a second pass's relaxed edges depend on its image).
+fn quadratic_w(
+    matrix: [usize; 3],
+    fov_mm: Option<[f64; 3]>,
+    reference: Option<Vec<f64>>,
+    keys: &str,
+) -> PyResult<recon_core::Stencil> {
+    let cfg: recon_pipeline::config::RegulariserCfg =
+        toml::from_str(keys).map_err(|e| PyValueError::new_err(format!("regulariser: {e}")))?;
+    use recon_pipeline::config::RegulariserKind;
+    let Some(reference) = reference else {
+        if cfg.kind == RegulariserKind::Anatomical {
+            return Err(PyValueError::new_err(
+                "the anatomical W needs a reference image",
+            ));
+        }
+        return Ok(recon_core::Stencil::uniform(matrix));
+    };
+    let fov = fov_mm.unwrap_or(matrix.map(|n| n as f64));
+    let grid = Grid::new(matrix, fov).map_err(py_err)?;
+    let prior = recon_prior::Prior::new(&grid, &reference, &cfg.params()).map_err(py_err)?;
+    Ok(prior.stencil)
 }
 
 fn apply<B: Backend>(

@@ -150,12 +150,17 @@ fn run(
     ui: &PyUi<'_>,
     note: &(dyn Fn(&str) + Sync),
 ) -> recon_pipeline::Result<(Image, Vec<String>)> {
-    recon_io::scan::check_arrays(&scan, ARRAYS, allow_beyond_nyquist(&settings))?;
     let text = Settings {
         scan: None,
         set: settings,
     }
     .compose(&format!("[scan]\nfile = {ARRAYS:?}\n"))?;
+    // the arrays checked as a file read checks them, with the settings'
+    // allowance for samples beyond Nyquist
+    let allow = config::Config::parse(&text)?
+        .scan
+        .is_some_and(|s| s.allow_beyond_nyquist);
+    recon_io::scan::check_arrays(&scan, ARRAYS, allow)?;
     let mut l = config::in_memory(&text, scan)?;
     let warnings = l.warnings.clone();
     let mut kept = BACKEND.lock().unwrap_or_else(|e| e.into_inner());
@@ -177,14 +182,6 @@ type Key = (DeviceChoice, Precision, usize, std::path::PathBuf);
 /// engine settings: opening a GPU and loading its kernels costs some 0.2 s
 /// a call (bench/python-2026-11-26). Calls in one process take turns.
 static BACKEND: Mutex<Option<(Key, Chosen)>> = Mutex::new(None);
-
-/// Whether the settings allow samples beyond Nyquist.
-fn allow_beyond_nyquist(settings: &[String]) -> bool {
-    settings.iter().rev().find_map(|s| {
-        let (k, v) = s.split_once('=')?;
-        (k.trim() == "scan.allow_beyond_nyquist").then(|| v.trim() == "true")
-    }) == Some(true)
-}
 
 fn series<B>(backend: &B, l: Loaded, ui: &PyUi<'_>) -> recon_pipeline::Result<Image>
 where

@@ -1,9 +1,10 @@
-//! Total variation's operators: the 3-D finite differences and the
-//! directional weighting of structure-guided total variation.
+//! Finite differences: total variation's 3-D gradient, the directional
+//! weighting of structure-guided total variation, and the quadratic prior's
+//! weighted differences W.
 
-use crate::{check, LinearOp, Map};
+use crate::{check, Compose, Diagonal, LinearOp, Map, Stack};
 use rayon::prelude::*;
-use recon_core::{Backend, Complex, Error, Real, Result};
+use recon_core::{Backend, Complex, Error, Real, Result, Stencil};
 
 /// The forward differences of a 3-D image of shape `n` along x, y and z:
 /// a field of three components (see [`Backend::grad`]). Isotropic total
@@ -162,5 +163,80 @@ impl<B: Backend> LinearOp<B> for Directional<B> {
         backend.copy(out, x)?;
         backend.project_off(out, &self.xi)?;
         backend.project_off(out, &self.xi)
+    }
+}
+
+/// The quadratic prior's W, `||W rho||^2`, as an operator: the weighted
+/// forward differences of a [`Stencil`], `w[d][n] (x[n + e_d] - x[n])`
+/// along x, y and z (three fields in turn, as [`Gradient`]'s), then its
+/// diagonal rows `diag[n] x[n]` when it has them. Forward and adjoint are
+/// composed from the gradient and diagonals; the normal map is the solver's
+/// own W^H W kernel ([`Backend::add_whw`]), so what is applied here is what
+/// CG applies.
+pub struct Quadratic<B: Backend> {
+    /// W as a composition, for the forward and adjoint maps.
+    rows: Box<dyn LinearOp<B>>,
+    /// The stencil's squared weights, for W^H W.
+    whw: B::Weights,
+    /// Zeros of the image length: `out = 0` before `out += W^H W x`.
+    zero: B::Vector,
+}
+
+impl<B: Backend + 'static> Quadratic<B> {
+    pub fn new(backend: &B, w: &Stencil) -> Result<Self> {
+        w.check()?;
+        let len: usize = w.n.iter().product();
+        let complex = |v: &[f64]| -> Vec<Complex<B::Real>> {
+            v.iter()
+                .map(|&a| Complex::new(B::Real::of(a), B::Real::of(0.0)))
+                .collect()
+        };
+        let gradient = Gradient::new(backend, w.n)?;
+        let differences: Box<dyn LinearOp<B>> = match &w.w {
+            None => Box::new(gradient),
+            Some(edges) => {
+                // one weight per component of the gradient's field; those of
+                // the last plane along an axis meet its zeros
+                let d = backend.upload(&complex(&edges.concat()))?;
+                Box::new(Compose::new(backend, Diagonal::new(backend, d)?, gradient)?)
+            }
+        };
+        let rows: Box<dyn LinearOp<B>> = match &w.diag {
+            None => differences,
+            Some(diag) => {
+                let d = Diagonal::new(backend, backend.upload(&complex(diag))?)?;
+                Box::new(Stack::new(backend, vec![differences, Box::new(d)])?)
+            }
+        };
+        Ok(Quadratic {
+            rows,
+            whw: backend.upload_weights(w)?,
+            zero: backend.zeros(len)?,
+        })
+    }
+}
+
+impl<B: Backend> LinearOp<B> for Quadratic<B> {
+    fn shape(&self) -> [usize; 2] {
+        self.rows.shape()
+    }
+    fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        self.rows.forward(backend, out, x)
+    }
+    fn adjoint(&mut self, backend: &B, out: &mut B::Vector, y: &B::Vector) -> Result<()> {
+        self.rows.adjoint(backend, out, y)
+    }
+    fn normal(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
+        check(
+            backend,
+            "quadratic prior's W",
+            self.shape(),
+            Map::Normal,
+            out,
+            x,
+        )?;
+        // out = W^H W x
+        backend.copy(out, &self.zero)?;
+        backend.add_whw(out, 1.0, x, &self.whw)
     }
 }

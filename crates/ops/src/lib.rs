@@ -33,7 +33,7 @@ pub mod testing;
 mod wavelet;
 
 pub use combine::{Compose, Diagonal, Identity, Scaled, Shared, Stack, Sum};
-pub use finite::{Directional, Gradient};
+pub use finite::{Directional, Gradient, Quadratic};
 pub use norm::{power_norm, GroupNorm, Norm};
 pub use shard::{sum_exp_on_shards, Sharded};
 pub use wavelet::{check_wavelet_grid, shifted_wavelets, Wavelet, WaveletL1, MIN_COARSE};
