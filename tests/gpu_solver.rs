@@ -244,7 +244,9 @@ fn hermitian_q_is_hermitian() {
 fn toeplitz_product_pruned_and_by_pieces_matches_cpu_f64() {
     // Line lengths 2n with kernels of radices 8 and 2 (16), 8 and 4 (32),
     // 8, 4 and 3 (96), 8, 4 and 5 (160), 8, 8 and 4 (256) and 8, 8 and 8
-    // (512), each along x, y and z in turn; non-cubic, so that x, y and z
+    // (512), each along x, y and z in turn; along z at 256 the columns
+    // kernel's 16 points a thread (radices 16 x 16), its product with
+    // FFT(Q) in registers there and at 512; non-cubic, so that x, y and z
     // cannot be swapped unseen. Sizes with a doubled length of 20 or 24 in
     // any direction have no kernel and fall back to the pieces. Each
     // operator is applied twice, to catch state left by the first call.
@@ -254,6 +256,7 @@ fn toeplitz_product_pruned_and_by_pieces_matches_cpu_f64() {
         ([48, 80, 8], true),
         ([128, 16, 8], true),
         ([8, 8, 256], true),
+        ([16, 8, 128], true),
         ([10, 8, 16], false),
         ([16, 12, 8], false),
         ([8, 16, 12], false),

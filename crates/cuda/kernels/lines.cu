@@ -17,9 +17,16 @@
 // toeplitz.rs): half the bytes of a complex kernel.
 //
 // Each line's transform is a Stockham autosort FFT (Govindaraju et al.
-// 2008) of mixed radix 8, 4, 2, 3, 5, a radix-R DFT per thread in registers
-// and a shared-memory exchange per pass. A line of length L has L / 8
-// threads; a radix-R pass gives each up to ceil(8 / R) groups of R points.
+// 2008) of mixed radix 8, 4, 2, 3, 5 (and 16 for the columns of the
+// lengths that columns_points names), a radix-R DFT per thread in
+// registers and a shared-memory exchange per pass. A line of length L has
+// L / P threads, P points each (8, or columns_points(L) for the columns);
+// a radix-R pass gives each up to ceil(P / R) groups of R points. In
+// toeplitz_columns the forward FFT's last pass and the inverse's first
+// hold the same P points in each thread (when the first radix is P): the
+// product with FFT(Q) happens in registers between them, with no exchange
+// through shared memory (four exchanges instead of five at L = 512, two
+// at L = 256 with P = 16).
 // A block holds C lines adjacent in memory (or, for lines along x, whose
 // points adjacent threads read 4 at a time: a warp still reads whole
 // sectors). Lines along y or z ("wide" kernels, and toeplitz_columns) are
@@ -42,11 +49,55 @@ __device__ __forceinline__ float2 csub(float2 a, float2 b) { return make_float2(
 // a * (s i), s = +-1
 __device__ __forceinline__ float2 times_i(float2 a, float s) { return make_float2(-s * a.y, s * a.x); }
 
+// cos(x) and sin(x) for |x| <= pi by their series, at compile time.
+__host__ __device__ constexpr double series(double x, int first)
+{
+    double term = first == 0 ? 1.0 : x, sum = term;
+    for (int k = first + 2; k < 40; k += 2) {
+        term *= -x * x / ((k - 1) * k);
+        sum += term;
+    }
+    return sum;
+}
+
+// exp(i 2pi q / R) for q < R / 2, as constants.
+template <int R>
+struct Roots {
+    float c[R / 2], s[R / 2];
+    __host__ __device__ constexpr Roots() : c(), s()
+    {
+        for (int q = 0; q < R / 2; q++) {
+            const double x = 6.283185307179586476925 * q / R;
+            c[q] = (float)series(x, 0);
+            s[q] = (float)series(x, 1);
+        }
+    }
+};
+
 // v[q] = sum_r v[r] exp(s i 2pi r q / R), in registers, s = +-1.
 template <int R>
 __device__ __forceinline__ void dft(float2* v, float s)
 {
-    if constexpr (R == 2) {
+    if constexpr (R == 16) {
+        // Two DFTs of R / 2 (even and odd points), then X_q = E_q + w^q O_q
+        // and X_{q+R/2} = E_q - w^q O_q with w = exp(s i 2pi / R).
+        constexpr int H = R / 2;
+        constexpr Roots<R> w{};
+        float2 e[H], o[H];
+#pragma unroll
+        for (int q = 0; q < H; q++) {
+            e[q] = v[2 * q];
+            o[q] = v[2 * q + 1];
+        }
+        dft<H>(e, s);
+        dft<H>(o, s);
+#pragma unroll
+        for (int q = 0; q < H; q++) {
+            const float2 t = cmul(o[q], make_float2(w.c[q], s * w.s[q]));
+            v[q] = cadd(e[q], t);
+            v[q + H] = csub(e[q], t);
+        }
+    } else if constexpr (R == 2) {
         float2 a = v[0], b = v[1];
         v[0] = cadd(a, b);
         v[1] = csub(a, b);
@@ -82,7 +133,7 @@ __device__ __forceinline__ void dft(float2* v, float s)
         v[1] = cadd(m, d);
         v[2] = csub(m, d);
     } else {
-        static_assert(R == 5, "radices are 2, 3, 4, 5 and 8");
+        static_assert(R == 5, "radices are 2, 3, 4, 5, 8 and 16");
         const float c[5] = {1.0f, 0.30901699437494742f, -0.80901699437494742f, -0.80901699437494742f,
                             0.30901699437494742f};
         const float sn[5] = {0.0f, 0.95105651629515357f, 0.58778525229247313f, -0.58778525229247313f,
@@ -112,11 +163,24 @@ __host__ __device__ constexpr int columns_for(int L, bool wide)
     return wide && c < 8 && 8 * (L / 8) <= 512 ? 8 : c;
 }
 
-// The radix of the next pass when `rest` points remain to be combined.
-__host__ __device__ constexpr int next_radix(int rest)
+// The radix of the next pass when `rest` points remain to be combined,
+// with P points a thread.
+__host__ __device__ constexpr int next_radix(int rest, int P)
 {
-    return rest % 8 == 0 ? 8 : rest % 4 == 0 ? 4 : rest % 2 == 0 ? 2 : rest % 3 == 0 ? 3 : 5;
+    return P >= 16 && rest % 16 == 0   ? 16
+           : rest % 8 == 0             ? 8
+           : rest % 4 == 0             ? 4
+           : rest % 2 == 0             ? 2
+           : rest % 3 == 0             ? 3
+                                       : 5;
 }
+
+// Points a thread of toeplitz_columns_L holds: 16 at L = 256 (two passes
+// of radix 16 each way), else 8. On an H100 (bench/h100-2026-11-26-columns)
+// 16 made the 128^3 CG iteration 13% faster; at L = 512, 16 (16 x 16 x 2)
+// gained nothing over 8 (8 x 8 x 8) and 32 (32 x 16, its FFT(Q) factors
+// held through the forward FFT) lost 20%. lines.rs computes the same.
+__host__ __device__ constexpr int columns_points(int L) { return L == 256 ? 16 : 8; }
 
 // Shared-memory position of point i of column c: columns interleaved (a
 // warp's threads touch adjacent words), one word of padding per 32.
@@ -204,36 +268,49 @@ struct LineT {
     }
 };
 
-// Where a pass reads its points and writes its results: shared memory, or
-// the column in global memory (the first pass reads it, the last writes it).
-enum Place { SHARED, GLOBAL };
+// Where a pass reads its points and writes its results: shared memory, the
+// column in global memory (the first pass reads it, the last writes it),
+// or the thread's registers (point tj + m L / P at m, see hands_over).
+enum Place { SHARED, GLOBAL, REGS };
 
-// The last radix of length L's passes.
-__host__ __device__ constexpr int last_radix(int L)
+// The last radix of length L's passes, P points a thread.
+__host__ __device__ constexpr int last_radix(int L, int P)
 {
     int ns = 1, r = 1;
     while (ns < L) {
-        r = next_radix(L / ns);
+        r = next_radix(L / ns, P);
         ns *= r;
     }
     return r;
 }
 
-// One radix-R Stockham pass over every column of the block: every thread
-// reads its groups into registers, transforms them, and writes them. Where
-// both sides are shared memory the block synchronises between reading and
-// writing (the pass is in place) and after. NS is the product of the
-// earlier radices; tw[k] = exp(i 2pi k / L), conjugated for s = -1. With
-// `f`, each result is multiplied by the real f[g * R + r] before it is
-// written.
-template <int L, int C, int R, int NS, Place SRC, Place DST, class Col>
-__device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Col& col,
-                                     const float* f)
+// Whether the last pass of an FFT and the first of the next hold the same
+// points in each thread, so that the results can stay in registers: the
+// first radix is P and the last divides it.
+__host__ __device__ constexpr bool hands_over(int L, int P)
 {
-    constexpr int TC = L / 8;
-    constexpr int G = (8 + R - 1) / R;
+    return next_radix(L, P) == P && P % last_radix(L, P) == 0;
+}
+
+// One radix-R Stockham pass over every column of the block, P points a
+// thread: every thread reads its groups into registers, transforms them,
+// and writes them. Where both sides are shared memory the block
+// synchronises between reading and writing (the pass is in place) and
+// after; a pass from registers to shared memory synchronises before it
+// writes (the previous pass read there). NS is the product of the earlier
+// radices; tw[k] = exp(i 2pi k / L), conjugated for s = -1. With `f`, each
+// result is multiplied by the real f[g * R + r] before it is written.
+// `regs`: the P points a pass from REGS takes or one to REGS leaves.
+template <int L, int C, int P, int R, int NS, Place SRC, Place DST, class Col>
+__device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Col& col,
+                                     const float* f, float2* regs)
+{
+    constexpr int TC = L / P;
+    constexpr int G = (P + R - 1) / R;
     constexpr int GROUPS = L / R;
     constexpr int STEP = L / (NS * R);
+    static_assert(SRC != REGS || (NS == 1 && R == P), "registers hold the first pass's points");
+    static_assert(DST != REGS || (NS * R == L && P % R == 0), "registers take the last pass's points");
     float2 v[G][R];
 #pragma unroll
     for (int g = 0; g < G; g++) {
@@ -242,7 +319,9 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
             int k = j % NS;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                float2 a = SRC == GLOBAL ? col.load(j + r * GROUPS) : S[at<C>(j + r * GROUPS, c)];
+                float2 a = SRC == GLOBAL ? col.load(j + r * GROUPS)
+                           : SRC == REGS ? regs[r]
+                                         : S[at<C>(j + r * GROUPS, c)];
                 if (r > 0 && NS > 1) {
                     float2 w = tw[k * r * STEP];
                     a = cmul(a, make_float2(w.x, s * w.y));
@@ -252,7 +331,7 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
             dft<R>(v[g], s);
         }
     }
-    if (SRC == SHARED && DST == SHARED) __syncthreads();
+    if ((SRC == SHARED || SRC == REGS) && DST == SHARED) __syncthreads();
 #pragma unroll
     for (int g = 0; g < G; g++) {
         int j = tj + g * TC;
@@ -264,6 +343,8 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
                 if (f) a = make_float2(f[g * R + r] * a.x, f[g * R + r] * a.y);
                 if (DST == GLOBAL)
                     col.store(d + r * NS, a);
+                else if (DST == REGS)
+                    regs[g + r * G] = a;
                 else
                     S[at<C>(d + r * NS, c)] = a;
             }
@@ -272,27 +353,28 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
     if (DST == SHARED) __syncthreads();
 }
 
-// The FFT of length L of every column, sign s: the passes from NS (points
-// combined so far) on. The first reads from FIRST, the last writes to LAST
-// (multiplied by `f`); the others work in shared memory.
-template <int L, int C, int NS, Place FIRST, Place LAST, class Col>
+// The FFT of length L of every column, sign s, P points a thread: the
+// passes from NS (points combined so far) on. The first reads from FIRST,
+// the last writes to LAST (multiplied by `f`); the others work in shared
+// memory.
+template <int L, int C, int P, int NS, Place FIRST, Place LAST, class Col>
 __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s,
-                                            const Col& col, const float* f)
+                                            const Col& col, const float* f, float2* regs)
 {
     if constexpr (NS < L) {
-        constexpr int R = next_radix(L / NS);
+        constexpr int R = next_radix(L / NS, P);
         static_assert(NS > 1 || R < L, "one pass: the first would also be the last");
         constexpr Place SRC = NS == 1 ? FIRST : SHARED;
         constexpr Place DST = NS * R == L ? LAST : SHARED;
-        pass<L, C, R, NS, SRC, DST>(S, tw, c, tj, s, col, NS * R == L ? f : nullptr);
-        fft_columns<L, C, NS * R, FIRST, LAST>(S, tw, c, tj, s, col, f);
+        pass<L, C, P, R, NS, SRC, DST>(S, tw, c, tj, s, col, NS * R == L ? f : nullptr, regs);
+        fft_columns<L, C, P, NS * R, FIRST, LAST>(S, tw, c, tj, s, col, f, regs);
     }
 }
 
-// A block of C lines of length L: the twiddles copied into shared memory
-// (first read after the first pass's synchronisation), the lines' points
-// after them; thread t serves line c = t % C of the block, its groups
-// starting at tj = t / C, tj + L/8, ...
+// A block of C lines of length L, P points a thread: the twiddles copied
+// into shared memory (first read after the first pass's synchronisation),
+// the lines' points after them; thread t serves line c = t % C of the
+// block, its groups starting at tj = t / C, tj + L/P, ...
 struct Block {
     float2* tw;
     float2* S;
@@ -300,10 +382,10 @@ struct Block {
     long long line;
 };
 
-template <int L, int C>
+template <int L, int C, int P>
 __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
 {
-    constexpr int THREADS = C * (L / 8);
+    constexpr int THREADS = C * (L / P);
     extern __shared__ float2 smem[];
     const int t = threadIdx.x;
     for (int i = t; i < L; i += THREADS) smem[i] = twiddles[i];
@@ -312,7 +394,7 @@ __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
 
 // work: the planes z < nz of the 2N grid (P points each), transformed
 // along x and y already; fq: FFT(Q), real, all L = 2 nz planes; twiddles:
-// L points exp(i 2pi k / L). Blocks of C * L / 8 threads, C columns each
+// L points exp(i 2pi k / L). Blocks of C * L / columns_points(L) threads, C columns each
 // (wide); dynamic shared memory: L + at<C>(L, 0) float2.
 //
 // The forward FFT's first pass reads the column from global memory and its
@@ -323,9 +405,10 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
                                         const float2* __restrict__ twiddles, long long P, int nz, float scale)
 {
     constexpr int C = columns_for(L, true);
-    constexpr int R = last_radix(L);
-    constexpr int G = (8 + R - 1) / R;
-    const Block b = block<L, C>(twiddles);
+    constexpr int PT = columns_points(L);
+    constexpr int R = last_radix(L, PT);
+    constexpr int G = (PT + R - 1) / R;
+    const Block b = block<L, C, PT>(twiddles);
     const int c = b.c, tj = b.tj;
     const long long x = b.line;
     // Column x: point z at z * P + x.
@@ -340,15 +423,18 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
     for (int g = 0; g < G; g++) {
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            int k = tj + g * (L / 8) + r * (L / R);
-            f[g * R + r] = (col.inside && tj + g * (L / 8) < L / R) ? scale * fq[k * P + x] : 0.0f;
+            int k = tj + g * (L / PT) + r * (L / R);
+            f[g * R + r] = (col.inside && tj + g * (L / PT) < L / R) ? scale * fq[k * P + x] : 0.0f;
         }
     }
 
     // The twiddles are first read by the second pass, after the first's
-    // synchronisation.
-    fft_columns<L, C, 1, GLOBAL, SHARED>(b.S, b.tw, c, tj, -1.0f, col, f);
-    fft_columns<L, C, 1, SHARED, GLOBAL>(b.S, b.tw, c, tj, 1.0f, col, nullptr);
+    // synchronisation. Between the transforms the points stay in registers
+    // where the passes allow (hands_over).
+    constexpr Place MID = hands_over(L, PT) ? REGS : SHARED;
+    float2 regs[MID == REGS ? PT : 1];
+    fft_columns<L, C, PT, 1, GLOBAL, MID>(b.S, b.tw, c, tj, -1.0f, col, f, regs);
+    fft_columns<L, C, PT, 1, MID, GLOBAL>(b.S, b.tw, c, tj, 1.0f, col, nullptr, regs);
 }
 
 // The FFT of sign s of `lines` lines of length L, from src (map mi) to dst
@@ -361,9 +447,9 @@ template <int L, int C, bool COIL>
 __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Map mi, int count,
                                       const float2* __restrict__ twiddles, float s)
 {
-    const Block b = block<L, C>(twiddles);
+    const Block b = block<L, C, 8>(twiddles);
     const LineT<COIL> line(src ? src : dst, dst, mi, mo, (int)b.line, b.line < count, L);
-    fft_columns<L, C, 1, GLOBAL, GLOBAL>(b.S, b.tw, b.c, b.tj, s, line, nullptr);
+    fft_columns<L, C, 8, 1, GLOBAL, GLOBAL>(b.S, b.tw, b.c, b.tj, s, line, nullptr, nullptr);
 }
 
 // One kernel of each kind for the line length LENGTH (one of lines.rs's
@@ -394,8 +480,13 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
 #else
 #define WIDE_KERNELS(L)
 #endif
+// toeplitz_columns: at most 128 registers a thread where a thread holds more
+// than 8 points.
+#define COLUMN_THREADS(L) (columns_for(L, true) * (L) / columns_points(L))
+#define COLUMN_BOUNDS(L)                                                                                     \
+    __launch_bounds__(COLUMN_THREADS(L), (columns_points(L) > 8 ? 512 : 1024) / COLUMN_THREADS(L))
 #define KERNELS(L)                                                                                           \
-    extern "C" __global__ void BOUNDS(L, true) toeplitz_columns_##L(float2* work, const float* __restrict__ fq, \
+    extern "C" __global__ void COLUMN_BOUNDS(L) toeplitz_columns_##L(float2* work, const float* __restrict__ fq, \
                                                                    const float2* __restrict__ tw,            \
                                                                    long long P, int nz, float scale)         \
     {                                                                                                        \

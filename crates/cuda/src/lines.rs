@@ -121,6 +121,16 @@ pub(crate) fn columns_per_block(l: usize, wide: bool) -> usize {
     }
 }
 
+/// Points a thread of `kernel` holds at length `l`: 8, or for
+/// `toeplitz_columns` what `columns_points` in lines.cu says (16 at 256:
+/// two passes of the FFT each way).
+pub(crate) fn points_per_thread(kernel: LineKernel, l: usize) -> usize {
+    match (kernel, l) {
+        (LineKernel::ToeplitzColumns, 256) => 16,
+        _ => 8,
+    }
+}
+
 /// Whether length `l` has `_wide` kernels: where wide blocks differ from
 /// narrow ones (lines.cu compiles them for these lengths only).
 fn has_wide(l: usize) -> bool {
@@ -243,7 +253,7 @@ impl Device {
             twiddles: self.upload(&tw)?,
             cfg: LaunchConfig {
                 grid_dim: (count.div_ceil(c) as u32, 1, 1),
-                block_dim: ((c * l / 8) as u32, 1, 1),
+                block_dim: ((c * l / points_per_thread(kernel, l)) as u32, 1, 1),
                 shared_mem_bytes: shared_bytes(l, wide) as u32,
             },
             count: count as i32,
@@ -313,5 +323,53 @@ mod tests {
         assert_eq!(kernel_names(512).len(), 5);
         assert_eq!(kernel_names(256).len(), 3);
         assert_eq!(std::mem::size_of::<Map>(), 56);
+    }
+
+    /// lines.cu's kernels run on the CPU (emulate/: a block's threads as
+    /// std::threads) against DFTs summed in double, at lengths that take
+    /// each path: radices 8 and 2 with the product in registers (16), 8, 4
+    /// and 3 through shared memory (96), 16 x 16 with 16 points a thread
+    /// (256), 8, 8 and 5 (320), 8 x 8 x 8 in registers (512). It checks the
+    /// index and twiddle logic where no GPU is; the GPU tests check the
+    /// same kernels on the device.
+    #[test]
+    fn kernels_emulated_on_the_cpu_match_dfts() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("emulate");
+        let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+        if std::process::Command::new(&cxx).arg("--version").output().is_err() {
+            println!("skipped: no C++ compiler ({cxx}) to build the emulated kernels");
+            return;
+        }
+        let out = std::env::temp_dir().join(format!("recon-lines-{}", std::process::id()));
+        std::fs::create_dir_all(&out).unwrap();
+        for l in [16, 96, 256, 320, 512] {
+            let exe = out.join(format!("lines-{l}"));
+            let built = std::process::Command::new(&cxx)
+                .args(["-std=c++20", "-O1", "-pthread", &format!("-DLENGTH={l}")])
+                .arg("-DLINES_CU=\"../kernels/lines.cu\"")
+                .arg(dir.join("lines.cpp"))
+                .arg("-o")
+                .arg(&exe)
+                .output()
+                .unwrap();
+            assert!(
+                built.status.success(),
+                "L = {l}: {}",
+                String::from_utf8_lossy(&built.stderr)
+            );
+            let ran = std::process::Command::new(&exe).output().unwrap();
+            assert!(ran.status.success(), "L = {l}: the emulation failed");
+            let text = String::from_utf8(ran.stdout).unwrap();
+            for line in text.lines() {
+                let (what, err) = line.split_once(' ').unwrap();
+                let err: f64 = err.parse().unwrap();
+                println!("L = {l}, {what}: {err:.2e}");
+                // float32 FFTs of a few hundred points round to ~1e-7
+                // relative; a wrong index or twiddle gives order 1.
+                assert!(err < 1e-5, "L = {l}, {what}: {err:e}");
+            }
+            assert_eq!(text.lines().count(), 2, "L = {l}: {text}");
+        }
+        std::fs::remove_dir_all(&out).ok();
     }
 }

@@ -1,0 +1,97 @@
+// lines.cu's toeplitz_columns and fft_lines kernels for one LENGTH, run on
+// the CPU (gpu.h) and compared with DFTs summed in double: prints each
+// relative L2 error for lines.rs's test to check. Built as
+//     c++ -std=c++20 -pthread -DLENGTH=L -DLINES_CU='"lines.cu"' lines.cpp
+#include "gpu.h"
+#include LINES_CU
+
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <random>
+#include <thread>
+#include <vector>
+
+#define NAME2(a, b) a##b
+#define NAME(a, b) NAME2(a, b)
+
+using cd = std::complex<double>;
+const double TAU = 6.283185307179586;
+
+template <class K>
+void launch(int blocks, int threads, K kernel)
+{
+    for (int b = 0; b < blocks; b++) {
+        std::barrier<> bar(threads);
+        block_barrier = &bar;
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; t++)
+            ts.emplace_back([&, t] {
+                threadIdx = {t, 0, 0};
+                blockIdx = {b, 0, 0};
+                kernel();
+            });
+        for (auto& t : ts) t.join();
+    }
+}
+
+// sum_j a[j] exp(s i 2pi k j / n)
+cd dft(const std::vector<cd>& a, int k, double s)
+{
+    cd sum = 0;
+    for (size_t j = 0; j < a.size(); j++) sum += a[j] * std::polar(1.0, s * TAU * double(k) * j / a.size());
+    return sum;
+}
+
+int main()
+{
+    const int L = LENGTH, nz = L / 2;
+    std::mt19937 gen(1);
+    std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+    std::vector<float2> tw(L);
+    for (int k = 0; k < L; k++) tw[k] = {(float)std::cos(TAU * k / L), (float)std::sin(TAU * k / L)};
+
+    // toeplitz_columns: P columns (a block and part of another) of the
+    // lower halves z < nz; column = lower half of IFFT(scale fq FFT(column)).
+    const int C = columns_for(L, true), threads = C * L / columns_points(L);
+    const long long P = C + 3;
+    std::vector<float2> work(nz * P);
+    std::vector<float> fq(L * P);
+    for (auto& v : work) v = {u(gen), u(gen)};
+    for (auto& v : fq) v = u(gen);
+    const auto before = work;
+    const float scale = 0.37f;
+    launch((P + C - 1) / C, threads,
+           [&] { NAME(toeplitz_columns_, LENGTH)(work.data(), fq.data(), tw.data(), P, nz, scale); });
+    double err = 0, norm = 0;
+    for (long long x = 0; x < P; x++) {
+        std::vector<cd> a(L), b(L);
+        for (int z = 0; z < nz; z++) a[z] = cd(before[z * P + x].x, before[z * P + x].y);
+        for (int k = 0; k < L; k++) b[k] = dft(a, k, -1.0) * double(scale) * double(fq[k * P + x]);
+        for (int z = 0; z < nz; z++) {
+            const cd want = dft(b, z, 1.0), got(work[z * P + x].x, work[z * P + x].y);
+            err += std::norm(got - want);
+            norm += std::norm(want);
+        }
+    }
+    std::printf("columns %.3e\n", std::sqrt(err / norm));
+
+    // fft_lines, forward: `count` lines one after another.
+    const int count = 11, Cn = columns_for(L, false);
+    std::vector<float2> src(count * L), dst(count * L);
+    for (auto& v : src) v = {u(gen), u(gen)};
+    const Map m{0, L, 1, 1 << 30, L, 0, 0, nullptr, nullptr};
+    launch((count + Cn - 1) / Cn, Cn * L / 8,
+           [&] { NAME(fft_lines_, LENGTH)(dst.data(), src.data(), m, m, count, tw.data(), -1.0f); });
+    err = norm = 0;
+    for (int q = 0; q < count; q++) {
+        std::vector<cd> a(L);
+        for (int j = 0; j < L; j++) a[j] = cd(src[q * L + j].x, src[q * L + j].y);
+        for (int k = 0; k < L; k++) {
+            const cd want = dft(a, k, -1.0), got(dst[q * L + k].x, dst[q * L + k].y);
+            err += std::norm(got - want);
+            norm += std::norm(want);
+        }
+    }
+    std::printf("lines %.3e\n", std::sqrt(err / norm));
+}
