@@ -37,6 +37,20 @@ pub trait Normal<B: Backend> {
         self.len() == 0
     }
     fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()>;
+    /// `out = A x`, then `s[slot] = <x, A x>` (CG's `<p, A p>`): the map
+    /// and the dot product, which an operator may fuse (the quadratic
+    /// prior's last pass takes the product along).
+    fn apply_dot(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        self.apply(backend, out, x)?;
+        backend.dot_re_to(s, slot, x, out)
+    }
 }
 
 /// A solver's data term `A = sum_c S_c^H F^H F S_c`: its normal map, and
@@ -187,6 +201,23 @@ impl<B: Backend, A: Normal<B>> Normal<B> for Regularised<'_, B, A> {
             backend.add_whw(out, self.lambda, x, &self.weights)?;
         }
         Ok(())
+    }
+
+    fn apply_dot(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        // out = A x + lambda W^H W x, s[slot] = <x, out> in the same pass
+        self.data.apply(backend, out, x)?;
+        if self.lambda > 0.0 {
+            backend.add_whw_dot_to(out, self.lambda, x, &self.weights, s, slot)
+        } else {
+            backend.dot_re_to(s, slot, x, out)
+        }
     }
 }
 

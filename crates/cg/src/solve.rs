@@ -167,8 +167,7 @@ pub(crate) fn iterate<B: Backend, A: Normal<B>>(
     let every = backend.read_every().max(1);
     for it in 1..=params.iterations {
         // alpha = <r, z> / <p, A p>
-        a.apply(backend, ap, p)?;
-        backend.dot_re_to(&mut s, Slots::pap(it), p, ap)?;
+        a.apply_dot(backend, ap, p, &mut s, Slots::pap(it))?;
         let alpha = Slots::ratio(Slots::rr(it - 1), Slots::pap(it));
         // beta = <r, z> / <r_old, z_old>
         let beta = Slots::ratio(Slots::rr(it), Slots::rr(it - 1));

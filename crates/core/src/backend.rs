@@ -515,6 +515,21 @@ pub trait Backend: Send + Sync {
         x: &Self::Vector,
         w: &Self::Weights,
     ) -> Result<()>;
+    /// [`Backend::add_whw`], then `s[slot] = <x, out>`: CG's `<p, A p>`
+    /// taken along with the regulariser's pass. This default is the two
+    /// calls.
+    fn add_whw_dot_to(
+        &self,
+        out: &mut Self::Vector,
+        a: f64,
+        x: &Self::Vector,
+        w: &Self::Weights,
+        s: &mut Self::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        self.add_whw(out, a, x, w)?;
+        self.dot_re_to(s, slot, x, out)
+    }
 }
 
 /// [`Backend::fft_q`] by a shift on the host, an upload and `fft3`.

@@ -183,22 +183,18 @@ extern "C" __global__ void sum_partials(double* out, const double* __restrict__ 
     block_sum_to(out, acc);
 }
 
-// out = out + a W^H W x, W the weighted stencil (recon_core::Stencil): w2d
-// holds the squared weight of the edge (n, n + e_d), or is null for weights
-// of 1; d2 holds the squared diagonal, or is null for none. Mirrors the CPU
-// stencil.
-extern "C" __global__ void add_whw(float2* out, float a, const float2* __restrict__ x, const float* __restrict__ w2x,
-                                   const float* __restrict__ w2y, const float* __restrict__ w2z,
-                                   const float* __restrict__ d2, int nx, int ny, int nz)
+// (W^H W x)[i] at voxel (X, Y, Z), W the weighted stencil
+// (recon_core::Stencil): w2d holds the squared weight of the edge
+// (n, n + e_d), or is null for weights of 1; d2 holds the squared
+// diagonal, or is null for none. Mirrors the CPU stencil.
+__device__ __forceinline__ float2 whw_at(const float2* __restrict__ x, const float* __restrict__ w2x,
+                                         const float* __restrict__ w2y, const float* __restrict__ w2z,
+                                         const float* __restrict__ d2, long long i, int X, int Y, int Z, int nx,
+                                         int ny, int nz)
 {
-    // Blocks: nz * ny rows.
-    const unsigned row = blockIdx.x;
-    const int Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
     const long long sy = nx, sz = (long long)nx * ny;
-    for (int X = threadIdx.x; X < nx; X += blockDim.x) {
-        const long long i = (long long)row * nx + X;
-        float2 xi = x[i];
-        float accr = 0.0f, acci = 0.0f;
+    const float2 xi = x[i];
+    float accr = 0.0f, acci = 0.0f;
 #define EDGE(cond, j, w)                   \
     if (cond) {                            \
         float2 xj = x[j];                  \
@@ -206,18 +202,53 @@ extern "C" __global__ void add_whw(float2* out, float a, const float2* __restric
         accr += ww * (xi.x - xj.x);        \
         acci += ww * (xi.y - xj.y);        \
     }
-        EDGE(X + 1 < nx, i + 1, w2x ? w2x[i] : 1.0f)
-        EDGE(X > 0, i - 1, w2x ? w2x[i - 1] : 1.0f)
-        EDGE(Y + 1 < ny, i + sy, w2y ? w2y[i] : 1.0f)
-        EDGE(Y > 0, i - sy, w2y ? w2y[i - sy] : 1.0f)
-        EDGE(Z + 1 < nz, i + sz, w2z ? w2z[i] : 1.0f)
-        EDGE(Z > 0, i - sz, w2z ? w2z[i - sz] : 1.0f)
+    EDGE(X + 1 < nx, i + 1, w2x ? w2x[i] : 1.0f)
+    EDGE(X > 0, i - 1, w2x ? w2x[i - 1] : 1.0f)
+    EDGE(Y + 1 < ny, i + sy, w2y ? w2y[i] : 1.0f)
+    EDGE(Y > 0, i - sy, w2y ? w2y[i - sy] : 1.0f)
+    EDGE(Z + 1 < nz, i + sz, w2z ? w2z[i] : 1.0f)
+    EDGE(Z > 0, i - sz, w2z ? w2z[i - sz] : 1.0f)
 #undef EDGE
-        if (d2) {  // diagonal row: d^2 x[i]
-            accr += d2[i] * xi.x;
-            acci += d2[i] * xi.y;
-        }
-        float2 o = out[i];
-        out[i] = make_float2(fmaf(a, accr, o.x), fmaf(a, acci, o.y));
+    if (d2) {  // diagonal row: d^2 x[i]
+        accr += d2[i] * xi.x;
+        acci += d2[i] * xi.y;
     }
+    return make_float2(accr, acci);
+}
+
+// out = out + a W^H W x (whw_at). Blocks: nz * ny rows.
+extern "C" __global__ void add_whw(float2* out, float a, const float2* __restrict__ x, const float* __restrict__ w2x,
+                                   const float* __restrict__ w2y, const float* __restrict__ w2z,
+                                   const float* __restrict__ d2, int nx, int ny, int nz)
+{
+    const unsigned row = blockIdx.x;
+    const int Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
+    for (int X = threadIdx.x; X < nx; X += blockDim.x) {
+        const long long i = (long long)row * nx + X;
+        const float2 h = whw_at(x, w2x, w2y, w2z, d2, i, X, Y, Z, nx, ny, nz);
+        const float2 o = out[i];
+        out[i] = make_float2(fmaf(a, h.x, o.x), fmaf(a, h.y, o.y));
+    }
+}
+
+// add_whw and CG's <x, out> after it in one pass: partial[block] = the
+// block's part of Re <x, out> (as dot_partial; sum_partials adds the
+// parts). A grid-stride loop over voxels (at most 1024^3: 32-bit indices).
+extern "C" __global__ void add_whw_dot_partial(double* partial, float2* out, float a, const float2* __restrict__ x,
+                                               const float* __restrict__ w2x, const float* __restrict__ w2y,
+                                               const float* __restrict__ w2z, const float* __restrict__ d2, int nx,
+                                               int ny, int nz)
+{
+    const unsigned len = (unsigned)nx * ny * nz;
+    double acc = 0.0;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {
+        const unsigned row = i / (unsigned)nx;
+        const int X = (int)(i - row * (unsigned)nx), Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
+        const float2 h = whw_at(x, w2x, w2y, w2z, d2, i, X, Y, Z, nx, ny, nz);
+        const float2 o = out[i], xi = x[i];
+        const float2 v = make_float2(fmaf(a, h.x, o.x), fmaf(a, h.y, o.y));
+        out[i] = v;
+        acc += (double)xi.x * v.x + (double)xi.y * v.y;
+    }
+    block_sum_to(&partial[blockIdx.x], acc);
 }

@@ -554,6 +554,24 @@ impl Backend for CudaBackend {
         Error::check_len("W^H W input", 2 * len, x.len())?;
         Error::check_len("W^H W output", 2 * len, out.len())?;
         self.dev0()
-            .add_whw(out, a as f32, x, w.w2.as_ref(), w.d2.as_ref(), w.n)
+            .add_whw(out, a as f32, x, w.w2.as_ref(), w.d2.as_ref(), w.n, None)
+    }
+
+    fn add_whw_dot_to(
+        &self,
+        out: &mut Self::Vector,
+        a: f64,
+        x: &Self::Vector,
+        w: &Self::Weights,
+        s: &mut Self::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        let len: usize = w.n.iter().product();
+        Error::check_len("W^H W input", 2 * len, x.len())?;
+        Error::check_len("W^H W output", 2 * len, out.len())?;
+        Error::check_index("solver scalars", slot, s.len())?;
+        let (w2, d2) = (w.w2.as_ref(), w.d2.as_ref());
+        self.dev0()
+            .add_whw(out, a as f32, x, w2, d2, w.n, Some((s, slot)))
     }
 }

@@ -8,7 +8,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use recon_core::{Error, Ratio, Result};
 
 /// Every kernel of vector.cu, in the order of `Kernels::load`.
-pub(crate) const NAMES: [&str; 14] = [
+pub(crate) const NAMES: [&str; 15] = [
     "axpy",
     "xpby",
     "mul_scaled",
@@ -23,6 +23,7 @@ pub(crate) const NAMES: [&str; 14] = [
     "real_part",
     "axpy_norm_partial",
     "cg_update",
+    "add_whw_dot_partial",
 ];
 
 pub(crate) struct Kernels {
@@ -40,6 +41,7 @@ pub(crate) struct Kernels {
     real_part: CudaFunction,
     axpy_norm_partial: CudaFunction,
     cg_update: CudaFunction,
+    add_whw_dot_partial: CudaFunction,
 }
 
 impl Kernels {
@@ -48,7 +50,7 @@ impl Kernels {
             &crate::kernels::Module::whole(crate::kernels::VECTOR),
             &NAMES,
         )?;
-        let [axpy, xpby, mul_scaled, coil, pad, crop, dot_partial, sum_partials, scale, add_whw, inverse_sum, real_part, axpy_norm_partial, cg_update]: [CudaFunction; NAMES.len()] =
+        let [axpy, xpby, mul_scaled, coil, pad, crop, dot_partial, sum_partials, scale, add_whw, inverse_sum, real_part, axpy_norm_partial, cg_update, add_whw_dot_partial]: [CudaFunction; NAMES.len()] =
             funcs.try_into().expect("one function per name");
         Ok(Kernels {
             axpy,
@@ -65,6 +67,7 @@ impl Kernels {
             real_part,
             axpy_norm_partial,
             cg_update,
+            add_whw_dot_partial,
         })
     }
 }
@@ -333,6 +336,10 @@ impl Device {
             .map(|_| ())
     }
 
+    /// `out = out + a W^H W x`; with `dot`, also `s[slot] = <x, out>` in
+    /// the same pass (partial sums per block, then their sum in a fixed
+    /// order, as [`Device::dot_re_to`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn add_whw(
         &self,
         out: &mut CudaSlice<f32>,
@@ -341,11 +348,20 @@ impl Device {
         w2: Option<&[CudaSlice<f32>; 3]>,
         d2: Option<&CudaSlice<f32>>,
         n: [usize; 3],
+        dot: Option<(&mut CudaSlice<f64>, usize)>,
     ) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
         let null = 0u64;
-        let mut b = self.stream.launch_builder(&self.vector()?.add_whw);
-        b.arg(out).arg(&a).arg(x);
+        let mut partial = self.partial.lock().expect("reduction buffer poisoned");
+        let kernels = self.vector()?;
+        let mut b = self.stream.launch_builder(match dot {
+            Some(_) => &kernels.add_whw_dot_partial,
+            None => &kernels.add_whw,
+        });
+        if dot.is_some() {
+            b.arg(&mut *partial);
+        }
+        b.arg(&mut *out).arg(&a).arg(x);
         match w2 {
             Some([wx, wy, wz]) => b.arg(wx).arg(wy).arg(wz),
             None => b.arg(&null).arg(&null).arg(&null),
@@ -355,8 +371,15 @@ impl Device {
             None => b.arg(&null),
         };
         b.arg(&nx).arg(&ny).arg(&nz);
-        unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }
-            .at("launch add_whw")
-            .map(|_| ())
+        match dot {
+            None => {
+                unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }.at("launch add_whw")?;
+                Ok(())
+            }
+            Some((s, slot)) => {
+                unsafe { b.launch(reduce_cfg()) }.at("launch add_whw_dot_partial")?;
+                self.sum_partials_to(s, slot, &partial)
+            }
+        }
     }
 }
