@@ -16,8 +16,13 @@ fn main() {
             // --no-optional-locks: status must not refresh .git/index, which
             // would make the next build (the Python extension's) run this
             // script and compile the crate again.
-            let dirty = git(&["--no-optional-locks", "status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
+            let dirty = git(&[
+                "--no-optional-locks",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+            ])
+            .is_some_and(|s| !s.is_empty());
             format!("{c}{}", if dirty { "+changes" } else { "" })
         }
         None => "unknown".to_string(),

@@ -336,7 +336,11 @@ mod tests {
     fn kernels_emulated_on_the_cpu_match_dfts() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("emulate");
         let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-        if std::process::Command::new(&cxx).arg("--version").output().is_err() {
+        if std::process::Command::new(&cxx)
+            .arg("--version")
+            .output()
+            .is_err()
+        {
             println!("skipped: no C++ compiler ({cxx}) to build the emulated kernels");
             return;
         }
