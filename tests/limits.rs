@@ -218,6 +218,12 @@ fn under_ulimit(kib: u64, args: &[&str], cache: &Path) -> std::process::Output {
         .args(args)
         .env("HDF5_USE_FILE_LOCKING", "FALSE")
         .env("RECON_CACHE_DIR", cache)
+        // A thread that cannot start under the limit panics inside std
+        // (ctrlc's handler thread, say); with RUST_BACKTRACE set, printing
+        // that panic's backtrace allocates, fails, and the allocation error
+        // hook waits on the lock the panic holds: the process hangs (seen
+        // once in `tight_address_space_limits_are_never_called_a_corrupt_file`).
+        .env_remove("RUST_BACKTRACE")
         .output()
         .unwrap()
 }
