@@ -44,7 +44,7 @@ impl Targets<'_> {
     }
 
     /// Fails unless the targets `first .. first + len` exist: a slab for
-    /// [`Backend::sum_exp`].
+    /// [`Backend::sum_exp`](super::Backend::sum_exp).
     pub fn check_slab(&self, first: usize, len: usize) -> Result<()> {
         if first.checked_add(len).is_some_and(|end| end <= self.len()) {
             Ok(())
@@ -69,7 +69,7 @@ impl Targets<'_> {
     }
 }
 
-/// How [`Backend::coil`] applies a coil's sensitivity map `s` to `x`.
+/// How [`Backend::coil`](super::Backend::coil) applies a coil's sensitivity map `s` to `x`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CoilOp {
     /// `out = s .* x`
@@ -80,7 +80,7 @@ pub enum CoilOp {
     AddAdjoint,
 }
 
-/// What [`Backend::group_prox`] does to each group `v` of components
+/// What [`Backend::group_prox`](super::Backend::group_prox) does to each group `v` of components
 /// (the gradient's three components at a voxel; a single value for l1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupProx {
@@ -93,7 +93,7 @@ pub enum GroupProx {
 }
 
 /// A coefficient `s[num] / s[den]` of an iterative solver, taken from
-/// scalars that stay on the device ([`Backend::scalars`]). It is 0 unless
+/// scalars that stay on the device ([`Backend::scalars`](super::Backend::scalars)). It is 0 unless
 /// `s[num]` is finite and above `s[floor]` and `s[den]` is finite and
 /// positive: a solver whose residual has fallen to its floor, or whose step
 /// broke down, then leaves its vectors as they are for the iterations it
@@ -125,7 +125,7 @@ impl Ratio {
 }
 
 /// What a run will compute, told to the backend before it starts
-/// ([`Backend::prepare`]): a GPU compiles the kernels these need side by
+/// ([`Backend::prepare`](super::Backend::prepare)): a GPU compiles the kernels these need side by
 /// side, instead of one after another as each is first launched.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Workload {
