@@ -290,30 +290,30 @@ pub fn read_isolated(
     let declared = Arc::new(AtomicU64::new(u64::MAX));
     let stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
-    // Under a tight memory limit a thread may not start: an error, where
-    // std::thread::spawn would panic.
-    let spawn = |what: &str, child: &mut std::process::Child| {
-        let _ = child.kill();
-        let _ = child.wait();
-        CHILD.store(0, Ordering::SeqCst);
-        format!("starting a thread to read the reader process's {what}")
-    };
-    let out = {
+    // Under a tight memory limit a thread may not start: an error (and the
+    // reader process stopped), where std::thread::spawn would panic.
+    let threads = {
         let (limit_ms, declared) = (Arc::clone(&limit_ms), Arc::clone(&declared));
-        std::thread::Builder::new().spawn(move || receive(stdout, &limit_ms, &declared))
+        std::thread::Builder::new()
+            .spawn(move || receive(stdout, &limit_ms, &declared))
+            .and_then(|out| {
+                let err = std::thread::Builder::new().spawn(move || {
+                    let mut v = Vec::new();
+                    let _ = stderr.read_to_end(&mut v);
+                    v
+                })?;
+                Ok((out, err))
+            })
     };
-    let out = match out {
+    let (out, err) = match threads {
         Ok(t) => t,
-        Err(e) => return Err(anyhow::Error::new(e).context(spawn("output", &mut child))),
-    };
-    let err = std::thread::Builder::new().spawn(move || {
-        let mut v = Vec::new();
-        let _ = stderr.read_to_end(&mut v);
-        v
-    });
-    let err = match err {
-        Ok(t) => t,
-        Err(e) => return Err(anyhow::Error::new(e).context(spawn("messages", &mut child))),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            CHILD.store(0, Ordering::SeqCst);
+            return Err(anyhow::Error::new(e)
+                .context("starting the threads that read the reader process's output"));
+        }
     };
     let start = Instant::now();
     let status = loop {
