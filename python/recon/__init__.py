@@ -599,6 +599,6 @@ class Regulariser(Linop):
             values = np.ascontiguousarray(r.astype(np.float64).reshape(-1))
         toml = "\n".join(f"{k} = {_toml(v)}" for k, v in keys.items() if v is not None)
         engine = _engine(device, precision)
-        op = _native.Operator.prior("quadratic", matrix, engine, values, 0.2, fov, toml)
+        op = _native.Operator.prior("quadratic", matrix, engine, reference=values, fov_mm=fov, regulariser=toml)
         rows = op.shape[0] // int(np.prod(shape))
         super().__init__(op, shape, (rows,) + shape)
