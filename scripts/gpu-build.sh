@@ -9,8 +9,9 @@ rm -rf .gpu
 mkdir -p .gpu/tests
 cargo build --release --locked -p recon
 cp target/release/recon .gpu/recon
-# The GPU tests: tests/gpu*.rs and the CUDA crate's own (NVRTC compile) test.
-cargo test --release --locked --no-run --message-format=json -p recon --test gpu --test gpu_ops --test gpu_solver --test gpu_nufft --test gpu_stack -p recon-cuda --lib \
+# The GPU tests: tests/gpu*.rs (one binary, suite_gpu) and the CUDA crate's
+# own (NVRTC compile) test.
+cargo test --release --locked --no-run --message-format=json -p recon --test suite_gpu -p recon-cuda --lib \
     | python3 -c '
 import json, sys, shutil
 for line in sys.stdin:

@@ -4,7 +4,7 @@
 //! versions, groups present but unreadable, and the messages that named
 //! the wrong thing. Each test failed before its fix.
 
-mod common;
+use crate::common;
 
 use common::{config_with, fails_with, recon, scan_run_config, stderr};
 use recon_io::hdf5;

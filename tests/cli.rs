@@ -4,7 +4,7 @@
 //! errors (status 2 for a bare `recon`, errors naming the flag or key,
 //! nothing written).
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! combination is refused with a message naming the key, and nothing is
 //! written (tests/driver.rs runs the pipeline end to end).
 
-mod common;
+use crate::common;
 
 use common::{config_with, recon, repo};
 

@@ -1,7 +1,7 @@
 //! The `recon` binary: the whole pipeline end to end (config errors are in
 //! tests/config_errors.rs).
 
-mod common;
+use crate::common;
 
 use common::{config_with, files_under, interrupt, recon, repo};
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! SENSE written with the operator layer, the stack over coils of F after
 //! each coil's map, against its sum over coils written out.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_cg::{Normal, Toeplitz};

@@ -4,7 +4,7 @@
 //! checks that recon either finishes or leaves the earlier outputs whole,
 //! with nothing partial behind.
 
-mod common;
+use crate::common;
 
 use common::{
     assert_no_partials, config_with, fails_with, files_under, interrupt, recon, repo,

@@ -2,7 +2,7 @@
 //! float64 pairs, complex64 or complex128) reads as the same scan, and
 //! numbers of another type or shape are refused by name.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_io::hdf5;

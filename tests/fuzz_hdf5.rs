@@ -11,7 +11,7 @@
 //! itself may crash or hang on a damaged file (recon then reports an
 //! error), and this harness checks that recon never does.
 
-mod common;
+use crate::common;
 
 use common::{inspect, mutate_bytes, run_hdf5_cases, Outcome, Rng, HDF5_CASES};
 use recon_core::{Grid, Volume};

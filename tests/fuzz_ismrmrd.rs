@@ -5,7 +5,7 @@
 //! (tests/common/inspect.rs): accepted or refused with an error, never a
 //! panic, a signal or a hang.
 
-mod common;
+use crate::common;
 
 use common::{inspect, mutate_bytes, repo, run_hdf5_cases, Outcome, Rng, HDF5_CASES};
 

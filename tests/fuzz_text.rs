@@ -6,7 +6,7 @@
 //! asserting no panic and that accepted inputs give finite results.
 //! fuzz_hdf5.rs and fuzz_ismrmrd.rs cover the HDF5 formats.
 
-mod common;
+use crate::common;
 
 use common::{mutate_bytes, repo, Rng};
 use recon_core::{Complex, Grid};

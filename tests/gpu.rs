@@ -6,7 +6,7 @@
 //! `RECON_BIN` and `RECON_REPO` then point at the carried `recon` binary and
 //! the checkout (scripts/gpu.sh sets them).
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_core::{

@@ -4,7 +4,7 @@
 //! and F against the exact engine on the CPU in float64. Without a usable
 //! GPU each test prints that it was skipped.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid};

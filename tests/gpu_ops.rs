@@ -8,7 +8,7 @@
 //! sharded over two GPUs.
 //! Without a usable GPU each test prints that it was skipped.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_cg::SparseParams;

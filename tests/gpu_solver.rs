@@ -4,7 +4,7 @@
 //! product on both of its paths, and the anatomical prior's two passes.
 //! Without a usable GPU each test prints that it was skipped.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_cg::{DataTerm, Normal, Params, Toeplitz};

@@ -6,7 +6,7 @@
 //! Like tests/gpu.rs, this binary also runs on the GPU machine, where
 //! `RECON_BIN` and `RECON_REPO` point at the carried binary and checkout.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_core::{metrics::nrmse, Complex};

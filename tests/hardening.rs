@@ -4,7 +4,7 @@
 //! poor results it listed. Faults (full folders, signals, stale files) are
 //! in faults.rs.
 
-mod common;
+use crate::common;
 
 use common::{
     config_with, fails_with, kspace_group, recon, recon_bin, repo, scan_run_config, stderr,

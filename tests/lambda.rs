@@ -4,7 +4,7 @@
 //! lambda/gcv.rs against closed forms; here, runs choose and report, and
 //! `validate --auto-lambda` holds the choice against a sweep of the truth.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::Path;

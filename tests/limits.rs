@@ -4,7 +4,7 @@
 //! see `ulimit -v` and count the reader's two copies of a scan. Each test
 //! failed before its fix.
 
-mod common;
+use crate::common;
 
 use common::{config_with, fails_with, readers_of, recon, recon_bin, repo, stderr};
 use std::path::{Path, PathBuf};

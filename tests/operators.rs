@@ -1,7 +1,7 @@
 //! Operator tests: adjoints, Toeplitz F^H F against the explicit product,
 //! W^H W against an explicit W, and f32 against f64.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_cg::{Normal, Toeplitz};

@@ -5,8 +5,8 @@
 //! slow, obvious reference: projected gradient on the dual, with an exact
 //! dense difference matrix, certified by its duality gap.
 
-mod common;
-mod tv_reference;
+use crate::common;
+use crate::tv_reference;
 
 use common::*;
 use recon_cg::{

@@ -6,7 +6,7 @@
 use recon_core::{Complex, CpuBackend};
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 /// `recon` with a throw-away cache.
 fn recon(args: &[&str]) -> std::process::Output {

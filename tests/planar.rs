@@ -4,7 +4,7 @@
 //! the priors' operators, the gridding baseline's scale, and runs of a
 //! 2-D config and of a scan file with a [M, 2] trajectory.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_cg::{Normal, Toeplitz};

@@ -4,7 +4,7 @@
 //! truth, and a structure only the reference has must not appear. Also the
 //! driver's side: config, outputs, scan files with a reference, validate.
 
-mod common;
+use crate::common;
 
 use common::{fails_with, fixture_phantom, prior_fixture, recon, reference_on_grid, repo};
 use recon_core::{CpuBackend, Grid, Stencil};

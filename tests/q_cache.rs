@@ -1,7 +1,7 @@
 //! The Q cache: hit, miss, corruption, truncation, wrong key, blocks
 //! checked one by one, and files of an older format.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_core::{Complex, CpuBackend, Grid};

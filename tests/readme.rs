@@ -2,7 +2,7 @@
 //! scan file with h5py, its command reconstructs it. The example cannot rot
 //! without this test failing.
 
-mod common;
+use crate::common;
 
 use common::*;
 

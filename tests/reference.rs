@@ -5,7 +5,7 @@
 //! coordinates say; one that misses the field of view, has no orientation,
 //! or comes with another reference is refused, naming the key.
 
-mod common;
+use crate::common;
 
 use common::{fails_with, recon, repo, stderr};
 use std::path::{Path, PathBuf};

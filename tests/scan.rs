@@ -1,7 +1,7 @@
 //! Scan files: written by `recon simulate` or by h5py, reconstructed with
 //! `[scan] file = ...`; and every kind of bad file, each named.
 
-mod common;
+use crate::common;
 
 use common::{recon, repo};
 use recon_io::hdf5;

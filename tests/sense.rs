@@ -3,7 +3,7 @@
 //! synthetic coil data against the true ones, and version 2 scan files
 //! (the driver end to end: sense_runs.rs).
 
-mod common;
+use crate::common;
 
 use common::*;
 use ndarray::{Array1, Array2};

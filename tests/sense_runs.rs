@@ -3,7 +3,7 @@
 //! multi-coil scan file, and validate's comparison of SENSE with each coil
 //! alone.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -4,7 +4,7 @@
 //! operator, the right-hand side and a solve against one device's, and the
 //! rules of the split.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_cg::{DataTerm, Normal, Params, Problem, Toeplitz};

@@ -9,7 +9,7 @@
 //! oblique, off-centre 2-D radial slices 6 mm apart, 2 contrasts (the
 //! second at half the signal), 2 coils, every sample exact.
 
-mod common;
+use crate::common;
 
 use common::{fails_with, recon, repo, stderr};
 use recon_io::geometry::Index;

@@ -5,7 +5,7 @@
 //! splits; the summation engine's slabs (Q's split). The GPU versions (two
 //! GPUs) are in tests/gpu_ops.rs and tests/gpu.rs.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid};

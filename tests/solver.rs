@@ -1,6 +1,6 @@
 //! CG on the Toeplitz normal equations against a dense LAPACK solve.
 
-mod common;
+use crate::common;
 
 use common::*;
 use ndarray::{Array1, Array2};

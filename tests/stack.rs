@@ -1,7 +1,7 @@
 //! Stacks (one 2-D trajectory on every Cartesian k_z partition): found in
 //! the trajectory, and split exactly into one 2-D problem per slice.
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_cg::{Normal, Regularised, Toeplitz};

@@ -6,7 +6,7 @@
 //! against the closed-form minimiser `W^H shrink(W f, lambda)` (exact for
 //! one orthonormal W and the identity data term).
 
-mod common;
+use crate::common;
 
 use common::*;
 use recon_cg::{admm, pdhg, Gram, Sparse, SparseParams};
