@@ -186,35 +186,42 @@ __device__ inline int wrap(int i, int n)
 // fine grid (periodically wrapped) by global atomics.
 //
 // Float atomics on shared memory are compare-and-swap loops on current
-// GPUs, so the copy is written without them: first a thread per point
-// puts its kernel values, strength and place in shared memory; then warp
+// GPUs, so the copy is written without them: first a thread per point and
+// axis puts its kernel values in shared memory, and a thread per point its
+// strength and place; then warp
 // w adds every point's contribution to the z-planes congruent to w modulo
 // the warp count, its lanes taking one or two (x, y) cells of the
 // footprint each. No two warps touch one plane and no two lanes one cell,
-// so plain loads and stores suffice. The copy is planar (real parts, then
-// imaginary) so that neighbouring cells sit in neighbouring banks.
+// so plain loads and stores suffice. The copy is complex (float2): a cell
+// is one 8-byte load and one store, half the instructions of separate
+// real and imaginary planes (the kernel is bound by its instructions
+// issued, Nsight Compute: bench/h100-2026-11-27-probe). A half-warp's 16
+// cells span whole rows of the footprint, bs + W cells apart; with bins
+// 16 cells wide those rows fall on consecutive banks.
 template <int W>
 __device__ void spread_shared(float2* __restrict__ fine, const float2* __restrict__ c, const int* __restrict__ first,
                               const float* __restrict__ frac, const unsigned* __restrict__ perm,
                               const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
                               const int* __restrict__ start, int maxsub, float beta, Geometry g)
 {
-    extern __shared__ float shw[];
+    extern __shared__ __align__(16) float shw[];
     const int b = sub_bin[blockIdx.x];
     const int bx = b % g.nb[0], by = (b / g.nb[0]) % g.nb[1], bz = b / (g.nb[0] * g.nb[1]);
     const int o[3] = {bx * g.bs[0] - W / 2, by * g.bs[1] - W / 2, bz * g.bs[2] - W / 2};
     const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
     const int cells = sx * sy * sz, plane = sx * sy;
-    float* re = shw;
-    float* im = re + cells;
-    float* ker = im + cells;                          // [maxsub][3][W]
+    float2* cell = (float2*)shw;                     // [cells]
+    float* ker = (float*)(cell + cells);             // [maxsub][3][W]
     float2* str = (float2*)(ker + ((3 * W * maxsub + 1) & ~1));  // [maxsub], 8-byte aligned
     int2* place = (int2*)(str + maxsub);              // [maxsub]: base cell, first z plane
-    for (int i = threadIdx.x; i < 2 * cells; i += blockDim.x) shw[i] = 0.0f;
+    // The copy zeroed 16 bytes at a time, and an odd last cell.
+    for (int i = threadIdx.x; i < cells / 2; i += blockDim.x) ((float4*)cell)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (threadIdx.x == 0 && (cells & 1)) cell[cells - 1] = make_float2(0.0f, 0.0f);
     const int lo = sub_first[blockIdx.x], n = min(maxsub, start[b + 1] - lo);
+    // The kernel values, a thread per point and axis (offsets read in order).
+    for (int u = threadIdx.x; u < 3 * n; u += blockDim.x) kernel_values<W>(ker + u * W, frac[3 * lo + u], beta);
     for (int t = threadIdx.x; t < n; t += blockDim.x) {
         const int i = lo + t;
-        for (int d = 0; d < 3; d++) kernel_values<W>(ker + (3 * t + d) * W, frac[3 * i + d], beta);
         str[t] = c[perm[i]];
         const int lz = first[3 * i + 2] - o[2];
         place[t] = make_int2((lz * sy + first[3 * i + 1] - o[1]) * sx + first[3 * i] - o[0], lz);
@@ -238,12 +245,18 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
                 const float kz = k[2 * W + jz];
                 const int at = pl.x + jz * plane;
                 if (has0) {
-                    re[at + off0] += v.x * (k0 * kz);
-                    im[at + off0] += v.y * (k0 * kz);
+                    const float k = k0 * kz;
+                    float2 a = cell[at + off0];
+                    a.x = fmaf(v.x, k, a.x);
+                    a.y = fmaf(v.y, k, a.y);
+                    cell[at + off0] = a;
                 }
                 if (has1) {
-                    re[at + off1] += v.x * (k1 * kz);
-                    im[at + off1] += v.y * (k1 * kz);
+                    const float k = k1 * kz;
+                    float2 a = cell[at + off1];
+                    a.x = fmaf(v.x, k, a.x);
+                    a.y = fmaf(v.y, k, a.y);
+                    cell[at + off1] = a;
                 }
             }
         }
@@ -271,8 +284,8 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
         for (int p = hl; p < pairs; p += 16) {
             const int lx = even + 2 * p - o[0];  // the pair's first cell in the copy: -1 .. sx - 1
             const int at = row * sx + lx;
-            const float2 v0 = lx >= 0 ? make_float2(re[at], im[at]) : make_float2(0.0f, 0.0f);
-            const float2 v1 = lx + 1 < sx ? make_float2(re[at + 1], im[at + 1]) : make_float2(0.0f, 0.0f);
+            const float2 v0 = lx >= 0 ? cell[at] : make_float2(0.0f, 0.0f);
+            const float2 v1 = lx + 1 < sx ? cell[at + 1] : make_float2(0.0f, 0.0f);
             if (v0.x != 0.0f || v0.y != 0.0f || v1.x != 0.0f || v1.y != 0.0f) {
                 int gx = even + 2 * p;
                 while (gx < 0) gx += g.n[0];
