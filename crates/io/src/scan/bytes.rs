@@ -10,18 +10,20 @@ use crate::geometry::{Geometry, Index, Part};
 use recon_core::{Complex, Grid, Volume};
 use std::io::{self, Read, Write};
 
-const ENCODING_MAGIC: &[u8; 8] = b"reconSC4";
+const ENCODING_MAGIC: &[u8; 8] = b"reconSC5";
 
-/// Little-endian, lengths first, checked on decoding.
+/// Little-endian, lengths first, checked on decoding. Each array of values
+/// says after its length whether they travel as float32 (4) or float64
+/// (8): float32 where every value is one exactly, as a file's float32 data
+/// are after the reader widened them, which halves the bytes through the
+/// pipe.
 impl Scan {
     /// Writes the encoding to `w` (buffer it: values are written one by one).
     pub fn write_to(&self, w: &mut impl Write) -> io::Result<()> {
         w.write_all(ENCODING_MAGIC)?;
         write_grid(w, &self.grid)?;
         write_u64(w, 3 * self.traj.len() as u64)?;
-        for v in self.traj.iter().flatten() {
-            w.write_all(&v.to_le_bytes())?;
-        }
+        write_values(w, || self.traj.iter().flatten().copied())?;
         write_u64(w, self.coils as u64)?;
         write_pairs(w, &self.data)?;
         match &self.noise {
@@ -241,16 +243,36 @@ fn read_geometry(r: &mut impl Read) -> io::Result<Option<Geometry>> {
 
 fn write_floats(w: &mut impl Write, v: &[f64]) -> io::Result<()> {
     write_u64(w, v.len() as u64)?;
-    v.iter().try_for_each(|x| w.write_all(&x.to_le_bytes()))
+    write_values(w, || v.iter().copied())
 }
 
 /// Complex numbers as (re, im) pairs, their count of floats first.
 fn write_pairs(w: &mut impl Write, v: &[Complex<f64>]) -> io::Result<()> {
     write_u64(w, 2 * v.len() as u64)?;
-    v.iter().try_for_each(|c| {
-        w.write_all(&c.re.to_le_bytes())?;
-        w.write_all(&c.im.to_le_bytes())
-    })
+    write_values(w, || v.iter().flat_map(|c| [c.re, c.im]))
+}
+
+/// The values of `values()` (called twice: a look, then the writing), after
+/// their width: 4 bytes each where every one is a float32 exactly, else 8.
+/// Encoded a block at a time.
+fn write_values<I: Iterator<Item = f64>>(w: &mut impl Write, values: impl Fn() -> I) -> io::Result<()> {
+    let narrow = values().all(|x| f64::from(x as f32) == x);
+    let width = if narrow { 4 } else { 8 };
+    w.write_all(&[width as u8])?;
+    let mut bytes = Vec::with_capacity(width * BLOCK);
+    let mut all = values().peekable();
+    while all.peek().is_some() {
+        bytes.clear();
+        for x in all.by_ref().take(BLOCK) {
+            if narrow {
+                bytes.extend_from_slice(&(x as f32).to_le_bytes());
+            } else {
+                bytes.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        w.write_all(&bytes)?;
+    }
+    Ok(())
 }
 
 fn invalid(what: &str) -> io::Error {
@@ -299,17 +321,24 @@ const MAX_VALUES: u64 = 2 * MAX_COILS as u64 * recon_core::MAX_SAMPLES as u64;
 /// Floats decoded per block (even, so that no pair is split).
 const BLOCK: usize = 8192;
 
-/// Reads `len` floats in blocks, handing each block to `take`.
+/// Reads `len` floats (after their width, 4 or 8 bytes) in blocks, handing
+/// each block to `take`.
 fn read_floats_into(r: &mut impl Read, len: u64, mut take: impl FnMut(&[f64])) -> io::Result<()> {
     check(len <= MAX_VALUES, "array length")?;
+    let width = read_byte(r)? as usize;
+    check(width == 4 || width == 8, "value width")?;
     let mut left = len as usize;
-    let mut bytes = vec![0u8; 8 * BLOCK];
+    let mut bytes = vec![0u8; width * BLOCK];
     let mut floats = vec![0f64; BLOCK];
     while left > 0 {
         let n = left.min(BLOCK);
-        r.read_exact(&mut bytes[..8 * n])?;
-        for (f, b) in floats[..n].iter_mut().zip(bytes.chunks_exact(8)) {
-            *f = f64::from_le_bytes(b.try_into().expect("8 bytes"));
+        r.read_exact(&mut bytes[..width * n])?;
+        let chunks = bytes[..width * n].chunks_exact(width);
+        for (f, b) in floats[..n].iter_mut().zip(chunks) {
+            *f = match width {
+                4 => f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes"))),
+                _ => f64::from_le_bytes(b.try_into().expect("8 bytes")),
+            };
         }
         take(&floats[..n]);
         left -= n;
@@ -333,4 +362,66 @@ fn read_pairs(r: &mut impl Read) -> io::Result<Vec<Complex<f64>>> {
         v.extend(f.chunks_exact(2).map(|c| Complex::new(c[0], c[1])))
     })?;
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scan of one coil, 64 samples, with a truth; values from `value`.
+    fn scan(value: impl Fn(usize) -> f64) -> Scan {
+        let grid = Grid::new([4, 4, 4], [200.0; 3]).unwrap();
+        Scan {
+            grid,
+            traj: (0..64).map(|i| [value(i), value(i + 1), value(i + 2)]).collect(),
+            coils: 1,
+            data: (0..64).map(|i| Complex::new(value(3 * i), -value(i))).collect(),
+            noise: Some(CoilNoise::Covariance(vec![Complex::new(2.0, 0.0)])),
+            maps: None,
+            truth: Some((0..64).map(|i| value(7 * i)).collect()),
+            anatomy: None,
+            geometry: None,
+            parts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn values_travel_as_float32_only_where_that_loses_nothing() {
+        // Float32 values (a file's, widened): 4 bytes each, back exactly.
+        let narrow = scan(|i| f64::from((i as f32).sin() * 3.5));
+        let bytes = narrow.to_bytes();
+        assert_eq!(Scan::from_bytes(&bytes), Some(narrow));
+        // One value that float32 would round: that array in float64, and
+        // every value back exactly.
+        let mut wide = scan(|i| f64::from((i as f32).sin() * 3.5));
+        wide.truth.as_mut().unwrap()[5] = 0.1;
+        let wide_bytes = wide.to_bytes();
+        assert_eq!(Scan::from_bytes(&wide_bytes), Some(wide));
+        // The truth's 64 values: 4 more bytes each, nothing else changed.
+        assert_eq!(wide_bytes.len(), bytes.len() + 64 * 4);
+        // Values of float64 throughout: 8 bytes each (the traj's 192 values,
+        // the data's 128 and the truth's 64; the covariance, 2 + 0i, stays
+        // float32).
+        let f64_bytes = scan(|i| (i as f64).sin() * 3.5).to_bytes();
+        assert_eq!(f64_bytes.len(), bytes.len() + (192 + 128 + 64) * 4);
+        assert_eq!(
+            Scan::from_bytes(&f64_bytes),
+            Some(scan(|i| (i as f64).sin() * 3.5))
+        );
+    }
+
+    #[test]
+    fn a_width_other_than_4_or_8_is_malformed() {
+        let mut bytes = scan(|i| i as f64).to_bytes();
+        // The trajectory's width: after the magic, the grid (3 sizes and
+        // 3 FOVs) and its length.
+        let at = 8 + 6 * 8 + 8;
+        assert_eq!(bytes[at], 4);
+        assert!(Scan::from_bytes(&bytes).is_some());
+        for w in [0, 2, 5, 16] {
+            bytes[at] = w;
+            let e = Scan::read_from(&mut &bytes[..]).unwrap_err();
+            assert!(e.to_string().contains("value width"), "{e}");
+        }
+    }
 }
