@@ -6,9 +6,9 @@
 //! instead of one per file. Run one file's tests by its module name, e.g.
 //! `cargo test --release --test suite_commands bad_data::`.
 
-mod common;
 mod bad_data;
 mod cli;
+mod common;
 mod config_errors;
 mod driver;
 mod faults;

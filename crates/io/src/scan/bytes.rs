@@ -255,7 +255,10 @@ fn write_pairs(w: &mut impl Write, v: &[Complex<f64>]) -> io::Result<()> {
 /// The values of `values()` (called twice: a look, then the writing), after
 /// their width: 4 bytes each where every one is a float32 exactly, else 8.
 /// Encoded a block at a time.
-fn write_values<I: Iterator<Item = f64>>(w: &mut impl Write, values: impl Fn() -> I) -> io::Result<()> {
+fn write_values<I: Iterator<Item = f64>>(
+    w: &mut impl Write,
+    values: impl Fn() -> I,
+) -> io::Result<()> {
     let narrow = values().all(|x| f64::from(x as f32) == x);
     let width = if narrow { 4 } else { 8 };
     w.write_all(&[width as u8])?;
@@ -373,9 +376,13 @@ mod tests {
         let grid = Grid::new([4, 4, 4], [200.0; 3]).unwrap();
         Scan {
             grid,
-            traj: (0..64).map(|i| [value(i), value(i + 1), value(i + 2)]).collect(),
+            traj: (0..64)
+                .map(|i| [value(i), value(i + 1), value(i + 2)])
+                .collect(),
             coils: 1,
-            data: (0..64).map(|i| Complex::new(value(3 * i), -value(i))).collect(),
+            data: (0..64)
+                .map(|i| Complex::new(value(3 * i), -value(i)))
+                .collect(),
             noise: Some(CoilNoise::Covariance(vec![Complex::new(2.0, 0.0)])),
             maps: None,
             truth: Some((0..64).map(|i| value(7 * i)).collect()),
