@@ -188,10 +188,9 @@ __device__ inline int wrap(int i, int n)
 // Float atomics on shared memory are compare-and-swap loops on current
 // GPUs, so the copy is written without them: first a thread per point and
 // axis puts its kernel values in shared memory, and a thread per point its
-// strength and place; then warp
-// w adds every point's contribution to the z-planes congruent to w modulo
-// the warp count, its lanes taking one or two (x, y) cells of the
-// footprint each. No two warps touch one plane and no two lanes one cell,
+// strength and place; then warp w adds every point's contribution to the
+// z-planes congruent to w modulo the warp count, its lanes taking one or
+// two (x, y) cells of the footprint each. No two warps touch one plane and no two lanes one cell,
 // so plain loads and stores suffice. The copy is complex (float2): a cell
 // is one 8-byte load and one store, half the instructions of separate
 // real and imaginary planes (the kernel is bound by its instructions

@@ -233,7 +233,8 @@ extern "C" __global__ void add_whw(float2* out, float a, const float2* __restric
 
 // add_whw and CG's <x, out> after it in one pass: partial[block] = the
 // block's part of Re <x, out> (as dot_partial; sum_partials adds the
-// parts). A grid-stride loop over voxels (at most 1024^3: 32-bit indices).
+// parts). A grid-stride loop over voxels (at most 1024^3, recon_core::MAX_N
+// per axis: 32-bit indices).
 extern "C" __global__ void add_whw_dot_partial(double* partial, float2* out, float a, const float2* __restrict__ x,
                                                const float* __restrict__ w2x, const float* __restrict__ w2y,
                                                const float* __restrict__ w2z, const float* __restrict__ d2, int nx,

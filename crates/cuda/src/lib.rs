@@ -61,11 +61,24 @@ pub struct CudaBackend {
 
 /// Squared stencil weights on the first device.
 pub struct CudaWeights {
-    n: [usize; 3],
+    pub(crate) n: [usize; 3],
     /// `None`: every edge weight 1 (the kernel gets null pointers).
-    w2: Option<[cudarc::driver::CudaSlice<f32>; 3]>,
+    pub(crate) w2: Option<[cudarc::driver::CudaSlice<f32>; 3]>,
     /// `None`: no diagonal (a null pointer).
-    d2: Option<cudarc::driver::CudaSlice<f32>>,
+    pub(crate) d2: Option<cudarc::driver::CudaSlice<f32>>,
+}
+
+impl CudaWeights {
+    /// `x` and `out` are images of the weights' grid.
+    fn check(
+        &self,
+        x: &cudarc::driver::CudaSlice<f32>,
+        out: &cudarc::driver::CudaSlice<f32>,
+    ) -> Result<()> {
+        let len: usize = self.n.iter().product();
+        Error::check_len("W^H W input", 2 * len, x.len())?;
+        Error::check_len("W^H W output", 2 * len, out.len())
+    }
 }
 
 /// The GPUs' contexts that [`CudaBackend::warm_up`] retained, released
@@ -550,11 +563,8 @@ impl Backend for CudaBackend {
         x: &Self::Vector,
         w: &Self::Weights,
     ) -> Result<()> {
-        let len: usize = w.n.iter().product();
-        Error::check_len("W^H W input", 2 * len, x.len())?;
-        Error::check_len("W^H W output", 2 * len, out.len())?;
-        self.dev0()
-            .add_whw(out, a as f32, x, w.w2.as_ref(), w.d2.as_ref(), w.n, None)
+        w.check(x, out)?;
+        self.dev0().add_whw(out, a as f32, x, w)
     }
 
     fn add_whw_dot_to(
@@ -566,12 +576,8 @@ impl Backend for CudaBackend {
         s: &mut Self::Scalars,
         slot: usize,
     ) -> Result<()> {
-        let len: usize = w.n.iter().product();
-        Error::check_len("W^H W input", 2 * len, x.len())?;
-        Error::check_len("W^H W output", 2 * len, out.len())?;
+        w.check(x, out)?;
         Error::check_index("solver scalars", slot, s.len())?;
-        let (w2, d2) = (w.w2.as_ref(), w.d2.as_ref());
-        self.dev0()
-            .add_whw(out, a as f32, x, w2, d2, w.n, Some((s, slot)))
+        self.dev0().add_whw_dot_to(out, a as f32, x, w, s, slot)
     }
 }

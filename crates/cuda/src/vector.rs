@@ -336,50 +336,67 @@ impl Device {
             .map(|_| ())
     }
 
-    /// `out = out + a W^H W x`; with `dot`, also `s[slot] = <x, out>` in
-    /// the same pass (partial sums per block, then their sum in a fixed
-    /// order, as [`Device::dot_re_to`]).
-    #[allow(clippy::too_many_arguments)]
+    /// `out = out + a W^H W x`.
     pub fn add_whw(
         &self,
         out: &mut CudaSlice<f32>,
         a: f32,
         x: &CudaSlice<f32>,
-        w2: Option<&[CudaSlice<f32>; 3]>,
-        d2: Option<&CudaSlice<f32>>,
-        n: [usize; 3],
-        dot: Option<(&mut CudaSlice<f64>, usize)>,
+        w: &crate::CudaWeights,
     ) -> Result<()> {
-        let [nx, ny, nz] = n.map(|v| v as i32);
-        let null = 0u64;
-        let mut partial = self.partial.lock().expect("reduction buffer poisoned");
-        let kernels = self.vector()?;
-        let mut b = self.stream.launch_builder(match dot {
-            Some(_) => &kernels.add_whw_dot_partial,
-            None => &kernels.add_whw,
-        });
-        if dot.is_some() {
-            b.arg(&mut *partial);
-        }
-        b.arg(&mut *out).arg(&a).arg(x);
-        match w2 {
-            Some([wx, wy, wz]) => b.arg(wx).arg(wy).arg(wz),
-            None => b.arg(&null).arg(&null).arg(&null),
-        };
-        match d2 {
-            Some(d) => b.arg(d),
-            None => b.arg(&null),
-        };
-        b.arg(&nx).arg(&ny).arg(&nz);
-        match dot {
-            None => {
-                unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }.at("launch add_whw")?;
-                Ok(())
-            }
-            Some((s, slot)) => {
-                unsafe { b.launch(reduce_cfg()) }.at("launch add_whw_dot_partial")?;
-                self.sum_partials_to(s, slot, &partial)
-            }
-        }
+        let n = w.n.map(|v| v as i32);
+        let mut b = self.stream.launch_builder(&self.vector()?.add_whw);
+        whw_args(&mut b, out, &a, x, w, &n);
+        // A block a row of x.
+        unsafe { b.launch(self.rows_cfg(w.n[1] * w.n[2], w.n[0])) }
+            .at("launch add_whw")
+            .map(|_| ())
     }
+
+    /// [`Device::add_whw`] and `s[slot] = <x, out>` in the same pass
+    /// (partial sums per block, then their sum in a fixed order, as
+    /// [`Device::dot_re_to`]).
+    pub fn add_whw_dot_to(
+        &self,
+        out: &mut CudaSlice<f32>,
+        a: f32,
+        x: &CudaSlice<f32>,
+        w: &crate::CudaWeights,
+        s: &mut CudaSlice<f64>,
+        slot: usize,
+    ) -> Result<()> {
+        let n = w.n.map(|v| v as i32);
+        let mut partial = self.partial.lock().expect("reduction buffer poisoned");
+        let mut b = self
+            .stream
+            .launch_builder(&self.vector()?.add_whw_dot_partial);
+        b.arg(&mut *partial);
+        whw_args(&mut b, out, &a, x, w, &n);
+        unsafe { b.launch(reduce_cfg()) }.at("launch add_whw_dot_partial")?;
+        self.sum_partials_to(s, slot, &partial)
+    }
+}
+
+/// The arguments add_whw and add_whw_dot_partial share, after the latter's
+/// partial sums: out, a, x, the squared edge weights and diagonal (null
+/// pointers where absent), the grid `n`.
+fn whw_args<'a>(
+    b: &mut cudarc::driver::LaunchArgs<'a>,
+    out: &'a mut CudaSlice<f32>,
+    a: &'a f32,
+    x: &'a CudaSlice<f32>,
+    w: &'a crate::CudaWeights,
+    n: &'a [i32; 3],
+) {
+    const NULL: u64 = 0;
+    b.arg(out).arg(a).arg(x);
+    match &w.w2 {
+        Some([wx, wy, wz]) => b.arg(wx).arg(wy).arg(wz),
+        None => b.arg(&NULL).arg(&NULL).arg(&NULL),
+    };
+    match &w.d2 {
+        Some(d) => b.arg(d),
+        None => b.arg(&NULL),
+    };
+    b.arg(&n[0]).arg(&n[1]).arg(&n[2]);
 }

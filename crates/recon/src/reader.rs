@@ -292,19 +292,17 @@ pub fn read_isolated(
     let mut stderr = child.stderr.take().expect("piped");
     // Under a tight memory limit a thread may not start: an error (and the
     // reader process stopped), where std::thread::spawn would panic.
-    let threads = {
+    let threads = (|| -> std::io::Result<_> {
         let (limit_ms, declared) = (Arc::clone(&limit_ms), Arc::clone(&declared));
-        std::thread::Builder::new()
-            .spawn(move || receive(stdout, &limit_ms, &declared))
-            .and_then(|out| {
-                let err = std::thread::Builder::new().spawn(move || {
-                    let mut v = Vec::new();
-                    let _ = stderr.read_to_end(&mut v);
-                    v
-                })?;
-                Ok((out, err))
-            })
-    };
+        let out =
+            std::thread::Builder::new().spawn(move || receive(stdout, &limit_ms, &declared))?;
+        let err = std::thread::Builder::new().spawn(move || {
+            let mut v = Vec::new();
+            let _ = stderr.read_to_end(&mut v);
+            v
+        })?;
+        Ok((out, err))
+    })();
     let (out, err) = match threads {
         Ok(t) => t,
         Err(e) => {

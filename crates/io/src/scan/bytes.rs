@@ -18,7 +18,8 @@ const ENCODING_MAGIC: &[u8; 8] = b"reconSC5";
 /// are after the reader widened them, which halves the bytes through the
 /// pipe.
 impl Scan {
-    /// Writes the encoding to `w` (buffer it: values are written one by one).
+    /// Writes the encoding to `w` (buffer it: lengths and tags are written
+    /// a few bytes at a time).
     pub fn write_to(&self, w: &mut impl Write) -> io::Result<()> {
         w.write_all(ENCODING_MAGIC)?;
         write_grid(w, &self.grid)?;
