@@ -182,13 +182,35 @@ __host__ __device__ constexpr int next_radix(int rest, int P)
 // held through the forward FFT) lost 20%. lines.rs computes the same.
 __host__ __device__ constexpr int columns_points(int L) { return L == 256 ? 16 : 8; }
 
-// Shared-memory position of point i of column c: columns interleaved (a
-// warp's threads touch adjacent words), one word of padding per 32.
-template <int C>
+// Shared-memory position of point i of column c, for passes whose first
+// radix is R1: rows of C points (columns interleaved, so a warp's threads
+// touch adjacent words), C words of padding after every R1 rows. A
+// half-warp's 16 float2 accesses fill the 32 banks once when its M = 16 / C
+// rows fall on distinct sixteenths of a bank row: a pass reads M
+// consecutive rows (of one run of R1), and the first pass writes rows R1
+// apart (later passes, NS >= R1 >= M, consecutive rows again), which the
+// padding shifts by C each. The padding is a multiple of C per run of R1
+// rows, so for i = j + (multiple of R1) it splits into j's part and a
+// constant: the offsets of a thread's points fold into its base address.
+// (One word per 32, the earlier layout, left 2- to 4.7-way conflicts:
+// Nsight Compute, bench/h200-2026-11-27-columns-async; permuting rows
+// within a half-warp's group removed them but cost more integer work than
+// they did, bench/h100-2026-11-27-banks.)
+template <int C, int R1>
 __device__ __forceinline__ int at(int i, int c)
 {
-    int a = i * C + c;
-    return a + (a >> 5);
+    if constexpr (C >= 16) return i * C + c;
+    else return (i + (unsigned)i / R1) * C + c;
+}
+
+// at(i + k, c) - at(i, c) for k a multiple of R1 (any k where C >= 16): a
+// constant, so that a thread's accesses are one base register and
+// immediate offsets (the kernels are bound by the instructions they issue,
+// most of them integer: Nsight Compute, bench/h100-2026-11-27-banks).
+template <int C, int R1>
+__host__ __device__ constexpr int at_shift(int k)
+{
+    return C >= 16 ? k * C : (k + k / R1) * C;
 }
 
 // Where line q's points are in global memory: point k at
@@ -309,21 +331,35 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
     constexpr int G = (P + R - 1) / R;
     constexpr int GROUPS = L / R;
     constexpr int STEP = L / (NS * R);
+    constexpr int R1 = next_radix(L, P);  // the first pass's radix: the layout (at)
     static_assert(SRC != REGS || (NS == 1 && R == P), "registers hold the first pass's points");
     static_assert(DST != REGS || (NS * R == L && P % R == 0), "registers take the last pass's points");
+    // A thread's shared-memory reads: at(j + r GROUPS), base plus a constant
+    // where GROUPS is a multiple of R1; its writes: at(d + r NS), base plus
+    // r C in the first pass (d a multiple of R1 = R, r < R) and a constant
+    // in later ones (NS a multiple of R1).
+    constexpr bool READ_SHIFTS = C >= 16 || GROUPS % R1 == 0;
+    static_assert(NS == 1 ? R == R1 : NS % R1 == 0, "the first radix divides the later strides");
     float2 v[G][R];
 #pragma unroll
     for (int g = 0; g < G; g++) {
-        int j = tj + g * TC;
+        const int j = tj + g * TC;
         if (j < GROUPS) {
-            int k = j % NS;
+            const int kstep = (j % NS) * STEP;
+            const int rb = at<C, R1>(j, c);
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                float2 a = SRC == GLOBAL ? col.load(j + r * GROUPS)
-                           : SRC == REGS ? regs[r]
-                                         : S[at<C>(j + r * GROUPS, c)];
+                float2 a;
+                if constexpr (SRC == GLOBAL)
+                    a = col.load(j + r * GROUPS);
+                else if constexpr (SRC == REGS)
+                    a = regs[r];
+                else if constexpr (READ_SHIFTS)
+                    a = S[rb + at_shift<C, R1>(r * GROUPS)];
+                else
+                    a = S[at<C, R1>(j + r * GROUPS, c)];
                 if (r > 0 && NS > 1) {
-                    float2 w = tw[k * r * STEP];
+                    float2 w = tw[kstep * r];
                     a = cmul(a, make_float2(w.x, s * w.y));
                 }
                 v[g][r] = a;
@@ -334,19 +370,22 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
     if ((SRC == SHARED || SRC == REGS) && DST == SHARED) __syncthreads();
 #pragma unroll
     for (int g = 0; g < G; g++) {
-        int j = tj + g * TC;
+        const int j = tj + g * TC;
         if (j < GROUPS) {
-            int d = (j / NS) * NS * R + j % NS;
+            const int d = (j / NS) * NS * R + j % NS;
+            const int wb = at<C, R1>(d, c);
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 float2 a = v[g][r];
                 if (f) a = make_float2(f[g * R + r] * a.x, f[g * R + r] * a.y);
-                if (DST == GLOBAL)
+                if constexpr (DST == GLOBAL)
                     col.store(d + r * NS, a);
-                else if (DST == REGS)
+                else if constexpr (DST == REGS)
                     regs[g + r * G] = a;
+                else if constexpr (NS == 1)
+                    S[wb + r * C] = a;
                 else
-                    S[at<C>(d + r * NS, c)] = a;
+                    S[wb + at_shift<C, R1>(r * NS)] = a;
             }
         }
     }
@@ -395,7 +434,8 @@ __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
 // work: the planes z < nz of the 2N grid (P points each), transformed
 // along x and y already; fq: FFT(Q), real, all L = 2 nz planes; twiddles:
 // L points exp(i 2pi k / L). Blocks of C * L / columns_points(L) threads, C columns each
-// (wide); dynamic shared memory: L + at<C>(L, 0) float2.
+// (wide); dynamic shared memory: L float2 of twiddles, then the columns
+// in rows of C (at): L rows, and L / R1 of padding where C < 16.
 //
 // The forward FFT's first pass reads the column from global memory and its
 // last pass multiplies by scale * FFT(Q) on the way to shared memory; the

@@ -131,17 +131,30 @@ pub(crate) fn points_per_thread(kernel: LineKernel, l: usize) -> usize {
     }
 }
 
+/// The first pass's radix of `kernel` at length `l` (`next_radix(l, P)` in
+/// lines.cu): 16 where a thread holds 16 points and 16 divides `l`, else 8
+/// (every length is a multiple of 8).
+fn first_radix(kernel: LineKernel, l: usize) -> usize {
+    if points_per_thread(kernel, l) >= 16 && l % 16 == 0 {
+        16
+    } else {
+        8
+    }
+}
+
 /// Whether length `l` has `_wide` kernels: where wide blocks differ from
 /// narrow ones (lines.cu compiles them for these lengths only).
 fn has_wide(l: usize) -> bool {
     columns_per_block(l, true) != columns_per_block(l, false)
 }
 
-/// The kernels' dynamic shared memory: the twiddles, then the block's lines
-/// of `l` float2, one word of padding per 32.
-pub(crate) fn shared_bytes(l: usize, wide: bool) -> usize {
-    let words = l * columns_per_block(l, wide);
-    8 * (l + words + words / 32)
+/// The kernels' dynamic shared memory: the twiddles, then the block's
+/// lines of `l` float2 in rows of `c`, a padding row after every
+/// `first_radix` (`at` in lines.cu).
+pub(crate) fn shared_bytes(l: usize, wide: bool, first_radix: usize) -> usize {
+    let c = columns_per_block(l, wide);
+    let rows = if c >= 16 { l } else { l + l / first_radix };
+    8 * (l + rows * c)
 }
 
 /// Where line q's points lie: point k at `(q / a) * b + (q % a) * d + k *
@@ -254,7 +267,7 @@ impl Device {
             cfg: LaunchConfig {
                 grid_dim: (count.div_ceil(c) as u32, 1, 1),
                 block_dim: ((c * l / points_per_thread(kernel, l)) as u32, 1, 1),
-                shared_mem_bytes: shared_bytes(l, wide) as u32,
+                shared_mem_bytes: shared_bytes(l, wide, first_radix(kernel, l)) as u32,
             },
             count: count as i32,
         })
@@ -306,7 +319,10 @@ mod tests {
                 assert!(c.is_power_of_two() && (4..=32).contains(&c), "L = {l}");
                 assert!(c * l / 8 <= 512, "L = {l}");
                 // No opt-in to more than the default 48 KiB of shared memory.
-                assert!(shared_bytes(l, wide) <= 48 * 1024, "L = {l}");
+                for kernel in [LineKernel::Fft, LineKernel::ToeplitzColumns] {
+                    let bytes = shared_bytes(l, wide, first_radix(kernel, l));
+                    assert!(bytes <= 48 * 1024, "L = {l}");
+                }
             }
         }
         assert_eq!(columns_per_block(256, false), 8);
