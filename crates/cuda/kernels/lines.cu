@@ -426,9 +426,17 @@ __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
 {
     constexpr int THREADS = C * (L / P);
     extern __shared__ float2 smem[];
-    const int t = threadIdx.x;
-    for (int i = t; i < L; i += THREADS) smem[i] = twiddles[i];
-    return Block{smem, smem + L, t % C, t / C, (long long)blockIdx.x * C + t % C};
+    // Unsigned, and a copy loop of a count known at compile time: with a
+    // signed index and `i += THREADS` the compiler does not know the
+    // thread index is below THREADS, and emitted a general unrolled loop
+    // with remainders, dozens of instructions a thread, in every block.
+    const unsigned t = threadIdx.x;
+#pragma unroll
+    for (int q = 0; q < (L + THREADS - 1) / THREADS; q++) {
+        const unsigned i = t + q * THREADS;
+        if (L % THREADS == 0 || i < L) smem[i] = twiddles[i];
+    }
+    return Block{smem, smem + L, (int)(t % C), (int)(t / C), (long long)blockIdx.x * C + t % C};
 }
 
 // work: the planes z < nz of the 2N grid (P points each), transformed
