@@ -184,12 +184,12 @@ __host__ __device__ constexpr int columns_points(int L) { return L == 256 ? 16 :
 
 // Shared-memory position of point i of column c, for passes whose first
 // radix is R1: rows of C points (columns interleaved, so a warp's threads
-// touch adjacent words), C words of padding after every R1 rows. A
+// touch adjacent words), a row of padding after every R1 rows. A
 // half-warp's 16 float2 accesses fill the 32 banks once when its M = 16 / C
 // rows fall on distinct sixteenths of a bank row: a pass reads M
 // consecutive rows (of one run of R1), and the first pass writes rows R1
 // apart (later passes, NS >= R1 >= M, consecutive rows again), which the
-// padding shifts by C each. The padding is a multiple of C per run of R1
+// padding shifts by C points each. The padding is one row per run of R1
 // rows, so for i = j + (multiple of R1) it splits into j's part and a
 // constant: the offsets of a thread's points fold into its base address.
 // (One word per 32, the earlier layout, left 2- to 4.7-way conflicts:
