@@ -212,12 +212,13 @@ impl<B: Backend, A: Normal<B>> Normal<B> for Regularised<'_, B, A> {
         slot: usize,
     ) -> Result<()> {
         // out = A x + lambda W^H W x, s[slot] = <x, out> in the
-        // regulariser's pass (without one, in the data term's)
-        if self.lambda == 0.0 {
-            return self.data.apply_dot(backend, out, x, s, slot);
+        // regulariser's pass (without one, in the data term's), as apply
+        if self.lambda > 0.0 {
+            self.data.apply(backend, out, x)?;
+            backend.add_whw_dot_to(out, self.lambda, x, &self.weights, s, slot)
+        } else {
+            self.data.apply_dot(backend, out, x, s, slot)
         }
-        self.data.apply(backend, out, x)?;
-        backend.add_whw_dot_to(out, self.lambda, x, &self.weights, s, slot)
     }
 }
 

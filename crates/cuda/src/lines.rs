@@ -135,7 +135,7 @@ pub(crate) fn points_per_thread(kernel: LineKernel, l: usize) -> usize {
 /// lines.cu): 16 where a thread holds 16 points and 16 divides `l`, else 8
 /// (every length is a multiple of 8).
 fn first_radix(kernel: LineKernel, l: usize) -> usize {
-    if points_per_thread(kernel, l) >= 16 && l % 16 == 0 {
+    if points_per_thread(kernel, l) >= 16 && l.is_multiple_of(16) {
         16
     } else {
         8
@@ -148,12 +148,17 @@ fn has_wide(l: usize) -> bool {
     columns_per_block(l, true) != columns_per_block(l, false)
 }
 
-/// The kernels' dynamic shared memory: the twiddles, then the block's
-/// lines of `l` float2 in rows of `c`, a padding row after every
-/// `first_radix` (`at` in lines.cu).
-pub(crate) fn shared_bytes(l: usize, wide: bool, first_radix: usize) -> usize {
-    let c = columns_per_block(l, wide);
-    let rows = if c >= 16 { l } else { l + l / first_radix };
+/// `kernel`'s dynamic shared memory for lines of length `l` lying as
+/// `lines` says: the twiddles, then the block's lines of `l` float2 in
+/// rows of as many points as lines, a padding row after every run of the
+/// first radix (`at` in lines.cu).
+pub(crate) fn shared_bytes(kernel: LineKernel, l: usize, lines: Lines) -> usize {
+    let c = columns_per_block(l, kernel.wide(lines));
+    let rows = if c >= 16 {
+        l
+    } else {
+        l + l / first_radix(kernel, l)
+    };
     8 * (l + rows * c)
 }
 
@@ -267,7 +272,7 @@ impl Device {
             cfg: LaunchConfig {
                 grid_dim: (count.div_ceil(c) as u32, 1, 1),
                 block_dim: ((c * l / points_per_thread(kernel, l)) as u32, 1, 1),
-                shared_mem_bytes: shared_bytes(l, wide, first_radix(kernel, l)) as u32,
+                shared_mem_bytes: shared_bytes(kernel, l, lines) as u32,
             },
             count: count as i32,
         })
@@ -318,11 +323,11 @@ mod tests {
                 let c = columns_per_block(l, wide);
                 assert!(c.is_power_of_two() && (4..=32).contains(&c), "L = {l}");
                 assert!(c * l / 8 <= 512, "L = {l}");
-                // No opt-in to more than the default 48 KiB of shared memory.
-                for kernel in [LineKernel::Fft, LineKernel::ToeplitzColumns] {
-                    let bytes = shared_bytes(l, wide, first_radix(kernel, l));
-                    assert!(bytes <= 48 * 1024, "L = {l}");
-                }
+            }
+            // No opt-in to more than the default 48 KiB of shared memory.
+            for (kernel, lines) in LineKernel::ALL {
+                let bytes = shared_bytes(kernel, l, lines);
+                assert!(bytes <= 48 * 1024, "L = {l}, {kernel:?} {lines:?}");
             }
         }
         assert_eq!(columns_per_block(256, false), 8);
