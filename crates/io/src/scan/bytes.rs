@@ -267,12 +267,11 @@ fn write_values<I: Iterator<Item = f64>>(
     let mut all = values().peekable();
     while all.peek().is_some() {
         bytes.clear();
-        for x in all.by_ref().take(BLOCK) {
-            if narrow {
-                bytes.extend_from_slice(&(x as f32).to_le_bytes());
-            } else {
-                bytes.extend_from_slice(&x.to_le_bytes());
-            }
+        let block = all.by_ref().take(BLOCK);
+        if narrow {
+            block.for_each(|x| bytes.extend_from_slice(&(x as f32).to_le_bytes()));
+        } else {
+            block.for_each(|x| bytes.extend_from_slice(&x.to_le_bytes()));
         }
         w.write_all(&bytes)?;
     }
@@ -338,11 +337,15 @@ fn read_floats_into(r: &mut impl Read, len: u64, mut take: impl FnMut(&[f64])) -
         let n = left.min(BLOCK);
         r.read_exact(&mut bytes[..width * n])?;
         let chunks = bytes[..width * n].chunks_exact(width);
-        for (f, b) in floats[..n].iter_mut().zip(chunks) {
-            *f = match width {
-                4 => f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes"))),
-                _ => f64::from_le_bytes(b.try_into().expect("8 bytes")),
-            };
+        // One loop per width: the width is the array's, not the value's.
+        if width == 4 {
+            for (f, b) in floats[..n].iter_mut().zip(chunks) {
+                *f = f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes")));
+            }
+        } else {
+            for (f, b) in floats[..n].iter_mut().zip(chunks) {
+                *f = f64::from_le_bytes(b.try_into().expect("8 bytes"));
+            }
         }
         take(&floats[..n]);
         left -= n;
