@@ -1,9 +1,14 @@
-// Just enough of CUDA to run lines.cu's kernels on the CPU, for a test of
-// their index and twiddle logic without a GPU (lines.cpp, run by
-// lines.rs's tests): a block's threads are std::threads, __syncthreads a
-// barrier, shared memory one array (blocks run one at a time).
+// Just enough of CUDA to run lines.cu's and nufft.cu's kernels on the
+// CPU, for a test of their index logic without a GPU (lines.cpp and
+// spread.cpp, run by lines.rs's and nufft.rs's tests): a block's threads
+// are std::threads, __syncthreads a barrier, shared memory one array
+// (blocks run one at a time).
 #pragma once
+#include <atomic>
 #include <barrier>
+#include <math.h>
+#include <thread>
+#include <vector>
 
 #define __device__
 #define __host__
@@ -12,16 +17,56 @@
 #define __restrict__
 #define __launch_bounds__(...)
 #define __shared__
+#define __align__(n) __attribute__((aligned(n)))
 
 struct float2 {
     float x, y;
 };
 inline float2 make_float2(float a, float b) { return {a, b}; }
+struct float4 {
+    float x, y, z, w;
+};
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+struct int2 {
+    int x, y;
+};
+inline int2 make_int2(int a, int b) { return {a, b}; }
+struct int4 {
+    int x, y, z, w;
+};
+inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 
 struct Dim3 {
     int x, y, z;
 };
 inline thread_local Dim3 threadIdx, blockIdx;
+inline Dim3 blockDim, gridDim;
 inline std::barrier<>* block_barrier;
 inline void __syncthreads() { block_barrier->arrive_and_wait(); }
+// A block's barrier, stronger than a warp's: right where every thread of
+// the block reaches it equally often, as in nufft.cu's spreading.
+inline void __syncwarp() { __syncthreads(); }
 inline float2 smem[1 << 16];
+
+// Runs `kernel` over `blocks` blocks of `threads` threads, a block at a time.
+template <class K>
+void launch(int blocks, int threads, K kernel)
+{
+    blockDim = {threads, 1, 1};
+    gridDim = {blocks, 1, 1};
+    for (int b = 0; b < blocks; b++) {
+        std::barrier<> bar(threads);
+        block_barrier = &bar;
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; t++)
+            ts.emplace_back([&, t] {
+                threadIdx = {t, 0, 0};
+                blockIdx = {b, 0, 0};
+                kernel();
+            });
+        for (auto& t : ts) t.join();
+    }
+}

@@ -18,23 +18,6 @@
 using cd = std::complex<double>;
 const double TAU = 6.283185307179586;
 
-template <class K>
-void launch(int blocks, int threads, K kernel)
-{
-    for (int b = 0; b < blocks; b++) {
-        std::barrier<> bar(threads);
-        block_barrier = &bar;
-        std::vector<std::thread> ts;
-        for (int t = 0; t < threads; t++)
-            ts.emplace_back([&, t] {
-                threadIdx = {t, 0, 0};
-                blockIdx = {b, 0, 0};
-                kernel();
-            });
-        for (auto& t : ts) t.join();
-    }
-}
-
 // sum_j a[j] exp(s i 2pi k j / n)
 cd dft(const std::vector<cd>& a, int k, double s)
 {

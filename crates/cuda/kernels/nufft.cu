@@ -179,6 +179,7 @@ __device__ inline int wrap(int i, int n)
 
 // Warps per spreading block; SPREAD_THREADS in nufft.rs is 32 times this.
 #define SPREAD_WARPS 8
+#define SPREAD_THREADS (32 * SPREAD_WARPS)
 
 // Type 1 spreading, one block per subproblem (at most maxsub points of one
 // bin), into a shared-memory copy of the bin with W/2 cells of overhang
@@ -203,16 +204,20 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
                               const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
                               const int* __restrict__ start, int maxsub, float beta, Geometry g)
 {
+    static_assert(W <= SPREAD_WARPS, "a footprint's planes meet each warp at most once");
     extern __shared__ __align__(16) float shw[];
     const int b = sub_bin[blockIdx.x];
     const int bx = b % g.nb[0], by = (b / g.nb[0]) % g.nb[1], bz = b / (g.nb[0] * g.nb[1]);
     const int o[3] = {bx * g.bs[0] - W / 2, by * g.bs[1] - W / 2, bz * g.bs[2] - W / 2};
     const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
-    const int cells = sx * sy * sz, plane = sx * sy;
+    const int cells = sx * sy * sz, plane = sx * sy, rows = sy * sz;
     float2* cell = (float2*)shw;                     // [cells]
     float* ker = (float*)(cell + cells);             // [maxsub][3][W]
     float2* str = (float2*)(ker + ((3 * W * maxsub + 1) & ~1));  // [maxsub], 8-byte aligned
     int2* place = (int2*)(str + maxsub);              // [maxsub]: base cell, first z plane
+    // After the points: where each row of the copy starts in the fine grid,
+    // in their place (the shared memory of 4 blocks an SM at width 7).
+    long long* row_at = (long long*)ker;              // [rows]
     // The copy zeroed 16 bytes at a time, and an odd last cell.
     for (int i = threadIdx.x; i < cells / 2; i += blockDim.x) ((float4*)cell)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (threadIdx.x == 0 && (cells & 1)) cell[cells - 1] = make_float2(0.0f, 0.0f);
@@ -228,74 +233,70 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
     __syncthreads();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // This lane's (x, y) cells of the footprint: p = lane and lane + 32.
+    // (Branches, not a second update with weight 0 where a lane has one
+    // cell: the kernel is near the shared-memory pipe's limit, and the
+    // extra load and store cost more than the branches save:
+    // bench/h100-2026-11-27-spread-rows.)
     const int p0 = min(lane, W * W - 1), p1 = min(lane + 32, W * W - 1);
     const bool has0 = lane < W * W, has1 = lane + 32 < W * W;
     const int x0 = p0 % W, y0 = p0 / W, x1 = p1 % W, y1 = p1 / W;
     const int off0 = y0 * sx + x0, off1 = y1 * sx + x1;
     for (int t = 0; t < n; t++) {
         const int2 pl = place[t];
-        // The footprint's planes this warp owns: z = pl.y + jz = warp (mod SPREAD_WARPS).
-        int jz = (warp - pl.y) & (SPREAD_WARPS - 1);  // a power of two
+        // The footprint's plane this warp owns, if any: z = pl.y + jz = warp (mod SPREAD_WARPS).
+        const int jz = (warp - pl.y) & (SPREAD_WARPS - 1);  // a power of two
         if (jz < W) {
             const float* k = ker + 3 * W * t;
             const float2 v = str[t];
-            const float k0 = k[x0] * k[W + y0], k1 = k[x1] * k[W + y1];
-            for (; jz < W; jz += SPREAD_WARPS) {
-                const float kz = k[2 * W + jz];
-                const int at = pl.x + jz * plane;
-                if (has0) {
-                    const float k = k0 * kz;
-                    float2 a = cell[at + off0];
-                    a.x = fmaf(v.x, k, a.x);
-                    a.y = fmaf(v.y, k, a.y);
-                    cell[at + off0] = a;
-                }
-                if (has1) {
-                    const float k = k1 * kz;
-                    float2 a = cell[at + off1];
-                    a.x = fmaf(v.x, k, a.x);
-                    a.y = fmaf(v.y, k, a.y);
-                    cell[at + off1] = a;
-                }
+            const float kz = k[2 * W + jz];
+            const float k0 = k[x0] * k[W + y0] * kz, k1 = k[x1] * k[W + y1] * kz;
+            const int at = pl.x + jz * plane;
+            if (has0) {
+                float2 a = cell[at + off0];
+                a.x = fmaf(v.x, k0, a.x);
+                a.y = fmaf(v.y, k0, a.y);
+                cell[at + off0] = a;
+            }
+            if (has1) {
+                float2 a = cell[at + off1];
+                a.x = fmaf(v.x, k1, a.x);
+                a.y = fmaf(v.y, k1, a.y);
+                cell[at + off1] = a;
             }
         }
         // The next point's cells may be this point's, in other lanes.
         __syncwarp();
     }
     __syncthreads();
-    // A half-warp per row of x, its lanes taking pairs of cells that start
-    // at an even global x (16-byte aligned: the fine grid's sizes are
-    // even), added by one vector atomic each. The row's y and z advance by
-    // the half-warp count and wrap by comparisons (the while loops run more
-    // than once only on grids smaller than a subproblem).
-    const int half = lane >> 4, hl = lane & 15;
-    const int first_row = 2 * warp + half;
-    int ly = first_row % sy, lz = first_row / sy;
-    const int even = o[0] - (o[0] & 1);  // the even x at or below the copy's first
-    const int pairs = (o[0] + sx - even + 1) / 2;
-    for (int row = first_row; row < sy * sz; row += 2 * SPREAD_WARPS) {
-        int gy = o[1] + ly, gz = o[2] + lz;
+    // Each row's start in the fine grid, y and z wrapped (the loops run more
+    // than once only on grids smaller than a bin's copy).
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+        int gy = o[1] + r % sy, gz = o[2] + r / sy;
         while (gy < 0) gy += g.n[1];
         while (gy >= g.n[1]) gy -= g.n[1];
         while (gz < 0) gz += g.n[2];
         while (gz >= g.n[2]) gz -= g.n[2];
-        const long long grow = ((long long)gz * g.n[1] + gy) * g.n[0];
-        for (int p = hl; p < pairs; p += 16) {
-            const int lx = even + 2 * p - o[0];  // the pair's first cell in the copy: -1 .. sx - 1
+        row_at[r] = ((long long)gz * g.n[1] + gy) * g.n[0];
+    }
+    __syncthreads();
+    // A half-warp per row, its lanes taking pairs of cells that start at
+    // an even global x (16-byte aligned: the fine grid's sizes are even),
+    // added by one vector atomic each. A lane's pair, and with it its x in
+    // the fine grid, is the same in every row (the copy's x from -1 to
+    // sx: its cells outside are zero).
+    const int half = lane >> 4, hl = lane & 15;
+    const int even = o[0] - (o[0] & 1);  // the even x at or below the copy's first
+    const int pairs = (o[0] + sx - even + 1) / 2;
+    for (int p = hl; p < pairs; p += 16) {
+        const int lx = even + 2 * p - o[0];  // the pair's first cell in the copy: -1 .. sx - 1
+        int gx = even + 2 * p;
+        while (gx < 0) gx += g.n[0];
+        while (gx >= g.n[0]) gx -= g.n[0];
+        for (int row = 2 * warp + half; row < rows; row += 2 * SPREAD_WARPS) {
             const int at = row * sx + lx;
             const float2 v0 = lx >= 0 ? cell[at] : make_float2(0.0f, 0.0f);
             const float2 v1 = lx + 1 < sx ? cell[at + 1] : make_float2(0.0f, 0.0f);
-            if (v0.x != 0.0f || v0.y != 0.0f || v1.x != 0.0f || v1.y != 0.0f) {
-                int gx = even + 2 * p;
-                while (gx < 0) gx += g.n[0];
-                while (gx >= g.n[0]) gx -= g.n[0];
-                add_pair(&fine[grow + gx], v0, v1);
-            }
-        }
-        ly += 2 * SPREAD_WARPS;
-        while (ly >= sy) {
-            ly -= sy;
-            lz++;
+            if (v0.x != 0.0f || v0.y != 0.0f || v1.x != 0.0f || v1.y != 0.0f) add_pair(&fine[row_at[row] + gx], v0, v1);
         }
     }
 }
@@ -389,7 +390,7 @@ __device__ void interpolate(float2* __restrict__ out, const float2* __restrict__
         spread_global<W>(fine, c, first, frac, perm, M, beta, g);                                                          \
     }
 #define INTERPOLATE_KERNEL(W)                                                                                              \
-    extern "C" __global__ void nufft_interpolate_##W(float2* out, const float2* fine, const int* first,                   \
+    extern "C" __global__ void __launch_bounds__(256, 3) nufft_interpolate_##W(float2* out, const float2* fine, const int* first,                   \
                                                      const float* frac, const unsigned* perm, long long M, float beta,    \
                                                      Geometry g)                                                           \
     {                                                                                                                      \

@@ -21,6 +21,8 @@
 //! event per buffer and launch is off (device.rs).
 
 mod device;
+#[cfg(test)]
+mod emulate;
 mod engine;
 mod error;
 mod kernels;

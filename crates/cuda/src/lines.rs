@@ -355,46 +355,21 @@ mod tests {
     /// same kernels on the device.
     #[test]
     fn kernels_emulated_on_the_cpu_match_dfts() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("emulate");
-        let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-        if std::process::Command::new(&cxx)
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            println!("skipped: no C++ compiler ({cxx}) to build the emulated kernels");
-            return;
-        }
-        let out = std::env::temp_dir().join(format!("recon-lines-{}", std::process::id()));
-        std::fs::create_dir_all(&out).unwrap();
         for l in [16, 96, 256, 320, 512] {
-            let exe = out.join(format!("lines-{l}"));
-            let built = std::process::Command::new(&cxx)
-                .args(["-std=c++20", "-O1", "-pthread", &format!("-DLENGTH={l}")])
-                .arg("-DLINES_CU=\"../kernels/lines.cu\"")
-                .arg(dir.join("lines.cpp"))
-                .arg("-o")
-                .arg(&exe)
-                .output()
-                .unwrap();
-            assert!(
-                built.status.success(),
-                "L = {l}: {}",
-                String::from_utf8_lossy(&built.stderr)
-            );
-            let ran = std::process::Command::new(&exe).output().unwrap();
-            assert!(ran.status.success(), "L = {l}: the emulation failed");
-            let text = String::from_utf8(ran.stdout).unwrap();
-            for line in text.lines() {
-                let (what, err) = line.split_once(' ').unwrap();
-                let err: f64 = err.parse().unwrap();
+            let defines = [
+                format!("LENGTH={l}"),
+                r#"LINES_CU="../kernels/lines.cu""#.to_string(),
+            ];
+            let Some(errors) = crate::emulate::run("lines.cpp", &defines) else {
+                return;
+            };
+            for (what, err) in &errors {
                 println!("L = {l}, {what}: {err:.2e}");
                 // float32 FFTs of a few hundred points round to ~1e-7
                 // relative; a wrong index or twiddle gives order 1.
-                assert!(err < 1e-5, "L = {l}, {what}: {err:e}");
+                assert!(*err < 1e-5, "L = {l}, {what}: {err:e}");
             }
-            assert_eq!(text.lines().count(), 2, "L = {l}: {text}");
+            assert_eq!(errors.len(), 2, "L = {l}: {errors:?}");
         }
-        std::fs::remove_dir_all(&out).ok();
     }
 }

@@ -33,7 +33,7 @@ pub(crate) use kernels::{Correction, Kernels, Step};
 /// need 3 to 8 cells.
 pub(crate) const WIDTHS: std::ops::RangeInclusive<usize> = 2..=8;
 
-/// Threads per spreading block (one subproblem each): `SPREAD_WARPS` in nufft.cu.
+/// Threads per spreading block (one subproblem each): `SPREAD_THREADS` in nufft.cu.
 const SPREAD_THREADS: u32 = 256;
 
 /// How type 1 spreads.
@@ -384,10 +384,12 @@ impl Device {
     /// block's shared memory (opting in beyond 48 KiB), else global atomics.
     fn spreading_method(&self, w: usize, bs: [usize; 3], options: &NufftOptions) -> Result<Method> {
         // The bin and its overhang, complex; per point, its 3 w kernel
-        // values, strength and place.
+        // values, strength and place, where afterwards each row of the
+        // copy has where it starts in the fine grid.
         let cells = bs.iter().map(|b| b + w).product::<usize>();
-        let bytes =
-            4 * (2 * cells + (options.maxsub * 3 * w).next_multiple_of(2) + 4 * options.maxsub);
+        let rows = (bs[1] + w) * (bs[2] + w);
+        let points = 4 * ((options.maxsub * 3 * w).next_multiple_of(2) + 4 * options.maxsub);
+        let bytes = 8 * cells + points.max(8 * rows);
         use cudarc::driver::sys::CUdevice_attribute as A;
         let limit = self
             .ctx
@@ -409,6 +411,39 @@ impl Device {
                     .at("allow the spreading kernel its shared memory")?;
                 Ok(Method::Shared(bytes))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WIDTHS;
+
+    /// nufft.cu's shared-memory spreading run on the CPU (emulate/) against
+    /// the same points spread one by one in double, at widths 2, 5, 7 and
+    /// 8 (lanes with no cell, one and two; the GPU tests take every width):
+    /// the default bins, bins of 4 on a grid smaller than a bin's copy with
+    /// subproblems of 16, bins odd along x, and a flat z. Checks the
+    /// copy's indices, planes and wraps where no GPU is; the GPU tests
+    /// check the kernel on the device.
+    #[test]
+    fn shared_spreading_emulated_on_the_cpu_matches_point_by_point_sums() {
+        for w in [2, 5, 7, 8] {
+            assert!(WIDTHS.contains(&w));
+            let defines = [
+                format!("SPREAD_SHARED={w}"),
+                r#"NUFFT_CU="../kernels/nufft.cu""#.to_string(),
+            ];
+            let Some(errors) = crate::emulate::run("spread.cpp", &defines) else {
+                return;
+            };
+            for (what, err) in &errors {
+                println!("width {w}, {what}: {err:.2e}");
+                // float32 sums of a few hundred terms a cell round to
+                // ~1e-7 relative; a wrong cell or weight gives 1e-3 or more.
+                assert!(*err < 1e-5, "width {w}, {what}: {err:e}");
+            }
+            assert_eq!(errors.len(), 4, "width {w}: {errors:?}");
         }
     }
 }

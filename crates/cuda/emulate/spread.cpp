@@ -1,0 +1,117 @@
+// nufft.cu's shared-memory spreading for one kernel width, run on the CPU
+// (gpu.h) and compared with the same spreading summed point by point in
+// double: prints "spread BINS GRID error" per case for nufft.rs's test to
+// check. The points are sorted and cut into subproblems here as the plan's
+// kernels do on the device. Built as
+//     c++ -std=c++20 -pthread -DSPREAD_SHARED=W -DNUFFT_CU='"nufft.cu"' spread.cpp
+#include "gpu.h"
+alignas(16) float shw[1 << 15];
+#include NUFFT_CU
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#define NAME2(a, b) a##b
+#define NAME(a, b) NAME2(a, b)
+
+const int W = SPREAD_SHARED;
+
+// Relative L2 error of the kernel's spreading of m random points onto a
+// fine grid n in bins bs, subproblems of at most maxsub points.
+double spread_error(const int n[3], const int bins[3], int m, int maxsub, unsigned seed)
+{
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<double> u(-3 * M_PI, 3 * M_PI);
+    std::uniform_real_distribution<float> v(-0.5f, 0.5f);
+    std::vector<double> x(3 * m);
+    for (auto& p : x) p = u(gen);
+    // A cluster in one corner: bins of many subproblems, footprints wrapping.
+    for (int i = 0; i < m / 3; i++)
+        for (int d = 0; d < 3; d++) x[3 * i + d] = M_PI - 0.05 * (u(gen) + 3 * M_PI);
+    std::vector<float2> c(m);
+    for (auto& s : c) s = {v(gen), v(gen)};
+
+    Geometry g;
+    for (int d = 0; d < 3; d++) {
+        g.n[d] = n[d];
+        g.bs[d] = std::min(bins[d], n[d]);
+        g.nb[d] = (n[d] + g.bs[d] - 1) / g.bs[d];
+    }
+    const int nbins = g.nb[0] * g.nb[1] * g.nb[2];
+    // Sort by bin (stable), as nufft_count, nufft_scan and nufft_place do.
+    std::vector<int> bin(m), count(nbins, 0), start(nbins + 1, 0);
+    for (int i = 0; i < m; i++) count[bin[i] = bin_of_point(x.data(), i, g.n, g.bs, g.nb)]++;
+    for (int b = 0; b < nbins; b++) start[b + 1] = start[b] + count[b];
+    std::vector<int> first(3 * m), fill(start.begin(), start.end() - 1);
+    std::vector<float> frac(3 * m);
+    std::vector<unsigned> perm(m);
+    for (int i = 0; i < m; i++) {
+        const int s = fill[bin[i]]++;
+        perm[s] = i;
+        for (int d = 0; d < 3; d++) {
+            float a;
+            first[3 * s + d] = footprint_first(fine_coord(x[3 * i + d], n[d]), W, &a);
+            frac[3 * s + d] = a;
+        }
+    }
+    std::vector<int> sub_bin, sub_first;
+    for (int b = 0; b < nbins; b++)
+        for (int k = start[b]; k < start[b + 1]; k += maxsub) {
+            sub_bin.push_back(b);
+            sub_first.push_back(k);
+        }
+
+    const long long cells = (long long)n[0] * n[1] * n[2];
+    std::vector<float2> fine(cells, make_float2(0, 0));
+    const float beta = 2.3f * W;
+    launch((int)sub_bin.size(), SPREAD_THREADS, [&] {
+        NAME(nufft_spread_shared_, SPREAD_SHARED)(fine.data(), c.data(), first.data(), frac.data(), perm.data(),
+                                                  sub_bin.data(), sub_first.data(), start.data(), maxsub, beta, g);
+    });
+
+    // Point by point in double, with the kernel's float32 values.
+    std::vector<double> want(2 * cells, 0.0);
+    for (int s = 0; s < m; s++) {
+        float k[3][W];
+        for (int d = 0; d < 3; d++) kernel_values<W>(k[d], frac[3 * s + d], beta);
+        const float2 cs = c[perm[s]];
+        for (int jz = 0; jz < W; jz++)
+            for (int jy = 0; jy < W; jy++)
+                for (int jx = 0; jx < W; jx++) {
+                    const long long at = ((long long)wrap(first[3 * s + 2] + jz, n[2]) * n[1] +
+                                          wrap(first[3 * s + 1] + jy, n[1])) * n[0] +
+                                         wrap(first[3 * s] + jx, n[0]);
+                    const double w = (double)k[0][jx] * k[1][jy] * k[2][jz];
+                    want[2 * at] += w * cs.x;
+                    want[2 * at + 1] += w * cs.y;
+                }
+    }
+    double num = 0, den = 0;
+    for (long long i = 0; i < cells; i++) {
+        const double dr = fine[i].x - want[2 * i], di = fine[i].y - want[2 * i + 1];
+        num += dr * dr + di * di;
+        den += want[2 * i] * want[2 * i] + want[2 * i + 1] * want[2 * i + 1];
+    }
+    return std::sqrt(num / den);
+}
+
+int main()
+{
+    // The default bins on a grid of several bins per axis; small bins on a
+    // grid smaller than a bin's copy (its rows wrap more than once) with
+    // subproblems of 16; bins odd along x; a flat z (2-D: one fine plane).
+    struct Case {
+        int n[3], bins[3], m, maxsub;
+    } cases[] = {
+        {{48, 32, 24}, {16, 8, 8}, 2000, 128},
+        {{12, 10, 8}, {4, 4, 4}, 600, 16},
+        {{30, 34, 20}, {15, 12, 16}, 1500, 128},
+        {{32, 24, 1}, {16, 8, 8}, 800, 128},
+    };
+    unsigned seed = 1;
+    for (const Case& k : cases)
+        printf("spread %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2],
+               spread_error(k.n, k.bins, k.m, k.maxsub, seed++));
+}
