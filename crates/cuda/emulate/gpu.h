@@ -1,6 +1,6 @@
 // Just enough of CUDA to run lines.cu's and nufft.cu's kernels on the
 // CPU, for a test of their index logic without a GPU (lines.cpp and
-// spread.cpp, run by lines.rs's and nufft.rs's tests): a block's threads
+// nufft.cpp, run by lines.rs's and nufft.rs's tests): a block's threads
 // are std::threads, __syncthreads a barrier, shared memory one array
 // (blocks run one at a time).
 #pragma once

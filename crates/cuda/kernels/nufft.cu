@@ -333,20 +333,37 @@ __device__ void spread_global(float2* __restrict__ fine, const float2* __restric
 }
 
 // Type 2 interpolation, thread per sorted point: out[perm[i]] = sum over
-// the footprint of fine * kernel.
+// the footprint of fine * kernel. A row of the footprint is read as P
+// pairs of cells from the even x at or below its first, 16 bytes each
+// (the fine grid's sizes are even, so a pair never wraps apart): 4 loads
+// a row instead of 7 at width 7, the kernel's values shifted by one cell
+// where the first is odd and 0 on the cell outside. The kernel waits on
+// its loads (Nsight Compute: bench/h100-2026-11-27-nufft-full), and L1
+// serves a warp's load a line of cells at a time.
 template <int W>
 __device__ void interpolate(float2* __restrict__ out, const float2* __restrict__ fine, const int* __restrict__ first,
                             const float* __restrict__ frac, const unsigned* __restrict__ perm, long long M, float beta,
                             Geometry g)
 {
+    constexpr int P = (W + 2) / 2;  // pairs a row: W cells from an odd first need W + 1
+    const float4* pairs = (const float4*)fine;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < M; i += (long long)gridDim.x * blockDim.x) {
         float kx[W], ky[W], kz[W];
         kernel_values<W>(kx, frac[3 * i], beta);
         kernel_values<W>(ky, frac[3 * i + 1], beta);
         kernel_values<W>(kz, frac[3 * i + 2], beta);
-        int xi[W];
+        // The row's 2P cells from the even x at or below the first: their
+        // weights, and the pairs' places (halved x, wrapped).
+        const int fx = first[3 * i], odd = fx & 1;
+        float kp[2 * P];
 #pragma unroll
-        for (int j = 0; j < W; j++) xi[j] = wrap(first[3 * i] + j, g.n[0]);
+        for (int j = 0; j < 2 * P; j++) {
+            const float a = j < W ? kx[j] : 0.0f, b = j >= 1 && j <= W ? kx[j - 1] : 0.0f;
+            kp[j] = odd ? b : a;
+        }
+        int xp[P];
+#pragma unroll
+        for (int q = 0; q < P; q++) xp[q] = wrap(fx - odd + 2 * q, g.n[0]) / 2;
         float accr = 0.0f, acci = 0.0f;
 #pragma unroll
         for (int jz = 0; jz < W; jz++) {
@@ -354,13 +371,15 @@ __device__ void interpolate(float2* __restrict__ out, const float2* __restrict__
             float zr = 0.0f, zim = 0.0f;
 #pragma unroll
             for (int jy = 0; jy < W; jy++) {
-                const float2* row = fine + (zi * g.n[1] + wrap(first[3 * i + 1] + jy, g.n[1])) * g.n[0];
+                const float4* row = pairs + (zi * g.n[1] + wrap(first[3 * i + 1] + jy, g.n[1])) * (g.n[0] / 2);
                 float rr = 0.0f, ri = 0.0f;
 #pragma unroll
-                for (int jx = 0; jx < W; jx++) {
-                    float2 v = row[xi[jx]];
-                    rr = fmaf(kx[jx], v.x, rr);
-                    ri = fmaf(kx[jx], v.y, ri);
+                for (int q = 0; q < P; q++) {
+                    const float4 v = row[xp[q]];
+                    rr = fmaf(kp[2 * q], v.x, rr);
+                    ri = fmaf(kp[2 * q], v.y, ri);
+                    rr = fmaf(kp[2 * q + 1], v.z, rr);
+                    ri = fmaf(kp[2 * q + 1], v.w, ri);
                 }
                 zr = fmaf(ky[jy], rr, zr);
                 zim = fmaf(ky[jy], ri, zim);

@@ -419,15 +419,16 @@ impl Device {
 mod tests {
     use super::WIDTHS;
 
-    /// nufft.cu's shared-memory spreading run on the CPU (emulate/) against
-    /// the same points spread one by one in double, at widths 2, 5, 7 and
-    /// 8 (lanes with no cell, one and two; the GPU tests take every width):
-    /// the default bins, bins of 4 on a grid smaller than a bin's copy with
-    /// subproblems of 16, bins odd along x, and a flat z. Checks the
-    /// copy's indices, planes and wraps where no GPU is; the GPU tests
-    /// check the kernel on the device.
+    /// nufft.cu's shared-memory spreading and its interpolation run on the
+    /// CPU (emulate/) against the same sums taken point by point in
+    /// double, at widths 2, 5, 7 and 8 (lanes with no cell of a footprint's
+    /// plane, one and two; rows of 2, 3, 4 and 5 pairs; the GPU tests take
+    /// every width): the default bins, bins of 4 on a grid smaller than a
+    /// bin's copy with subproblems of 16, bins odd along x, and a flat z.
+    /// Checks the indices, planes and wraps where no GPU is; the GPU tests
+    /// check the kernels on the device.
     #[test]
-    fn shared_spreading_emulated_on_the_cpu_matches_point_by_point_sums() {
+    fn spreading_and_interpolation_emulated_on_the_cpu_match_point_by_point_sums() {
         for w in [2, 5, 7, 8] {
             assert!(WIDTHS.contains(&w));
             let defines = [
@@ -436,7 +437,7 @@ mod tests {
             ];
             // float32 sums of a few hundred terms a cell round to ~1e-7
             // relative; a wrong cell or weight gives 1e-3 or more.
-            if !crate::emulate::check("spread.cpp", &defines, &format!("width {w}"), 4, 1e-5) {
+            if !crate::emulate::check("nufft.cpp", &defines, &format!("width {w}"), 8, 1e-5) {
                 return;
             }
         }

@@ -1,9 +1,10 @@
-// nufft.cu's shared-memory spreading for one kernel width, run on the CPU
-// (gpu.h) and compared with the same spreading summed point by point in
-// double: prints "spread BINS GRID error" per case for nufft.rs's test to
-// check. The points are sorted and cut into subproblems here as the plan's
-// kernels do on the device. Built as
-//     c++ -std=c++20 -pthread -DSPREAD_SHARED=W -DNUFFT_CU='"nufft.cu"' spread.cpp
+// nufft.cu's shared-memory spreading and its interpolation for one kernel
+// width, run on the CPU (gpu.h) and compared with the same sums taken point
+// by point in double: prints "spread BINS GRID error" and "interpolate
+// BINS GRID error" per case for nufft.rs's test to check. The points are
+// sorted and cut into subproblems here as the plan's kernels do on the
+// device. Built as
+//     c++ -std=c++20 -pthread -DSPREAD_SHARED=W -DNUFFT_CU='"nufft.cu"' nufft.cpp
 #include "gpu.h"
 alignas(16) float shw[1 << 15];
 #include NUFFT_CU
@@ -11,6 +12,7 @@ alignas(16) float shw[1 << 15];
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <utility>
 #include <vector>
 
 #define NAME2(a, b) a##b
@@ -19,8 +21,9 @@ alignas(16) float shw[1 << 15];
 const int W = SPREAD_SHARED;
 
 // Relative L2 error of the kernel's spreading of m random points onto a
-// fine grid n in bins bs, subproblems of at most maxsub points.
-double spread_error(const int n[3], const int bins[3], int m, int maxsub, unsigned seed)
+// fine grid n in bins bs, subproblems of at most maxsub points, and of its
+// interpolation of a random fine grid at the same points.
+std::pair<double, double> errors(const int n[3], const int bins[3], int m, int maxsub, unsigned seed)
 {
     std::mt19937 gen(seed);
     std::uniform_real_distribution<double> u(-3 * M_PI, 3 * M_PI);
@@ -94,7 +97,34 @@ double spread_error(const int n[3], const int bins[3], int m, int maxsub, unsign
         num += dr * dr + di * di;
         den += want[2 * i] * want[2 * i] + want[2 * i + 1] * want[2 * i + 1];
     }
-    return std::sqrt(num / den);
+    const double spread = std::sqrt(num / den);
+
+    // Interpolation of a random fine grid, thread per sorted point.
+    for (auto& f : fine) f = {v(gen), v(gen)};
+    std::vector<float2> got(m);
+    launch((m + 255) / 256, 256, [&] {
+        interpolate<W>(got.data(), fine.data(), first.data(), frac.data(), perm.data(), m, beta, g);
+    });
+    num = den = 0;
+    for (int s = 0; s < m; s++) {
+        float k[3][W];
+        for (int d = 0; d < 3; d++) kernel_values<W>(k[d], frac[3 * s + d], beta);
+        double re = 0, im = 0;
+        for (int jz = 0; jz < W; jz++)
+            for (int jy = 0; jy < W; jy++)
+                for (int jx = 0; jx < W; jx++) {
+                    const long long at = ((long long)wrap(first[3 * s + 2] + jz, n[2]) * n[1] +
+                                          wrap(first[3 * s + 1] + jy, n[1])) * n[0] +
+                                         wrap(first[3 * s] + jx, n[0]);
+                    const double w = (double)k[0][jx] * k[1][jy] * k[2][jz];
+                    re += w * fine[at].x;
+                    im += w * fine[at].y;
+                }
+        const float2 o = got[perm[s]];
+        num += (o.x - re) * (o.x - re) + (o.y - im) * (o.y - im);
+        den += re * re + im * im;
+    }
+    return {spread, std::sqrt(num / den)};
 }
 
 int main()
@@ -111,7 +141,10 @@ int main()
         {{32, 24, 1}, {16, 8, 8}, 800, 128},
     };
     unsigned seed = 1;
-    for (const Case& k : cases)
-        printf("spread %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2],
-               spread_error(k.n, k.bins, k.m, k.maxsub, seed++));
+    for (const Case& k : cases) {
+        const auto [spread, interpolate] = errors(k.n, k.bins, k.m, k.maxsub, seed++);
+        printf("spread %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2], spread);
+        printf("interpolate %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2],
+               interpolate);
+    }
 }
