@@ -74,22 +74,27 @@ std::pair<double, double> errors(const int n[3], const int bins[3], int m, int m
                                                   sub_bin.data(), sub_first.data(), start.data(), maxsub, beta, g);
     });
 
-    // Point by point in double, with the kernel's float32 values.
-    std::vector<double> want(2 * cells, 0.0);
-    for (int s = 0; s < m; s++) {
+    // Sorted point s's footprint, cell by cell: f(cell, weight in double
+    // from the kernel's float32 values).
+    auto footprint = [&](int s, auto f) {
         float k[3][W];
         for (int d = 0; d < 3; d++) kernel_values<W>(k[d], frac[3 * s + d], beta);
-        const float2 cs = c[perm[s]];
         for (int jz = 0; jz < W; jz++)
             for (int jy = 0; jy < W; jy++)
-                for (int jx = 0; jx < W; jx++) {
-                    const long long at = ((long long)wrap(first[3 * s + 2] + jz, n[2]) * n[1] +
-                                          wrap(first[3 * s + 1] + jy, n[1])) * n[0] +
-                                         wrap(first[3 * s] + jx, n[0]);
-                    const double w = (double)k[0][jx] * k[1][jy] * k[2][jz];
-                    want[2 * at] += w * cs.x;
-                    want[2 * at + 1] += w * cs.y;
-                }
+                for (int jx = 0; jx < W; jx++)
+                    f(((long long)wrap(first[3 * s + 2] + jz, n[2]) * n[1] + wrap(first[3 * s + 1] + jy, n[1])) * n[0] +
+                          wrap(first[3 * s] + jx, n[0]),
+                      (double)k[0][jx] * k[1][jy] * k[2][jz]);
+    };
+
+    // Point by point in double.
+    std::vector<double> want(2 * cells, 0.0);
+    for (int s = 0; s < m; s++) {
+        const float2 cs = c[perm[s]];
+        footprint(s, [&](long long at, double w) {
+            want[2 * at] += w * cs.x;
+            want[2 * at + 1] += w * cs.y;
+        });
     }
     double num = 0, den = 0;
     for (long long i = 0; i < cells; i++) {
@@ -107,19 +112,11 @@ std::pair<double, double> errors(const int n[3], const int bins[3], int m, int m
     });
     num = den = 0;
     for (int s = 0; s < m; s++) {
-        float k[3][W];
-        for (int d = 0; d < 3; d++) kernel_values<W>(k[d], frac[3 * s + d], beta);
         double re = 0, im = 0;
-        for (int jz = 0; jz < W; jz++)
-            for (int jy = 0; jy < W; jy++)
-                for (int jx = 0; jx < W; jx++) {
-                    const long long at = ((long long)wrap(first[3 * s + 2] + jz, n[2]) * n[1] +
-                                          wrap(first[3 * s + 1] + jy, n[1])) * n[0] +
-                                         wrap(first[3 * s] + jx, n[0]);
-                    const double w = (double)k[0][jx] * k[1][jy] * k[2][jz];
-                    re += w * fine[at].x;
-                    im += w * fine[at].y;
-                }
+        footprint(s, [&](long long at, double w) {
+            re += w * fine[at].x;
+            im += w * fine[at].y;
+        });
         const float2 o = got[perm[s]];
         num += (o.x - re) * (o.x - re) + (o.y - im) * (o.y - im);
         den += re * re + im * im;
