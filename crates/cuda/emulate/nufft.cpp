@@ -11,6 +11,7 @@ alignas(16) float shw[1 << 15];
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <utility>
 #include <vector>
@@ -43,7 +44,8 @@ std::pair<double, double> errors(const int n[3], const int bins[3], int m, int m
         g.nb[d] = (n[d] + g.bs[d] - 1) / g.bs[d];
     }
     const int nbins = g.nb[0] * g.nb[1] * g.nb[2];
-    // Sort by bin (stable), as nufft_count, nufft_scan and nufft_place do.
+    // Sort by bin, as nufft_count, nufft_scan and nufft_place do (here in
+    // the points' order within a bin; there in the atomics').
     std::vector<int> bin(m), count(nbins, 0), start(nbins + 1, 0);
     for (int i = 0; i < m; i++) count[bin[i] = bin_of_point(x.data(), i, g.n, g.bs, g.nb)]++;
     for (int b = 0; b < nbins; b++) start[b + 1] = start[b] + count[b];
@@ -66,6 +68,14 @@ std::pair<double, double> errors(const int n[3], const int bins[3], int m, int m
             sub_first.push_back(k);
         }
 
+    // The block's shared memory, as nufft.rs's spreading_method counts it,
+    // must fit the emulation's.
+    const int copy = (g.bs[0] + W) * (g.bs[1] + W) * (g.bs[2] + W), rows = (g.bs[1] + W) * (g.bs[2] + W);
+    const size_t points = 4 * (((3 * W * maxsub + 1) & ~1) + 4 * maxsub);
+    if (8 * (size_t)copy + std::max(points, 8 * (size_t)rows) > sizeof shw) {
+        fprintf(stderr, "a subproblem needs more shared memory than the emulation has\n");
+        exit(1);
+    }
     const long long cells = (long long)n[0] * n[1] * n[2];
     std::vector<float2> fine(cells, make_float2(0, 0));
     const float beta = 2.3f * W;

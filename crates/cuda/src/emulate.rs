@@ -17,12 +17,14 @@ fn run(program: &str, defines: &[String]) -> Option<Vec<(String, f64)>> {
         println!("skipped: no C++ compiler ({cxx}) to build the emulated kernels");
         return None;
     }
-    let out = std::env::temp_dir().join(format!("recon-emulate-{}", std::process::id()));
-    std::fs::create_dir_all(&out).unwrap();
-    let exe = out.join(format!(
-        "{program}-{}",
-        defines.join("-").replace(['"', '/', '='], "_")
+    // A folder of its own per build (tests run side by side), removed after.
+    let out = std::env::temp_dir().join(format!(
+        "recon-emulate-{}-{program}-{}",
+        std::process::id(),
+        defines.join("-").replace(['"', '/', '=', '.'], "_")
     ));
+    std::fs::create_dir_all(&out).unwrap();
+    let exe = out.join("emulation");
     let built = Command::new(&cxx)
         .args(["-std=c++20", "-O1", "-pthread"])
         .args(defines.iter().map(|d| format!("-D{d}")))
@@ -37,7 +39,7 @@ fn run(program: &str, defines: &[String]) -> Option<Vec<(String, f64)>> {
         String::from_utf8_lossy(&built.stderr)
     );
     let ran = Command::new(&exe).output().unwrap();
-    std::fs::remove_file(&exe).ok();
+    std::fs::remove_dir_all(&out).ok();
     assert!(
         ran.status.success(),
         "{program} {defines:?}: the emulation failed"
