@@ -449,6 +449,36 @@ fn a_series_of_slices_and_contrasts_on_the_gpu_matches_the_cpu_f64() {
 }
 
 #[test]
+fn freed_memory_is_kept_counted_as_free_and_given_back() {
+    let Some(b) = gpu(Options::default()) else {
+        return;
+    };
+    b.release_unused_memory().unwrap();
+    let free = b.memory_available().unwrap();
+    // A vector of a quarter of the free memory (8-byte values), freed.
+    let quarter = (free / 4 / 8) as usize;
+    drop(b.zeros(quarter).unwrap());
+    b.synchronize().unwrap();
+    let kept = b.pool_unused_bytes().unwrap();
+    assert!(kept >= 8 * quarter as u64, "kept {kept} of {}", 8 * quarter);
+    // Still free for the pipeline's checks. The slack: the driver's own
+    // bookkeeping moves by a few MB between queries.
+    let slack = 64 << 20;
+    let now = b.memory_available().unwrap();
+    assert!(now + slack >= free, "free {free}, then {now}");
+    // Seven tenths of the free memory: more than the driver has beside
+    // what the pool keeps, so the pool's unused memory must be given back
+    // (or reused) for it.
+    let most = (free / 10 * 7 / 8) as usize;
+    drop(b.zeros(most).unwrap());
+    b.release_unused_memory().unwrap();
+    let left = b.pool_unused_bytes().unwrap();
+    assert!(left < slack, "{left} bytes still kept after the release");
+    let after = b.memory_available().unwrap();
+    assert!(after + slack >= free, "free {free}, after {after}");
+}
+
+#[test]
 fn too_large_a_problem_says_what_fits() {
     if gpu(Options::default()).is_none() {
         return;

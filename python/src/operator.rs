@@ -413,5 +413,10 @@ fn apply<B: Backend>(
         Map::Adjoint => op.adjoint(b, &mut out, &x)?,
         Map::Normal => op.normal(b, &mut out, &x)?,
     }
-    Ok(to_f64(&b.to_host(&out)?))
+    let y = to_f64(&b.to_host(&out)?);
+    // The vectors' memory back to the driver, for the other libraries of
+    // the process (a GPU's pool would keep it).
+    drop((x, out));
+    b.release_unused_memory()?;
+    Ok(y)
 }

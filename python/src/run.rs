@@ -7,6 +7,7 @@ use numpy::{Complex64, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use recon_core::Backend;
 use recon_encoding::NufftBackend;
 use recon_io::scan::{CoilNoise, Scan};
 use recon_pipeline::config::{self, DeviceChoice, Loaded, Precision, Settings};
@@ -170,7 +171,12 @@ fn run(
         Some((k, chosen)) if k == key => chosen,
         _ => recon_pipeline::backend_for(&mut l, None, note)?,
     };
-    let image = on_backend!(&chosen, b => series(b, l, ui));
+    // The backend stays open for the next call, but the memory its pool
+    // kept goes back to the driver, for the other libraries of the process.
+    let image = on_backend!(&chosen, b => series(b, l, ui).and_then(|image| {
+        b.release_unused_memory().map_err(recon_pipeline::Error::from)?;
+        Ok(image)
+    }));
     *kept = Some((key, chosen));
     Ok((image?, warnings))
 }

@@ -73,6 +73,7 @@ impl Device {
         // (no use on another stream before the allocation, no free before
         // another stream's use, no concurrent writes) are kept as above.
         unsafe { ctx.disable_event_tracking() };
+        crate::pool::keep(&ctx)?;
         let name = ctx.name().at("device name")?;
         let (major, minor) = ctx.compute_capability().at("compute capability")?;
         use cudarc::driver::sys::CUdevice_attribute as A;
@@ -148,15 +149,27 @@ impl Device {
         self.sms as f64 * 16.0 * self.clock_khz as f64 * 1e3 / 2.0
     }
 
+    /// Bytes free for our buffers: the driver's free memory and what the
+    /// memory pool holds unused (crate::pool).
     pub fn free_memory(&self) -> Result<u64> {
+        Ok(self.driver_free()? + crate::pool::unused_bytes(&self.ctx)?)
+    }
+
+    fn driver_free(&self) -> Result<u64> {
         self.ctx.bind_to_thread().at("bind context")?;
         Ok(self.ctx.mem_get_info().at("query free memory")?.0 as u64)
     }
 
-    /// Fails with a clear message when `bytes` more would not fit.
     /// Fails with [`Error::OutOfMemory`] when `bytes` more would not fit.
+    /// Where they fit only with the memory the pool holds unused, that
+    /// memory goes back to the driver first: cuFFT allocates outside the
+    /// pool, and a pool's unused memory may lie in pieces too small.
     pub(crate) fn ensure_fits(&self, bytes: usize, what: &str) -> Result<()> {
-        let free = self.free_memory()?;
+        let mut free = self.driver_free()?;
+        if bytes as u64 > free && crate::pool::unused_bytes(&self.ctx)? > 0 {
+            crate::pool::trim(&self.ctx)?;
+            free = self.driver_free()?;
+        }
         if bytes as u64 > free {
             return Err(Error::OutOfMemory {
                 device: self.describe(),

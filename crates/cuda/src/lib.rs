@@ -33,6 +33,7 @@ mod nufft_backend;
 mod options;
 mod peers;
 mod plans;
+mod pool;
 mod probe;
 mod sparse;
 mod toeplitz;
@@ -158,6 +159,13 @@ impl CudaBackend {
         self.devices.iter().map(|d| d.sfu_bound()).sum()
     }
 
+    /// Bytes the first GPU's memory pool holds and no vector uses: freed
+    /// memory kept for the next allocations, until
+    /// [`Backend::release_unused_memory`] or an allocation that needs it.
+    pub fn pool_unused_bytes(&self) -> Result<u64> {
+        pool::unused_bytes(&self.dev0().ctx)
+    }
+
     fn dev0(&self) -> &Device {
         &self.devices[0]
     }
@@ -200,6 +208,13 @@ impl Backend for CudaBackend {
         use error::Ctx;
         for d in &self.devices {
             d.stream.synchronize().at("synchronize")?;
+        }
+        Ok(())
+    }
+
+    fn release_unused_memory(&self) -> Result<()> {
+        for d in &self.devices {
+            pool::trim(&d.ctx)?;
         }
         Ok(())
     }

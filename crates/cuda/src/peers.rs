@@ -42,11 +42,7 @@ fn grant(x: &Device, y: &Device) -> Result<bool> {
         }
     }
     // y's pool grants x's device access to what it allocates.
-    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-    // SAFETY: y's device is valid; pool is written by the call.
-    unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, y.ctx.cu_device()) }
-        .result()
-        .at("find the default memory pool")?;
+    let pool = crate::pool::default_pool(&y.ctx)?;
     let grant = sys::CUmemAccessDesc {
         location: sys::CUmemLocation {
             type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,

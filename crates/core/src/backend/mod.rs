@@ -56,6 +56,13 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
+    /// Gives memory that no vector uses back to the device's driver (a GPU
+    /// keeps freed memory for its next allocations): for a process that
+    /// shares the device with other libraries between calls.
+    fn release_unused_memory(&self) -> Result<()> {
+        Ok(())
+    }
+
     // --- several devices -------------------------------------------------
 
     /// Devices that can each compute a share of a sum of independent terms
