@@ -172,13 +172,14 @@ fn run(
         _ => recon_pipeline::backend_for(&mut l, None, note)?,
     };
     // The backend stays open for the next call, but the memory its pool
-    // kept goes back to the driver, for the other libraries of the process.
-    let image = on_backend!(&chosen, b => series(b, l, ui).and_then(|image| {
-        b.release_unused_memory().map_err(recon_pipeline::Error::from)?;
-        Ok(image)
-    }));
+    // kept goes back to the driver, for the other libraries of the
+    // process, whether the call succeeded or not.
+    let (image, released) =
+        on_backend!(&chosen, b => (series(b, l, ui), b.release_unused_memory()));
     *kept = Some((key, chosen));
-    Ok((image?, warnings))
+    let image = image?;
+    released.map_err(recon_pipeline::Error::from)?;
+    Ok((image, warnings))
 }
 
 /// The engine settings a backend was chosen for.
