@@ -92,6 +92,43 @@ def test_the_gil_is_released_while_computing():
     assert ticks > 20, ticks
 
 
+def gpu_free_bytes():
+    """The GPU's free memory, as CuPy or PyTorch reads it (skips without)."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.memGetInfo()[0]
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        return torch.cuda.mem_get_info()[0]
+    except ImportError:
+        pytest.skip("neither CuPy nor PyTorch here to read the GPU's free memory")
+
+
+def test_on_the_gpu_a_call_gives_its_memory_back():
+    """GPU: the memory a call's pool kept goes back to the driver when the
+    call returns, for the other GPU libraries of the process."""
+    if recon._native.gpus() == 0:
+        pytest.skip("no usable GPU here: the GPU memory check is skipped")
+    free = gpu_free_bytes()
+    rng = np.random.default_rng(5)
+    n = 128
+    coord = rng.uniform(-n / 2, n / 2, (20000, 3))
+    k = rng.standard_normal(20000) + 1j * rng.standard_normal(20000)
+    recon.reconstruct(k, coord, (n, n, n), 240.0, lam=0.01, iterations=2, device="cuda")
+    g = recon.Nufft(coord, (n, n, n), 240.0, device="cuda")
+    g.normal(np.ones((n, n, n), complex))
+    # Q's plan alone spreads onto a 512^3 grid (1 GiB), which a pool that
+    # kept its memory would still hold. The slack: the kernels' modules and
+    # the kept backend's and operator's own buffers (tens of MB).
+    slack = 384 << 20
+    after = gpu_free_bytes()
+    assert after > free - slack, (free, after)
+
+
 def test_on_the_gpu_it_equals_the_binary(tmp_path, binary):
     """GPU: the package and the binary on one scan file, device "cuda"."""
     if recon._native.gpus() == 0:
