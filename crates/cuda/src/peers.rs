@@ -41,7 +41,11 @@ fn grant(x: &Device, y: &Device) -> Result<bool> {
             ))
         }
     }
-    // y's pool grants x's device access to what it allocates.
+    // y's pool grants x's device access to what it allocates (a device
+    // without pools allocates plainly, which the contexts' access covers).
+    if !crate::pool::supported(&y.ctx)? {
+        return Ok(true);
+    }
     let pool = crate::pool::default_pool(&y.ctx)?;
     let grant = sys::CUmemAccessDesc {
         location: sys::CUmemLocation {

@@ -15,7 +15,18 @@ use crate::error::Ctx;
 use cudarc::driver::{sys, CudaContext};
 use recon_core::Result;
 
-/// The default memory pool of `ctx`'s device.
+/// Whether `ctx`'s device has memory pools. Where it has none (some
+/// virtualised GPUs), cudarc allocates with plain `cuMemAlloc`, which keeps
+/// nothing: there is no pool to keep, count or trim.
+pub(crate) fn supported(ctx: &CudaContext) -> Result<bool> {
+    use sys::CUdevice_attribute as A;
+    Ok(ctx
+        .attribute(A::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)
+        .at("query memory pool support")?
+        != 0)
+}
+
+/// The default memory pool of `ctx`'s device (which must have pools).
 pub(crate) fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
     let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
     // SAFETY: the device of an open context; pool is written by the call.
@@ -28,6 +39,9 @@ pub(crate) fn default_pool(ctx: &CudaContext) -> Result<sys::CUmemoryPool> {
 /// Makes `ctx`'s pool keep the memory of freed buffers (release threshold
 /// unbounded) instead of returning it at each synchronisation.
 pub(crate) fn keep(ctx: &CudaContext) -> Result<()> {
+    if !supported(ctx)? {
+        return Ok(());
+    }
     let pool = default_pool(ctx)?;
     let mut threshold = u64::MAX;
     // SAFETY: a valid pool; the attribute's value is a u64.
@@ -54,6 +68,9 @@ fn attribute(pool: sys::CUmemoryPool, attr: sys::CUmemPool_attribute) -> Result<
 /// Bytes the pool of `ctx`'s device holds and no buffer uses.
 pub(crate) fn unused_bytes(ctx: &CudaContext) -> Result<u64> {
     use sys::CUmemPool_attribute as A;
+    if !supported(ctx)? {
+        return Ok(0);
+    }
     let pool = default_pool(ctx)?;
     let reserved = attribute(pool, A::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?;
     let used = attribute(pool, A::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?;
@@ -64,6 +81,9 @@ pub(crate) fn unused_bytes(ctx: &CudaContext) -> Result<u64> {
 /// queued so far have run (the pool cannot release a buffer whose free the
 /// host has not seen complete).
 pub(crate) fn trim(ctx: &CudaContext) -> Result<()> {
+    if !supported(ctx)? {
+        return Ok(());
+    }
     ctx.synchronize()
         .at("synchronize before trimming the memory pool")?;
     let pool = default_pool(ctx)?;
