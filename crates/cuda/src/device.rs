@@ -56,6 +56,9 @@ pub(crate) struct Device {
     pub(crate) partial: Mutex<CudaSlice<f64>>,
     /// Whether it reads another GPU's memory directly (enable_peer_access).
     pub(crate) peers: bool,
+    /// Its default memory pool, kept (crate::pool); `None` where the device
+    /// has no pools.
+    pub(crate) pool: Option<crate::pool::Pool>,
 }
 
 impl Device {
@@ -73,7 +76,7 @@ impl Device {
         // (no use on another stream before the allocation, no free before
         // another stream's use, no concurrent writes) are kept as above.
         unsafe { ctx.disable_event_tracking() };
-        crate::pool::keep(&ctx)?;
+        let pool = crate::pool::Pool::keep(&ctx)?;
         let name = ctx.name().at("device name")?;
         let (major, minor) = ctx.compute_capability().at("compute capability")?;
         use cudarc::driver::sys::CUdevice_attribute as A;
@@ -106,6 +109,7 @@ impl Device {
             wavelet: OnceLock::new(),
             partial: Mutex::new(partial),
             peers: false,
+            pool,
         })
     }
 
@@ -152,7 +156,17 @@ impl Device {
     /// Bytes free for our buffers: the driver's free memory and what the
     /// memory pool holds unused (crate::pool).
     pub fn free_memory(&self) -> Result<u64> {
-        Ok(self.driver_free()? + crate::pool::unused_bytes(&self.ctx)?)
+        Ok(self.driver_free()? + self.pool_unused()?)
+    }
+
+    /// Bytes the memory pool holds and no buffer uses (none without one).
+    pub(crate) fn pool_unused(&self) -> Result<u64> {
+        self.pool.map_or(Ok(0), |p| p.unused_bytes())
+    }
+
+    /// Gives the pool's unused memory back to the driver.
+    pub(crate) fn trim_pool(&self) -> Result<()> {
+        self.pool.map_or(Ok(()), |p| p.trim(&self.ctx))
     }
 
     fn driver_free(&self) -> Result<u64> {
@@ -166,8 +180,8 @@ impl Device {
     /// pool, and a pool's unused memory may lie in pieces too small.
     pub(crate) fn ensure_fits(&self, bytes: usize, what: &str) -> Result<()> {
         let mut free = self.driver_free()?;
-        if bytes as u64 > free && crate::pool::unused_bytes(&self.ctx)? > 0 {
-            crate::pool::trim(&self.ctx)?;
+        if bytes as u64 > free && self.pool_unused()? > 0 {
+            self.trim_pool()?;
             free = self.driver_free()?;
         }
         if bytes as u64 > free {

@@ -163,7 +163,7 @@ impl CudaBackend {
     /// memory kept for the next allocations, until
     /// [`Backend::release_unused_memory`] or an allocation that needs it.
     pub fn pool_unused_bytes(&self) -> Result<u64> {
-        pool::unused_bytes(&self.dev0().ctx)
+        self.dev0().pool_unused()
     }
 
     fn dev0(&self) -> &Device {
@@ -214,7 +214,7 @@ impl Backend for CudaBackend {
 
     fn release_unused_memory(&self) -> Result<()> {
         for d in &self.devices {
-            pool::trim(&d.ctx)?;
+            d.trim_pool()?;
         }
         Ok(())
     }

@@ -43,10 +43,9 @@ fn grant(x: &Device, y: &Device) -> Result<bool> {
     }
     // y's pool grants x's device access to what it allocates (a device
     // without pools allocates plainly, which the contexts' access covers).
-    if !crate::pool::supported(&y.ctx)? {
+    let Some(pool) = y.pool else {
         return Ok(true);
-    }
-    let pool = crate::pool::default_pool(&y.ctx)?;
+    };
     let grant = sys::CUmemAccessDesc {
         location: sys::CUmemLocation {
             type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
@@ -55,7 +54,7 @@ fn grant(x: &Device, y: &Device) -> Result<bool> {
         flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
     };
     // SAFETY: one valid descriptor.
-    unsafe { sys::cuMemPoolSetAccess(pool, &grant, 1) }
+    unsafe { sys::cuMemPoolSetAccess(pool.handle(), &grant, 1) }
         .result()
         .at(&format!(
             "grant GPU {} access to GPU {}'s memory pool",
