@@ -152,6 +152,80 @@ __device__ __forceinline__ void dft(float2* v, float s)
     }
 }
 
+// dft<R> of points whose upper half is zero (v[r] = 0 for r >= R/2, not
+// read), R = 8 or 16: X_2m = DFT_{R/2}(v)_m and X_2m+1 = DFT_{R/2}(w^r
+// v_r)_m, w = exp(s i 2pi / R). A zero-padded line's first pass: the
+// butterflies that would add the zeros are left out (a third of an
+// 8-point DFT's additions).
+template <int R>
+__device__ __forceinline__ void dft_pad(float2* v, float s)
+{
+    static_assert(R == 8 || R == 16, "a first pass's radix is 8 or 16");
+    constexpr int H = R / 2;
+    float2 e[H], o[H];
+    if constexpr (R == 8) {
+        const float h = 0.70710678118654752f;
+        e[0] = o[0] = v[0];
+        e[1] = v[1];
+        o[1] = make_float2(h * (v[1].x - s * v[1].y), h * (v[1].y + s * v[1].x));
+        e[2] = v[2];
+        o[2] = times_i(v[2], s);
+        e[3] = v[3];
+        o[3] = make_float2(-h * (v[3].x + s * v[3].y), h * (s * v[3].x - v[3].y));
+    } else {
+        constexpr Roots<R> w{};
+        e[0] = o[0] = v[0];
+#pragma unroll
+        for (int r = 1; r < H; r++) {
+            e[r] = v[r];
+            o[r] = cmul(v[r], make_float2(w.c[r], s * w.s[r]));
+        }
+    }
+    dft<H>(e, s);
+    dft<H>(o, s);
+#pragma unroll
+    for (int m = 0; m < H; m++) {
+        v[2 * m] = e[m];
+        v[2 * m + 1] = o[m];
+    }
+}
+
+// The lower half of dft<R> (X_q for q < R/2, into v[q]), R = 2, 4, 8 or
+// 16: X_q = E_q + w^q O_q of the even and odd points' DFTs, the other half
+// (E_q - w^q O_q) left out. A cropped line's last pass.
+template <int R>
+__device__ __forceinline__ void dft_crop(float2* v, float s)
+{
+    constexpr int H = R / 2;
+    if constexpr (R == 2) {
+        v[0] = cadd(v[0], v[1]);
+    } else {
+        float2 e[H], o[H];
+#pragma unroll
+        for (int q = 0; q < H; q++) {
+            e[q] = v[2 * q];
+            o[q] = v[2 * q + 1];
+        }
+        dft<H>(e, s);
+        dft<H>(o, s);
+        if constexpr (R == 4) {
+            o[1] = times_i(o[1], s);
+        } else if constexpr (R == 8) {
+            const float h = 0.70710678118654752f;
+            o[1] = make_float2(h * (o[1].x - s * o[1].y), h * (o[1].y + s * o[1].x));
+            o[2] = times_i(o[2], s);
+            o[3] = make_float2(-h * (o[3].x + s * o[3].y), h * (s * o[3].x - o[3].y));
+        } else {
+            static_assert(R == 16, "a cropped last pass's radix is 2, 4, 8 or 16");
+            constexpr Roots<R> w{};
+#pragma unroll
+            for (int q = 1; q < H; q++) o[q] = cmul(o[q], make_float2(w.c[q], s * w.s[q]));
+        }
+#pragma unroll
+        for (int q = 0; q < H; q++) v[q] = cadd(e[q], o[q]);
+    }
+}
+
 // Columns per block for length L: a power of two from 4 to 32, about 256
 // threads a block; wide (strided lines), at least 8 (64 bytes of each row)
 // where that fits 512 threads. lines.rs computes the same.
@@ -323,7 +397,13 @@ __host__ __device__ constexpr bool hands_over(int L, int P)
 // radices; tw[k] = exp(i 2pi k / L), conjugated for s = -1. With `f`, each
 // result is multiplied by the real f[g * R + r] before it is written.
 // `regs`: the P points a pass from REGS takes or one to REGS leaves.
-template <int L, int C, int P, int R, int NS, Place SRC, Place DST, class Col>
+// PAD: a first pass from GLOBAL reads a line whose points from L/2 on are
+// zero (a map of n = L/2, plain): its points j + r L/R with r >= R/2 are
+// those (j < L/R), not read, and dft_pad leaves them out. CROP: a last
+// pass to GLOBAL writes only the lower half (n = L/2, plain): its points
+// j + r L/R with r < R/2 (the last pass's groups are j < L/R), computed
+// by dft_crop where R is even.
+template <int L, int C, int P, int R, int NS, Place SRC, Place DST, bool PAD, bool CROP, class Col>
 __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Col& col,
                                      const float* f, float2* regs)
 {
@@ -340,6 +420,8 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
     // in later ones (NS a multiple of R1).
     constexpr bool READ_SHIFTS = C >= 16 || GROUPS % R1 == 0;
     static_assert(NS == 1 ? R == R1 : NS % R1 == 0, "the first radix divides the later strides");
+    constexpr bool PADDED = PAD && SRC == GLOBAL && NS == 1;
+    constexpr bool CROPPED = CROP && DST == GLOBAL && NS * R == L && R % 2 == 0;
     float2 v[G][R];
 #pragma unroll
     for (int g = 0; g < G; g++) {
@@ -348,7 +430,7 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
             const int kstep = (j % NS) * STEP;
             const int rb = at<C, R1>(j, c);
 #pragma unroll
-            for (int r = 0; r < R; r++) {
+            for (int r = 0; r < (PADDED ? R / 2 : R); r++) {
                 float2 a;
                 if constexpr (SRC == GLOBAL)
                     a = col.load(j + r * GROUPS);
@@ -364,7 +446,12 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
                 }
                 v[g][r] = a;
             }
-            dft<R>(v[g], s);
+            if constexpr (PADDED)
+                dft_pad<R>(v[g], s);
+            else if constexpr (CROPPED)
+                dft_crop<R>(v[g], s);
+            else
+                dft<R>(v[g], s);
         }
     }
     if ((SRC == SHARED || SRC == REGS) && DST == SHARED) __syncthreads();
@@ -375,7 +462,7 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
             const int d = (j / NS) * NS * R + j % NS;
             const int wb = at<C, R1>(d, c);
 #pragma unroll
-            for (int r = 0; r < R; r++) {
+            for (int r = 0; r < (CROPPED ? R / 2 : R); r++) {
                 float2 a = v[g][r];
                 if (f) a = make_float2(f[g * R + r] * a.x, f[g * R + r] * a.y);
                 if constexpr (DST == GLOBAL)
@@ -396,7 +483,7 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
 // passes from NS (points combined so far) on. The first reads from FIRST,
 // the last writes to LAST (multiplied by `f`); the others work in shared
 // memory.
-template <int L, int C, int P, int NS, Place FIRST, Place LAST, class Col>
+template <int L, int C, int P, int NS, Place FIRST, Place LAST, bool PAD = false, bool CROP = false, class Col>
 __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s,
                                             const Col& col, const float* f, float2* regs)
 {
@@ -405,8 +492,8 @@ __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, 
         static_assert(NS > 1 || R < L, "one pass: the first would also be the last");
         constexpr Place SRC = NS == 1 ? FIRST : SHARED;
         constexpr Place DST = NS * R == L ? LAST : SHARED;
-        pass<L, C, P, R, NS, SRC, DST>(S, tw, c, tj, s, col, NS * R == L ? f : nullptr, regs);
-        fft_columns<L, C, P, NS * R, FIRST, LAST>(S, tw, c, tj, s, col, f, regs);
+        pass<L, C, P, R, NS, SRC, DST, PAD, CROP>(S, tw, c, tj, s, col, NS * R == L ? f : nullptr, regs);
+        fft_columns<L, C, P, NS * R, FIRST, LAST, PAD, CROP>(S, tw, c, tj, s, col, f, regs);
     }
 }
 
@@ -445,9 +532,11 @@ __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
 // (wide); dynamic shared memory: L float2 of twiddles, then the columns
 // in rows of C (at): L rows, and L / R1 of padding where C < 16.
 //
-// The forward FFT's first pass reads the column from global memory and its
-// last pass multiplies by scale * FFT(Q) on the way to shared memory; the
-// inverse FFT's last pass writes the lower half back to global memory.
+// The forward FFT's first pass reads the column from global memory (its
+// upper half zero: PAD) and its last pass multiplies by scale * FFT(Q) on
+// the way to shared memory; the inverse FFT's last pass computes and
+// writes the lower half only (CROP), back to global memory. L = 2 nz
+// (toeplitz.rs).
 template <int L>
 __device__ __forceinline__ void columns(float2* work, const float* __restrict__ fq,
                                         const float2* __restrict__ twiddles, long long P, int nz, float scale)
@@ -481,8 +570,8 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
     // where the passes allow (hands_over).
     constexpr Place MID = hands_over(L, PT) ? REGS : SHARED;
     float2 regs[MID == REGS ? PT : 1];
-    fft_columns<L, C, PT, 1, GLOBAL, MID>(b.S, b.tw, c, tj, -1.0f, col, f, regs);
-    fft_columns<L, C, PT, 1, MID, GLOBAL>(b.S, b.tw, c, tj, 1.0f, col, nullptr, regs);
+    fft_columns<L, C, PT, 1, GLOBAL, MID, true, false>(b.S, b.tw, c, tj, -1.0f, col, f, regs);
+    fft_columns<L, C, PT, 1, MID, GLOBAL, false, true>(b.S, b.tw, c, tj, 1.0f, col, nullptr, regs);
 }
 
 // The FFT of sign s of `lines` lines of length L, from src (map mi) to dst
