@@ -579,61 +579,76 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
 // last writes it. A null src reads dst: in place (a block reads all of its
 // lines before it writes any). Blocks and shared memory as columns<L>, C
 // columns a block (columns_for). COIL: with the maps' coil maps (SENSE's
-// term of one coil).
-template <int L, int C, bool COIL>
+// term of one coil). PAD: mi is plain with n = L/2 (the upper half zero);
+// CROP: mo is plain with n = L/2 (the lower half written; see pass).
+template <int L, int C, bool COIL, bool PAD, bool CROP>
 __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Map mi, int count,
                                       const float2* __restrict__ twiddles, float s)
 {
     const Block b = block<L, C, 8>(twiddles);
     const LineT<COIL> line(src ? src : dst, dst, mi, mo, (int)b.line, b.line < count, L);
-    fft_columns<L, C, 8, 1, GLOBAL, GLOBAL>(b.S, b.tw, b.c, b.tj, s, line, nullptr, nullptr);
+    fft_columns<L, C, 8, 1, GLOBAL, GLOBAL, PAD, CROP>(b.S, b.tw, b.c, b.tj, s, line, nullptr, nullptr);
 }
 
-// One kernel of each kind for the line length LENGTH (one of lines.rs's
-// LENGTHS), each length its own module: fft_lines and fft_lines_coil with
-// narrow blocks (lines along x), their _wide twins and toeplitz_columns
-// with wide ones (strided lines).
+// The kernels of one line length L (one of lines.rs's LENGTHS), in two
+// modules, so that a run compiles only the set it launches (side by side):
+// -DLENGTH=L, plain FFTs (the NUFFT's fine grid, FFT(Q)): fft_lines_L and
+// fft_lines_coil_L with narrow blocks (lines along x) and their _wide
+// twins (strided lines); -DTOEPLITZ=L, the Toeplitz product's (toeplitz.rs):
+// toeplitz_columns_L, and its x and y lines, zero-padded forward
+// (fft_lines_pad_L, fft_lines_coil_pad_L) and cropped inverse
+// (fft_lines_crop_L, fft_lines_coil_crop_L), the plain ones with _wide
+// twins for the y lines. (The CPU emulation defines both.)
 #define THREADS(L, W) (columns_for(L, W) * (L) / 8)
 #define BOUNDS(L, W) __launch_bounds__(THREADS(L, W), 1024 / THREADS(L, W))
-#define LINE_KERNELS(L, W, SUFFIX)                                                                           \
-    extern "C" __global__ void BOUNDS(L, W) fft_lines_##L##SUFFIX(float2* dst, const float2* src, Map mo,   \
-                                                                  Map mi, int count,                      \
-                                                                  const float2* __restrict__ tw, float s) \
+#define LINE_KERNEL(NAME, L, W, COIL, PAD, CROP)                                                            \
+    extern "C" __global__ void BOUNDS(L, W) NAME(float2* dst, const float2* src, Map mo, Map mi, int count, \
+                                                 const float2* __restrict__ tw, float s)                   \
     {                                                                                                        \
-        lines<L, columns_for(L, W), false>(dst, src, mo, mi, count, tw, s);                                  \
-    }                                                                                                        \
-    extern "C" __global__ void BOUNDS(L, W) fft_lines_coil_##L##SUFFIX(float2* dst, const float2* src,      \
-                                                                       Map mo, Map mi, int count,          \
-                                                                       const float2* __restrict__ tw,      \
-                                                                       float s)                             \
-    {                                                                                                        \
-        lines<L, columns_for(L, W), true>(dst, src, mo, mi, count, tw, s);                                   \
+        lines<L, columns_for(L, W), COIL, PAD, CROP>(dst, src, mo, mi, count, tw, s);                        \
     }
 // The _wide kernels exist only where the widths differ (lines.rs's
 // `has_wide`, which a test holds to this list): elsewhere a pass across
 // lines takes the narrow kernels, and the module compiles no copies.
-#if LENGTH == 320 || LENGTH == 384 || LENGTH == 512
-#define WIDE_KERNELS(L) LINE_KERNELS(L, true, _wide)
-#else
-#define WIDE_KERNELS(L)
-#endif
+#define WIDE(L) ((L) == 320 || (L) == 384 || (L) == 512)
+#define PLAIN_KERNELS(L, W, SUFFIX)                                    \
+    LINE_KERNEL(fft_lines_##L##SUFFIX, L, W, false, false, false) \
+    LINE_KERNEL(fft_lines_coil_##L##SUFFIX, L, W, true, false, false)
+#define PRUNED_KERNELS(L, W, SUFFIX)                                       \
+    LINE_KERNEL(fft_lines_pad_##L##SUFFIX, L, W, false, true, false) \
+    LINE_KERNEL(fft_lines_crop_##L##SUFFIX, L, W, false, false, true)
 // toeplitz_columns: at most 128 registers a thread where a thread holds more
 // than 8 points.
 #define COLUMN_THREADS(L) (columns_for(L, true) * (L) / columns_points(L))
 #define COLUMN_BOUNDS(L)                                                                                     \
     __launch_bounds__(COLUMN_THREADS(L), (columns_points(L) > 8 ? 512 : 1024) / COLUMN_THREADS(L))
-#define KERNELS(L)                                                                                           \
+#define TOEPLITZ_KERNELS(L)                                                                                  \
     extern "C" __global__ void COLUMN_BOUNDS(L) toeplitz_columns_##L(float2* work, const float* __restrict__ fq, \
                                                                    const float2* __restrict__ tw,            \
                                                                    long long P, int nz, float scale)         \
     {                                                                                                        \
         columns<L>(work, fq, tw, P, nz, scale);                                                              \
     }                                                                                                        \
-    LINE_KERNELS(L, false, )                                                                                 \
-    WIDE_KERNELS(L)
+    PRUNED_KERNELS(L, false, )                                                                               \
+    LINE_KERNEL(fft_lines_coil_pad_##L, L, false, true, true, false)                                         \
+    LINE_KERNEL(fft_lines_coil_crop_##L, L, false, true, false, true)
 
-#ifndef LENGTH
-#error "lines.cu is compiled once per line length, with -DLENGTH=L"
+#if !defined(LENGTH) && !defined(TOEPLITZ)
+#error "lines.cu is compiled once per line length, with -DLENGTH=L or -DTOEPLITZ=L"
 #endif
-#define INSTANTIATE(L) KERNELS(L)
-INSTANTIATE(LENGTH)
+#define INSTANTIATE_PLAIN(L) PLAIN_KERNELS(L, false, )
+#define INSTANTIATE_PLAIN_WIDE(L) PLAIN_KERNELS(L, true, _wide)
+#define INSTANTIATE_TOEPLITZ(L) TOEPLITZ_KERNELS(L)
+#define INSTANTIATE_TOEPLITZ_WIDE(L) PRUNED_KERNELS(L, true, _wide)
+#ifdef LENGTH
+INSTANTIATE_PLAIN(LENGTH)
+#if WIDE(LENGTH)
+INSTANTIATE_PLAIN_WIDE(LENGTH)
+#endif
+#endif
+#ifdef TOEPLITZ
+INSTANTIATE_TOEPLITZ(TOEPLITZ)
+#if WIDE(TOEPLITZ)
+INSTANTIATE_TOEPLITZ_WIDE(TOEPLITZ)
+#endif
+#endif

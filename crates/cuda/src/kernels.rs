@@ -302,7 +302,9 @@ mod tests {
             }
         }
         for l in crate::lines::LENGTHS {
-            v.push((crate::lines::module(l), crate::lines::kernel_names(l)));
+            for m in [crate::lines::module(l), crate::lines::toeplitz_module(l)] {
+                v.push((m, crate::lines::kernel_names(m, l)));
+            }
         }
         v
     }

@@ -18,14 +18,26 @@ pub(crate) const LENGTHS: [usize; 14] = [
 ];
 
 /// The kernel families of lines.cu, each compiled for a length of
-/// [`LENGTHS`] when a pass first needs it. `Fft` and `FftCoil` come in
-/// both widths; `ToeplitzColumns` (lines along z) is always wide.
+/// [`LENGTHS`] when a pass first needs it, in one of two modules per length
+/// ([`LineKernel::module`]): the plain FFTs, and the Toeplitz product's.
+/// `Fft`, `FftCoil`, `Pad` and `Crop` come in both widths (the coil ones
+/// of `Pad` and `Crop` narrow only: SENSE's maps ride on the x lines);
+/// `ToeplitzColumns` (lines along z) is always wide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LineKernel {
     /// `fft_lines_L`: an FFT along each line.
     Fft,
     /// `fft_lines_coil_L`: the same, through a coil map.
     FftCoil,
+    /// `fft_lines_pad_L` (`fft_lines_coil_pad_L` with a coil map): lines
+    /// read through a plain map of L/2 points, the upper half zero, whose
+    /// first pass leaves the zeros out: the Toeplitz product's forward x
+    /// and y lines.
+    Pad { coil: bool },
+    /// `fft_lines_crop_L` (`fft_lines_coil_crop_L`): lines written through
+    /// a plain map of L/2 points, whose last pass computes only those:
+    /// the Toeplitz product's inverse x and y lines.
+    Crop { coil: bool },
     /// `toeplitz_columns_L`: the Toeplitz product's last axis.
     ToeplitzColumns,
 }
@@ -44,13 +56,28 @@ pub(crate) enum Lines {
 
 impl LineKernel {
     #[cfg(test)]
-    const ALL: [(LineKernel, Lines); 5] = [
+    const ALL: [(LineKernel, Lines); 11] = [
         (LineKernel::Fft, Lines::Along),
         (LineKernel::Fft, Lines::Across),
         (LineKernel::FftCoil, Lines::Along),
         (LineKernel::FftCoil, Lines::Across),
+        (LineKernel::Pad { coil: false }, Lines::Along),
+        (LineKernel::Pad { coil: false }, Lines::Across),
+        (LineKernel::Pad { coil: true }, Lines::Along),
+        (LineKernel::Crop { coil: false }, Lines::Along),
+        (LineKernel::Crop { coil: false }, Lines::Across),
+        (LineKernel::Crop { coil: true }, Lines::Along),
         (LineKernel::ToeplitzColumns, Lines::Across),
     ];
+
+    /// Its module for length `l`: lines.cu compiled with `-DLENGTH=l`
+    /// (plain FFTs) or `-DTOEPLITZ=l` (the Toeplitz product's kernels).
+    pub(crate) fn module(self, l: usize) -> crate::kernels::Module {
+        match self {
+            LineKernel::Fft | LineKernel::FftCoil => module(l),
+            _ => toeplitz_module(l),
+        }
+    }
 
     /// Whether its blocks are wide.
     fn wide(self, lines: Lines) -> bool {
@@ -59,27 +86,43 @@ impl LineKernel {
 
     fn name(self, l: usize, lines: Lines) -> String {
         let wide = match (self, lines) {
-            (LineKernel::Fft | LineKernel::FftCoil, Lines::Across) if has_wide(l) => "_wide",
+            (LineKernel::ToeplitzColumns, _) | (_, Lines::Along) => "",
+            _ if has_wide(l) => "_wide",
             _ => "",
         };
+        let coil = |c: bool| if c { "_coil" } else { "" };
         match self {
             LineKernel::Fft => format!("fft_lines_{l}{wide}"),
             LineKernel::FftCoil => format!("fft_lines_coil_{l}{wide}"),
+            LineKernel::Pad { coil: c } => format!("fft_lines{}_pad_{l}{wide}", coil(c)),
+            LineKernel::Crop { coil: c } => format!("fft_lines{}_crop_{l}{wide}", coil(c)),
             LineKernel::ToeplitzColumns => format!("toeplitz_columns_{l}"),
         }
     }
 }
 
-/// lines.cu's module for length `l`: the file compiled with `-DLENGTH=l`.
+/// lines.cu's module of plain FFTs for length `l`: the file compiled with
+/// `-DLENGTH=l`.
 pub(crate) fn module(l: usize) -> crate::kernels::Module {
     crate::kernels::Module::instance(crate::kernels::LINES, "LENGTH", l)
 }
 
-/// The kernels of lines.cu's module for length `l`, by family.
+/// lines.cu's module of the Toeplitz product's kernels for length `l`
+/// (`-DTOEPLITZ=l`).
+pub(crate) fn toeplitz_module(l: usize) -> crate::kernels::Module {
+    crate::kernels::Module::instance(crate::kernels::LINES, "TOEPLITZ", l)
+}
+
+/// The kernels of lines.cu's `module` for length `l` (one of [`module`]'s
+/// and [`toeplitz_module`]'s), by family.
 #[cfg(test)]
-pub(crate) fn kernel_names(l: usize) -> Vec<String> {
+pub(crate) fn kernel_names(module: crate::kernels::Module, l: usize) -> Vec<String> {
     // Without `_wide` kernels a length names its narrow ones twice.
-    let mut names: Vec<String> = LineKernel::ALL.map(|(k, lines)| k.name(l, lines)).to_vec();
+    let mut names: Vec<String> = LineKernel::ALL
+        .iter()
+        .filter(|(k, _)| k.module(l) == module)
+        .map(|(k, lines)| k.name(l, *lines))
+        .collect();
     names.sort();
     names.dedup();
     names
@@ -96,7 +139,7 @@ impl Device {
                 format!("no line kernels for length {l} (lengths: {LENGTHS:?})"),
             ));
         }
-        self.modules.function(&module(l), &name)
+        self.modules.function(&kernel.module(l), &name)
     }
 }
 
@@ -341,8 +384,12 @@ mod tests {
         // The lengths with _wide kernels, as lines.cu's #if lists them.
         let wide: Vec<usize> = LENGTHS.into_iter().filter(|l| has_wide(*l)).collect();
         assert_eq!(wide, [320, 384, 512]);
-        assert_eq!(kernel_names(512).len(), 5);
-        assert_eq!(kernel_names(256).len(), 3);
+        // plain: fft_lines, fft_lines_coil (and _wide); Toeplitz: the
+        // columns, pad, crop, coil_pad, coil_crop (and pad, crop _wide)
+        assert_eq!(kernel_names(module(512), 512).len(), 4);
+        assert_eq!(kernel_names(module(256), 256).len(), 2);
+        assert_eq!(kernel_names(toeplitz_module(512), 512).len(), 7);
+        assert_eq!(kernel_names(toeplitz_module(256), 256).len(), 5);
         assert_eq!(std::mem::size_of::<Map>(), 56);
     }
 
@@ -350,19 +397,23 @@ mod tests {
     /// std::threads) against DFTs summed in double, at lengths that take
     /// each path: radices 8 and 2 with the product in registers (16), 8, 4
     /// and 3 through shared memory (96), 16 x 16 with 16 points a thread
-    /// (256), 8, 8 and 5 (320), 8 x 8 x 8 in registers (512). It checks the
-    /// index and twiddle logic where no GPU is; the GPU tests check the
-    /// same kernels on the device.
+    /// (256), 8, 8 and 5 (320), 8 x 8 x 8 in registers (512). The pruned
+    /// passes: a padded first pass of radix 8 (every length) and 16 (the
+    /// columns at 256), a cropped last pass of radix 2 (16), 4 (256's
+    /// lines), 8 (512) and 16 (256's columns), and none where the last
+    /// radix is odd (96, 320). It checks the index and twiddle logic where
+    /// no GPU is; the GPU tests check the same kernels on the device.
     #[test]
     fn kernels_emulated_on_the_cpu_match_dfts() {
         for l in [16, 96, 256, 320, 512] {
             let defines = [
                 format!("LENGTH={l}"),
+                format!("TOEPLITZ={l}"),
                 r#"LINES_CU="../kernels/lines.cu""#.to_string(),
             ];
             // float32 FFTs of a few hundred points round to ~1e-7
             // relative; a wrong index or twiddle gives order 1.
-            if !crate::emulate::check("lines.cpp", &defines, &format!("L = {l}"), 2, 1e-5) {
+            if !crate::emulate::check("lines.cpp", &defines, &format!("L = {l}"), 6, 1e-5) {
                 return;
             }
         }

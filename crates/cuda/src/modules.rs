@@ -111,7 +111,8 @@ impl Modules {
 /// spreading through shared memory (and interpolation where it does type
 /// 2), and the line lengths of its fine grid (where the line kernels cover
 /// it, as its plan decides); per Toeplitz product the lengths of its
-/// doubled grid; sum.cu, sparse.cu and wavelet.cu as asked. The spreading
+/// doubled grid, both the product's kernels and the plain FFTs (FFT(Q));
+/// sum.cu, sparse.cu and wavelet.cu as asked. The spreading
 /// straight into the fine grid, the fallback where a bin does not fit in
 /// shared memory, is left to be compiled if a plan takes it: at width 8 it
 /// costs eight times the shared one's compile.
@@ -124,6 +125,7 @@ pub(crate) fn needed(work: &recon_core::Workload) -> Result<Vec<Module>> {
         let d = n.map(|v| 2 * v);
         if lines::covered(d) {
             lengths.extend(d);
+            modules.extend(d.map(lines::toeplitz_module));
         }
     }
     for n in &work.nufft {
@@ -203,10 +205,13 @@ mod tests {
             );
         }
         assert!(!has(Step::SpreadShared.module(6)));
-        // the Toeplitz product's 96, the fine grids' 96 and 192
+        // the Toeplitz product's 96 (its kernels, and plain FFTs for
+        // FFT(Q)), the fine grids' 96 and 192
         for l in [96, 192] {
             assert!(has(crate::lines::module(l)), "{l}");
         }
+        assert!(has(crate::lines::toeplitz_module(96)));
+        assert!(!has(crate::lines::toeplitz_module(192)));
         assert!(!has(crate::lines::module(128)));
         assert!(!has(Module::whole(SUM)) && !has(Module::whole(SPARSE)));
         // each once

@@ -23,12 +23,18 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use recon_core::{Complex, Result};
 
 /// What the fused path needs per grid shape, made once by the operator
-/// that runs it: the passes along x (rows of x), y and z.
+/// that runs it: the passes along x (rows of x), y and z. The x and y
+/// lines' forward FFTs read half their points (the rest is zero padding)
+/// and the inverses write half (the crop): each has kernels of its own
+/// that leave the other half out of the FFT's first or last pass
+/// (`LineKernel::Pad`, `LineKernel::Crop`).
 pub(crate) struct Passes {
-    x: Pass,
-    /// The x lines with a coil map (SENSE).
-    x_coil: Pass,
-    y: Pass,
+    /// x lines: forward (padded), inverse (cropped).
+    x: [Pass; 2],
+    /// The same with a coil map (SENSE).
+    x_coil: [Pass; 2],
+    /// y lines: forward (padded), inverse (cropped).
+    y: [Pass; 2],
     z: Pass,
 }
 
@@ -40,10 +46,16 @@ impl Device {
         if !covered([2 * nx, 2 * ny, 2 * nz]) {
             return Ok(None);
         }
+        let both = |coil, l, count, lines| -> Result<[Pass; 2]> {
+            Ok([
+                self.pass(LineKernel::Pad { coil }, l, count, lines)?,
+                self.pass(LineKernel::Crop { coil }, l, count, lines)?,
+            ])
+        };
         Ok(Some(Passes {
-            x: self.pass(LineKernel::Fft, 2 * nx, ny * nz, Lines::Along)?,
-            x_coil: self.pass(LineKernel::FftCoil, 2 * nx, ny * nz, Lines::Along)?,
-            y: self.pass(LineKernel::Fft, 2 * ny, 2 * nx * nz, Lines::Across)?,
+            x: both(false, 2 * nx, ny * nz, Lines::Along)?,
+            x_coil: both(true, 2 * nx, ny * nz, Lines::Along)?,
+            y: both(false, 2 * ny, 2 * nx * nz, Lines::Across)?,
             z: self.pass(
                 LineKernel::ToeplitzColumns,
                 2 * nz,
@@ -89,9 +101,9 @@ impl Device {
             None => (&p.x, image, image),
         };
         // 1. x: FFT of x's rows zero-padded to 2nx (times s)
-        self.lines(xp, work, Some(x), work_rows(px), read, -1.0)?;
+        self.lines(&xp[0], work, Some(x), work_rows(px), read, -1.0)?;
         // 2. y: FFT, points y >= ny zero
-        self.lines(&p.y, work, None, work_ys(py), work_ys(ny), -1.0)?;
+        self.lines(&p.y[0], work, None, work_ys(py), work_ys(ny), -1.0)?;
         // 3. z: FFT, product with FFT(Q) / (2n)^3, inverse FFT
         // 1 / (2n)^3: every pass transforms unnormalised.
         let scale = 1.0 / (plane * 2 * nz) as f32;
@@ -105,10 +117,10 @@ impl Device {
             .arg(&scale);
         unsafe { b.launch(p.z.cfg) }.at("launch toeplitz_columns")?;
         // 4. y: inverse FFT, points y < ny kept
-        self.lines(&p.y, work, None, work_ys(ny), work_ys(py), 1.0)?;
+        self.lines(&p.y[1], work, None, work_ys(ny), work_ys(py), 1.0)?;
         // 5. x: inverse FFT of the rows y < ny, cropped into out (times
         // conj(s), added)
-        self.lines(xp, out, Some(work), write, work_rows(px), 1.0)
+        self.lines(&xp[1], out, Some(work), write, work_rows(px), 1.0)
     }
 
     /// The Toeplitz kernel `FFT(ifftshift(q))` on the grid `d` by the line
