@@ -599,8 +599,15 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
 // (fft_lines_pad_L, fft_lines_coil_pad_L) and cropped inverse
 // (fft_lines_crop_L, fft_lines_coil_crop_L), the plain ones with _wide
 // twins for the y lines. (The CPU emulation defines both.)
+// Launch bounds: 1536 threads an SM (three quarters of Hopper's 2048, at
+// most 40 registers a thread), where 1024 (56 registers) was the bound
+// before: the kernels wait on shared memory and their barriers more than
+// they issue, and more warps hide that. On an H200
+// (bench/h100-2026-11-27-yz-fused), the y lines, z columns and y lines
+// inverse at L = 512: 1.38 -> 1.26 ms; L = 256: 144 -> 139 us. 2048 for
+// the lines gained at 512 and lost at 256; the columns spilled there.
 #define THREADS(L, W) (columns_for(L, W) * (L) / 8)
-#define BOUNDS(L, W) __launch_bounds__(THREADS(L, W), 1024 / THREADS(L, W))
+#define BOUNDS(L, W) __launch_bounds__(THREADS(L, W), 1536 / THREADS(L, W))
 #define LINE_KERNEL(NAME, L, W, COIL, PAD, CROP)                                                            \
     extern "C" __global__ void BOUNDS(L, W) NAME(float2* dst, const float2* src, Map mo, Map mi, int count, \
                                                  const float2* __restrict__ tw, float s)                   \
@@ -617,11 +624,12 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
 #define PRUNED_KERNELS(L, W, SUFFIX)                                       \
     LINE_KERNEL(fft_lines_pad_##L##SUFFIX, L, W, false, true, false) \
     LINE_KERNEL(fft_lines_crop_##L##SUFFIX, L, W, false, false, true)
-// toeplitz_columns: at most 128 registers a thread where a thread holds more
-// than 8 points.
+// toeplitz_columns: as the lines, or at most 128 registers a thread where a
+// thread holds more than 8 points (768 threads an SM, 85 registers, made
+// the 256 columns 36% slower: bench/h100-2026-11-27-yz-fused).
 #define COLUMN_THREADS(L) (columns_for(L, true) * (L) / columns_points(L))
 #define COLUMN_BOUNDS(L)                                                                                     \
-    __launch_bounds__(COLUMN_THREADS(L), (columns_points(L) > 8 ? 512 : 1024) / COLUMN_THREADS(L))
+    __launch_bounds__(COLUMN_THREADS(L), (columns_points(L) > 8 ? 512 : 1536) / COLUMN_THREADS(L))
 #define TOEPLITZ_KERNELS(L)                                                                                  \
     extern "C" __global__ void COLUMN_BOUNDS(L) toeplitz_columns_##L(float2* work, const float* __restrict__ fq, \
                                                                    const float2* __restrict__ tw,            \
