@@ -80,59 +80,38 @@ int main()
     std::printf("lines %.3e\n", std::sqrt(err / norm));
 
     // The Toeplitz product's pruned lines, `count` lines one after another:
-    // forward from L/2 points each (zero-padded), with and without a coil
-    // map s on the input (s . x); inverse, the lower L/2 of each line
-    // written, and through a map: dst += conj(s) . result.
+    // forward from L/2 points each (zero-padded); inverse, the lower L/2
+    // of each line written.
     const int h = L / 2;
-    std::vector<float2> s_in(count * h), s_out(count * h), half(count * h), acc(count * h);
-    for (auto* v : {&s_in, &s_out, &half, &acc})
-        for (auto& x : *v) x = {u(gen), u(gen)};
+    std::vector<float2> half(count * h), out(count * h);
+    for (auto& x : half) x = {u(gen), u(gen)};
     const Map full{0, L, 1, 1 << 30, L, 0, 0, nullptr, nullptr};
-    for (int coil = 0; coil < 2; coil++) {
-        Map in{0, h, 1, 1 << 30, h, 0, 0, nullptr, coil ? s_in.data() : nullptr};
-        launch((count + Cn - 1) / Cn, Cn * L / 8, [&] {
-            if (coil)
-                NAME(fft_lines_coil_pad_, LENGTH)(dst.data(), half.data(), full, in, count, tw.data(), -1.0f);
-            else
-                NAME(fft_lines_pad_, LENGTH)(dst.data(), half.data(), full, in, count, tw.data(), -1.0f);
-        });
-        err = norm = 0;
-        for (int q = 0; q < count; q++) {
-            std::vector<cd> a(L);
-            for (int j = 0; j < h; j++) {
-                a[j] = cd(half[q * h + j].x, half[q * h + j].y);
-                if (coil) a[j] *= cd(s_in[q * h + j].x, s_in[q * h + j].y);
-            }
-            for (int k = 0; k < L; k++) {
-                const cd want = dft(a, k, -1.0), got(dst[q * L + k].x, dst[q * L + k].y);
-                err += std::norm(got - want);
-                norm += std::norm(want);
-            }
+    const Map halves{0, h, 1, 1 << 30, h, 0, 0, nullptr, nullptr};
+    launch((count + Cn - 1) / Cn, Cn * L / 8,
+           [&] { NAME(fft_lines_pad_, LENGTH)(dst.data(), half.data(), full, halves, count, tw.data(), -1.0f); });
+    err = norm = 0;
+    for (int q = 0; q < count; q++) {
+        std::vector<cd> a(L);
+        for (int j = 0; j < h; j++) a[j] = cd(half[q * h + j].x, half[q * h + j].y);
+        for (int k = 0; k < L; k++) {
+            const cd want = dft(a, k, -1.0), got(dst[q * L + k].x, dst[q * L + k].y);
+            err += std::norm(got - want);
+            norm += std::norm(want);
         }
-        std::printf("%s %.3e\n", coil ? "coil_pad" : "pad", std::sqrt(err / norm));
-
-        std::vector<float2> out = acc;
-        Map o{0, h, 1, 1 << 30, h, 0, coil ? MAP_ADD : MAP_SET, nullptr, coil ? s_out.data() : nullptr};
-        launch((count + Cn - 1) / Cn, Cn * L / 8, [&] {
-            if (coil)
-                NAME(fft_lines_coil_crop_, LENGTH)(out.data(), src.data(), o, full, count, tw.data(), 1.0f);
-            else
-                NAME(fft_lines_crop_, LENGTH)(out.data(), src.data(), o, full, count, tw.data(), 1.0f);
-        });
-        err = norm = 0;
-        for (int q = 0; q < count; q++) {
-            std::vector<cd> a(L);
-            for (int j = 0; j < L; j++) a[j] = cd(src[q * L + j].x, src[q * L + j].y);
-            for (int k = 0; k < h; k++) {
-                cd want = dft(a, k, 1.0);
-                if (coil)
-                    want = std::conj(cd(s_out[q * h + k].x, s_out[q * h + k].y)) * want +
-                           cd(acc[q * h + k].x, acc[q * h + k].y);
-                const cd got(out[q * h + k].x, out[q * h + k].y);
-                err += std::norm(got - want);
-                norm += std::norm(want);
-            }
-        }
-        std::printf("%s %.3e\n", coil ? "coil_crop" : "crop", std::sqrt(err / norm));
     }
+    std::printf("pad %.3e\n", std::sqrt(err / norm));
+
+    launch((count + Cn - 1) / Cn, Cn * L / 8,
+           [&] { NAME(fft_lines_crop_, LENGTH)(out.data(), src.data(), halves, full, count, tw.data(), 1.0f); });
+    err = norm = 0;
+    for (int q = 0; q < count; q++) {
+        std::vector<cd> a(L);
+        for (int j = 0; j < L; j++) a[j] = cd(src[q * L + j].x, src[q * L + j].y);
+        for (int k = 0; k < h; k++) {
+            const cd want = dft(a, k, 1.0), got(out[q * h + k].x, out[q * h + k].y);
+            err += std::norm(got - want);
+            norm += std::norm(want);
+        }
+    }
+    std::printf("crop %.3e\n", std::sqrt(err / norm));
 }

@@ -596,9 +596,11 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
 // fft_lines_coil_L with narrow blocks (lines along x) and their _wide
 // twins (strided lines); -DTOEPLITZ=L, the Toeplitz product's (toeplitz.rs):
 // toeplitz_columns_L, and its x and y lines, zero-padded forward
-// (fft_lines_pad_L, fft_lines_coil_pad_L) and cropped inverse
-// (fft_lines_crop_L, fft_lines_coil_crop_L), the plain ones with _wide
-// twins for the y lines. (The CPU emulation defines both.)
+// (fft_lines_pad_L) and cropped inverse (fft_lines_crop_L), with _wide
+// twins for the y lines. SENSE's x lines through a coil map take the
+// plain fft_lines_coil_L: pruned twins of those cost the module's compile
+// (kept once per machine, but a cold start's longest) more than they
+// would gain. (The CPU emulation defines both.)
 // Launch bounds: 1536 threads an SM (three quarters of Hopper's 2048, at
 // most 40 registers a thread), where 1024 (56 registers) was the bound
 // before: the kernels wait on shared memory and their barriers more than
@@ -637,9 +639,7 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
     {                                                                                                        \
         columns<L>(work, fq, tw, P, nz, scale);                                                              \
     }                                                                                                        \
-    PRUNED_KERNELS(L, false, )                                                                               \
-    LINE_KERNEL(fft_lines_coil_pad_##L, L, false, true, true, false)                                         \
-    LINE_KERNEL(fft_lines_coil_crop_##L, L, false, true, false, true)
+    PRUNED_KERNELS(L, false, )
 
 #if !defined(LENGTH) && !defined(TOEPLITZ)
 #error "lines.cu is compiled once per line length, with -DLENGTH=L or -DTOEPLITZ=L"

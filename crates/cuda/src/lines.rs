@@ -20,8 +20,7 @@ pub(crate) const LENGTHS: [usize; 14] = [
 /// The kernel families of lines.cu, each compiled for a length of
 /// [`LENGTHS`] when a pass first needs it, in one of two modules per length
 /// ([`LineKernel::module`]): the plain FFTs, and the Toeplitz product's.
-/// `Fft`, `FftCoil`, `Pad` and `Crop` come in both widths (the coil ones
-/// of `Pad` and `Crop` narrow only: SENSE's maps ride on the x lines);
+/// `Fft`, `FftCoil`, `Pad` and `Crop` come in both widths;
 /// `ToeplitzColumns` (lines along z) is always wide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LineKernel {
@@ -29,15 +28,14 @@ pub(crate) enum LineKernel {
     Fft,
     /// `fft_lines_coil_L`: the same, through a coil map.
     FftCoil,
-    /// `fft_lines_pad_L` (`fft_lines_coil_pad_L` with a coil map): lines
-    /// read through a plain map of L/2 points, the upper half zero, whose
-    /// first pass leaves the zeros out: the Toeplitz product's forward x
-    /// and y lines.
-    Pad { coil: bool },
-    /// `fft_lines_crop_L` (`fft_lines_coil_crop_L`): lines written through
-    /// a plain map of L/2 points, whose last pass computes only those:
-    /// the Toeplitz product's inverse x and y lines.
-    Crop { coil: bool },
+    /// `fft_lines_pad_L`: lines read through a plain map of L/2 points,
+    /// the upper half zero, whose first pass leaves the zeros out: the
+    /// Toeplitz product's forward x and y lines (with no coil map).
+    Pad,
+    /// `fft_lines_crop_L`: lines written through a plain map of L/2
+    /// points, whose last pass computes only those: the Toeplitz
+    /// product's inverse x and y lines.
+    Crop,
     /// `toeplitz_columns_L`: the Toeplitz product's last axis.
     ToeplitzColumns,
 }
@@ -56,17 +54,15 @@ pub(crate) enum Lines {
 
 impl LineKernel {
     #[cfg(test)]
-    const ALL: [(LineKernel, Lines); 11] = [
+    const ALL: [(LineKernel, Lines); 9] = [
         (LineKernel::Fft, Lines::Along),
         (LineKernel::Fft, Lines::Across),
         (LineKernel::FftCoil, Lines::Along),
         (LineKernel::FftCoil, Lines::Across),
-        (LineKernel::Pad { coil: false }, Lines::Along),
-        (LineKernel::Pad { coil: false }, Lines::Across),
-        (LineKernel::Pad { coil: true }, Lines::Along),
-        (LineKernel::Crop { coil: false }, Lines::Along),
-        (LineKernel::Crop { coil: false }, Lines::Across),
-        (LineKernel::Crop { coil: true }, Lines::Along),
+        (LineKernel::Pad, Lines::Along),
+        (LineKernel::Pad, Lines::Across),
+        (LineKernel::Crop, Lines::Along),
+        (LineKernel::Crop, Lines::Across),
         (LineKernel::ToeplitzColumns, Lines::Across),
     ];
 
@@ -90,12 +86,11 @@ impl LineKernel {
             _ if has_wide(l) => "_wide",
             _ => "",
         };
-        let coil = |c: bool| if c { "_coil" } else { "" };
         match self {
             LineKernel::Fft => format!("fft_lines_{l}{wide}"),
             LineKernel::FftCoil => format!("fft_lines_coil_{l}{wide}"),
-            LineKernel::Pad { coil: c } => format!("fft_lines{}_pad_{l}{wide}", coil(c)),
-            LineKernel::Crop { coil: c } => format!("fft_lines{}_crop_{l}{wide}", coil(c)),
+            LineKernel::Pad => format!("fft_lines_pad_{l}{wide}"),
+            LineKernel::Crop => format!("fft_lines_crop_{l}{wide}"),
             LineKernel::ToeplitzColumns => format!("toeplitz_columns_{l}"),
         }
     }
@@ -385,11 +380,11 @@ mod tests {
         let wide: Vec<usize> = LENGTHS.into_iter().filter(|l| has_wide(*l)).collect();
         assert_eq!(wide, [320, 384, 512]);
         // plain: fft_lines, fft_lines_coil (and _wide); Toeplitz: the
-        // columns, pad, crop, coil_pad, coil_crop (and pad, crop _wide)
+        // columns, pad, crop (and pad, crop _wide)
         assert_eq!(kernel_names(module(512), 512).len(), 4);
         assert_eq!(kernel_names(module(256), 256).len(), 2);
-        assert_eq!(kernel_names(toeplitz_module(512), 512).len(), 7);
-        assert_eq!(kernel_names(toeplitz_module(256), 256).len(), 5);
+        assert_eq!(kernel_names(toeplitz_module(512), 512).len(), 5);
+        assert_eq!(kernel_names(toeplitz_module(256), 256).len(), 3);
         assert_eq!(std::mem::size_of::<Map>(), 56);
     }
 
@@ -413,7 +408,7 @@ mod tests {
             ];
             // float32 FFTs of a few hundred points round to ~1e-7
             // relative; a wrong index or twiddle gives order 1.
-            if !crate::emulate::check("lines.cpp", &defines, &format!("L = {l}"), 6, 1e-5) {
+            if !crate::emulate::check("lines.cpp", &defines, &format!("L = {l}"), 4, 1e-5) {
                 return;
             }
         }

@@ -27,12 +27,13 @@ use recon_core::{Complex, Result};
 /// lines' forward FFTs read half their points (the rest is zero padding)
 /// and the inverses write half (the crop): each has kernels of its own
 /// that leave the other half out of the FFT's first or last pass
-/// (`LineKernel::Pad`, `LineKernel::Crop`).
+/// (`LineKernel::Pad`, `LineKernel::Crop`); SENSE's x lines, through a
+/// coil map, take the plain kernels (lines.cu says why).
 pub(crate) struct Passes {
     /// x lines: forward (padded), inverse (cropped).
     x: [Pass; 2],
-    /// The same with a coil map (SENSE).
-    x_coil: [Pass; 2],
+    /// x lines with a coil map (SENSE), both ways.
+    x_coil: Pass,
     /// y lines: forward (padded), inverse (cropped).
     y: [Pass; 2],
     z: Pass,
@@ -46,16 +47,16 @@ impl Device {
         if !covered([2 * nx, 2 * ny, 2 * nz]) {
             return Ok(None);
         }
-        let both = |coil, l, count, lines| -> Result<[Pass; 2]> {
+        let both = |l, count, lines| -> Result<[Pass; 2]> {
             Ok([
-                self.pass(LineKernel::Pad { coil }, l, count, lines)?,
-                self.pass(LineKernel::Crop { coil }, l, count, lines)?,
+                self.pass(LineKernel::Pad, l, count, lines)?,
+                self.pass(LineKernel::Crop, l, count, lines)?,
             ])
         };
         Ok(Some(Passes {
-            x: both(false, 2 * nx, ny * nz, Lines::Along)?,
-            x_coil: both(true, 2 * nx, ny * nz, Lines::Along)?,
-            y: both(false, 2 * ny, 2 * nx * nz, Lines::Across)?,
+            x: both(2 * nx, ny * nz, Lines::Along)?,
+            x_coil: self.pass(LineKernel::FftCoil, 2 * nx, ny * nz, Lines::Along)?,
+            y: both(2 * ny, 2 * nx * nz, Lines::Across)?,
             z: self.pass(
                 LineKernel::ToeplitzColumns,
                 2 * nz,
@@ -92,16 +93,18 @@ impl Device {
         // y lines of work: line q = z px + x.
         let work_ys = |n| Map::new(px, plane, 1, px, n);
         let image = Map::rows(nx, nx);
-        let (xp, read, write) = match coil {
+        // The x passes: forward, inverse.
+        let (xf, xi, read, write) = match coil {
             Some((s, accumulate)) => (
+                &p.x_coil,
                 &p.x_coil,
                 image.coil(self, s, false),
                 image.coil(self, s, accumulate),
             ),
-            None => (&p.x, image, image),
+            None => (&p.x[0], &p.x[1], image, image),
         };
         // 1. x: FFT of x's rows zero-padded to 2nx (times s)
-        self.lines(&xp[0], work, Some(x), work_rows(px), read, -1.0)?;
+        self.lines(xf, work, Some(x), work_rows(px), read, -1.0)?;
         // 2. y: FFT, points y >= ny zero
         self.lines(&p.y[0], work, None, work_ys(py), work_ys(ny), -1.0)?;
         // 3. z: FFT, product with FFT(Q) / (2n)^3, inverse FFT
@@ -120,7 +123,7 @@ impl Device {
         self.lines(&p.y[1], work, None, work_ys(ny), work_ys(py), 1.0)?;
         // 5. x: inverse FFT of the rows y < ny, cropped into out (times
         // conj(s), added)
-        self.lines(&xp[1], out, Some(work), write, work_rows(px), 1.0)
+        self.lines(xi, out, Some(work), write, work_rows(px), 1.0)
     }
 
     /// The Toeplitz kernel `FFT(ifftshift(q))` on the grid `d` by the line
