@@ -76,26 +76,54 @@ struct Roots {
 
 // v[q] = sum_r v[r] exp(s i 2pi r q / R), in registers, s = +-1.
 template <int R>
+__device__ __forceinline__ void dft(float2* v, float s);
+
+// o[q] times w^q, w = exp(s i 2pi / R), for q = 1 .. R/2 - 1: the twiddles
+// between the two half-length DFTs of a radix-R DFT (R = 4, 8 or 16).
+template <int R>
+__device__ __forceinline__ void twiddle_halves(float2* o, float s)
+{
+    if constexpr (R == 4) {
+        o[1] = times_i(o[1], s);
+    } else if constexpr (R == 8) {
+        const float h = 0.70710678118654752f;
+        o[1] = make_float2(h * (o[1].x - s * o[1].y), h * (o[1].y + s * o[1].x));
+        o[2] = times_i(o[2], s);
+        o[3] = make_float2(-h * (o[3].x + s * o[3].y), h * (s * o[3].x - o[3].y));
+    } else {
+        static_assert(R == 16, "halves of radix 4, 8 or 16");
+        constexpr Roots<R> w{};
+#pragma unroll
+        for (int q = 1; q < R / 2; q++) o[q] = cmul(o[q], make_float2(w.c[q], s * w.s[q]));
+    }
+}
+
+// The DFTs of length R/2 of v's even points (e) and odd points (o), o[q]
+// then times w^q: X_q = e_q + o_q and X_{q+R/2} = e_q - o_q.
+template <int R>
+__device__ __forceinline__ void halves(const float2* v, float2* e, float2* o, float s)
+{
+#pragma unroll
+    for (int q = 0; q < R / 2; q++) {
+        e[q] = v[2 * q];
+        o[q] = v[2 * q + 1];
+    }
+    dft<R / 2>(e, s);
+    dft<R / 2>(o, s);
+    twiddle_halves<R>(o, s);
+}
+
+template <int R>
 __device__ __forceinline__ void dft(float2* v, float s)
 {
-    if constexpr (R == 16) {
-        // Two DFTs of R / 2 (even and odd points), then X_q = E_q + w^q O_q
-        // and X_{q+R/2} = E_q - w^q O_q with w = exp(s i 2pi / R).
+    if constexpr (R == 8 || R == 16) {
         constexpr int H = R / 2;
-        constexpr Roots<R> w{};
         float2 e[H], o[H];
+        halves<R>(v, e, o, s);
 #pragma unroll
         for (int q = 0; q < H; q++) {
-            e[q] = v[2 * q];
-            o[q] = v[2 * q + 1];
-        }
-        dft<H>(e, s);
-        dft<H>(o, s);
-#pragma unroll
-        for (int q = 0; q < H; q++) {
-            const float2 t = cmul(o[q], make_float2(w.c[q], s * w.s[q]));
-            v[q] = cadd(e[q], t);
-            v[q + H] = csub(e[q], t);
+            v[q] = cadd(e[q], o[q]);
+            v[q + H] = csub(e[q], o[q]);
         }
     } else if constexpr (R == 2) {
         float2 a = v[0], b = v[1];
@@ -108,22 +136,6 @@ __device__ __forceinline__ void dft(float2* v, float s)
         v[2] = csub(a0, a2);
         v[1] = cadd(a1, a3);
         v[3] = csub(a1, a3);
-    } else if constexpr (R == 8) {
-        // Two DFTs of 4 (even and odd points), then X_q = E_q + w^q O_q and
-        // X_{q+4} = E_q - w^q O_q with w = exp(s i 2pi / 8).
-        float2 e[4] = {v[0], v[2], v[4], v[6]};
-        float2 o[4] = {v[1], v[3], v[5], v[7]};
-        dft<4>(e, s);
-        dft<4>(o, s);
-        const float h = 0.70710678118654752f;
-        o[1] = make_float2(h * (o[1].x - s * o[1].y), h * (o[1].y + s * o[1].x));
-        o[2] = times_i(o[2], s);
-        o[3] = make_float2(-h * (o[3].x + s * o[3].y), h * (s * o[3].x - o[3].y));
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            v[q] = cadd(e[q], o[q]);
-            v[q + 4] = csub(e[q], o[q]);
-        }
     } else if constexpr (R == 3) {
         // w = exp(s i 2pi / 3) = -1/2 + s i sqrt(3)/2
         float2 t = cadd(v[1], v[2]);
@@ -163,24 +175,9 @@ __device__ __forceinline__ void dft_pad(float2* v, float s)
     static_assert(R == 8 || R == 16, "a first pass's radix is 8 or 16");
     constexpr int H = R / 2;
     float2 e[H], o[H];
-    if constexpr (R == 8) {
-        const float h = 0.70710678118654752f;
-        e[0] = o[0] = v[0];
-        e[1] = v[1];
-        o[1] = make_float2(h * (v[1].x - s * v[1].y), h * (v[1].y + s * v[1].x));
-        e[2] = v[2];
-        o[2] = times_i(v[2], s);
-        e[3] = v[3];
-        o[3] = make_float2(-h * (v[3].x + s * v[3].y), h * (s * v[3].x - v[3].y));
-    } else {
-        constexpr Roots<R> w{};
-        e[0] = o[0] = v[0];
 #pragma unroll
-        for (int r = 1; r < H; r++) {
-            e[r] = v[r];
-            o[r] = cmul(v[r], make_float2(w.c[r], s * w.s[r]));
-        }
-    }
+    for (int r = 0; r < H; r++) e[r] = o[r] = v[r];
+    twiddle_halves<R>(o, s);
     dft<H>(e, s);
     dft<H>(o, s);
 #pragma unroll
@@ -191,38 +188,18 @@ __device__ __forceinline__ void dft_pad(float2* v, float s)
 }
 
 // The lower half of dft<R> (X_q for q < R/2, into v[q]), R = 2, 4, 8 or
-// 16: X_q = E_q + w^q O_q of the even and odd points' DFTs, the other half
-// (E_q - w^q O_q) left out. A cropped line's last pass.
+// 16: e_q + o_q of halves<R>, the other half (e_q - o_q) left out. A
+// cropped line's last pass.
 template <int R>
 __device__ __forceinline__ void dft_crop(float2* v, float s)
 {
-    constexpr int H = R / 2;
     if constexpr (R == 2) {
         v[0] = cadd(v[0], v[1]);
     } else {
-        float2 e[H], o[H];
+        float2 e[R / 2], o[R / 2];
+        halves<R>(v, e, o, s);
 #pragma unroll
-        for (int q = 0; q < H; q++) {
-            e[q] = v[2 * q];
-            o[q] = v[2 * q + 1];
-        }
-        dft<H>(e, s);
-        dft<H>(o, s);
-        if constexpr (R == 4) {
-            o[1] = times_i(o[1], s);
-        } else if constexpr (R == 8) {
-            const float h = 0.70710678118654752f;
-            o[1] = make_float2(h * (o[1].x - s * o[1].y), h * (o[1].y + s * o[1].x));
-            o[2] = times_i(o[2], s);
-            o[3] = make_float2(-h * (o[3].x + s * o[3].y), h * (s * o[3].x - o[3].y));
-        } else {
-            static_assert(R == 16, "a cropped last pass's radix is 2, 4, 8 or 16");
-            constexpr Roots<R> w{};
-#pragma unroll
-            for (int q = 1; q < H; q++) o[q] = cmul(o[q], make_float2(w.c[q], s * w.s[q]));
-        }
-#pragma unroll
-        for (int q = 0; q < H; q++) v[q] = cadd(e[q], o[q]);
+        for (int q = 0; q < R / 2; q++) v[q] = cadd(e[q], o[q]);
     }
 }
 
