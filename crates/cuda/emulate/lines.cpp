@@ -27,6 +27,25 @@ cd dft(const std::vector<cd>& a, int k, double s)
     return sum;
 }
 
+// The relative L2 error of `count` lines of `out` (n_out points each)
+// against the first n_out points of the DFTs of sign s, length L, of the
+// lines of `in` (n_in points each, zero-padded to L).
+double lines_error(const std::vector<float2>& out, int n_out, const std::vector<float2>& in, int n_in, int count,
+                   int L, double s)
+{
+    double err = 0, norm = 0;
+    for (int q = 0; q < count; q++) {
+        std::vector<cd> a(L);
+        for (int j = 0; j < n_in; j++) a[j] = cd(in[q * n_in + j].x, in[q * n_in + j].y);
+        for (int k = 0; k < n_out; k++) {
+            const cd want = dft(a, k, s), got(out[q * n_out + k].x, out[q * n_out + k].y);
+            err += std::norm(got - want);
+            norm += std::norm(want);
+        }
+    }
+    return std::sqrt(err / norm);
+}
+
 int main()
 {
     const int L = LENGTH, nz = L / 2;
@@ -67,17 +86,7 @@ int main()
     const Map m{0, L, 1, 1 << 30, L, 0, 0, nullptr, nullptr};
     launch((count + Cn - 1) / Cn, Cn * L / 8,
            [&] { NAME(fft_lines_, LENGTH)(dst.data(), src.data(), m, m, count, tw.data(), -1.0f); });
-    err = norm = 0;
-    for (int q = 0; q < count; q++) {
-        std::vector<cd> a(L);
-        for (int j = 0; j < L; j++) a[j] = cd(src[q * L + j].x, src[q * L + j].y);
-        for (int k = 0; k < L; k++) {
-            const cd want = dft(a, k, -1.0), got(dst[q * L + k].x, dst[q * L + k].y);
-            err += std::norm(got - want);
-            norm += std::norm(want);
-        }
-    }
-    std::printf("lines %.3e\n", std::sqrt(err / norm));
+    std::printf("lines %.3e\n", lines_error(dst, L, src, L, count, L, -1.0));
 
     // The Toeplitz product's pruned lines, `count` lines one after another:
     // forward from L/2 points each (zero-padded); inverse, the lower L/2
@@ -86,32 +95,12 @@ int main()
     std::vector<float2> half(count * h), out(count * h);
     for (auto& x : half) x = {u(gen), u(gen)};
     const Map full{0, L, 1, 1 << 30, L, 0, 0, nullptr, nullptr};
-    const Map halves{0, h, 1, 1 << 30, h, 0, 0, nullptr, nullptr};
+    const Map first_half{0, h, 1, 1 << 30, h, 0, 0, nullptr, nullptr};
     launch((count + Cn - 1) / Cn, Cn * L / 8,
-           [&] { NAME(fft_lines_pad_, LENGTH)(dst.data(), half.data(), full, halves, count, tw.data(), -1.0f); });
-    err = norm = 0;
-    for (int q = 0; q < count; q++) {
-        std::vector<cd> a(L);
-        for (int j = 0; j < h; j++) a[j] = cd(half[q * h + j].x, half[q * h + j].y);
-        for (int k = 0; k < L; k++) {
-            const cd want = dft(a, k, -1.0), got(dst[q * L + k].x, dst[q * L + k].y);
-            err += std::norm(got - want);
-            norm += std::norm(want);
-        }
-    }
-    std::printf("pad %.3e\n", std::sqrt(err / norm));
+           [&] { NAME(fft_lines_pad_, LENGTH)(dst.data(), half.data(), full, first_half, count, tw.data(), -1.0f); });
+    std::printf("pad %.3e\n", lines_error(dst, L, half, h, count, L, -1.0));
 
     launch((count + Cn - 1) / Cn, Cn * L / 8,
-           [&] { NAME(fft_lines_crop_, LENGTH)(out.data(), src.data(), halves, full, count, tw.data(), 1.0f); });
-    err = norm = 0;
-    for (int q = 0; q < count; q++) {
-        std::vector<cd> a(L);
-        for (int j = 0; j < L; j++) a[j] = cd(src[q * L + j].x, src[q * L + j].y);
-        for (int k = 0; k < h; k++) {
-            const cd want = dft(a, k, 1.0), got(out[q * h + k].x, out[q * h + k].y);
-            err += std::norm(got - want);
-            norm += std::norm(want);
-        }
-    }
-    std::printf("crop %.3e\n", std::sqrt(err / norm));
+           [&] { NAME(fft_lines_crop_, LENGTH)(out.data(), src.data(), first_half, full, count, tw.data(), 1.0f); });
+    std::printf("crop %.3e\n", lines_error(out, h, src, L, count, L, 1.0));
 }
