@@ -9,7 +9,7 @@
 //! and, through a [`KernelCache`] (recon's cache folder, which the pipeline
 //! provides), for every later process on any machine that shares the
 //! folder. A module's cache key is a SHA-256 of everything its code
-//! depends on: the source, the options (architecture and instance
+//! depends on: the source and its headers, the options (architecture and instance
 //! included), and the NVRTC and driver versions. Loading the modules into
 //! a device, and which ones a run needs, is modules.rs.
 
@@ -22,18 +22,31 @@ use std::ffi::CString;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-/// A kernel source file.
+/// A kernel source file, with the headers of `kernels/` it includes
+/// (`#include "name"`), given to NVRTC by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Source {
+    pub name: &'static str,
+    pub text: &'static str,
+    pub headers: &'static [Header],
+}
+
+/// A header of `kernels/`: its name as included, and its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Header {
     pub name: &'static str,
     pub text: &'static str,
 }
 
 macro_rules! source {
-    ($file:literal) => {
+    ($file:literal $(, $header:literal)*) => {
         Source {
             name: $file,
             text: include_str!(concat!("../kernels/", $file)),
+            headers: &[$(Header {
+                name: $header,
+                text: include_str!(concat!("../kernels/", $header)),
+            }),*],
         }
     };
 }
@@ -41,7 +54,7 @@ macro_rules! source {
 pub(crate) const SUM: Source = source!("sum.cu");
 pub(crate) const VECTOR: Source = source!("vector.cu");
 pub(crate) const NUFFT: Source = source!("nufft.cu");
-pub(crate) const LINES: Source = source!("lines.cu");
+pub(crate) const LINES: Source = source!("lines.cu", "dft.cuh");
 pub(crate) const SPARSE: Source = source!("sparse.cu");
 pub(crate) const WAVELET: Source = source!("wavelet.cu");
 
@@ -171,6 +184,12 @@ pub(crate) fn cache_key(module: &Module, arch: Arch) -> String {
     h.update(module.source.name.as_bytes());
     h.update(b"\0");
     h.update(module.source.text.as_bytes());
+    for header in module.source.headers {
+        h.update(b"\0");
+        h.update(header.name.as_bytes());
+        h.update(b"\0");
+        h.update(header.text.as_bytes());
+    }
     for o in module.options(arch) {
         h.update(b"\0");
         h.update(o.as_bytes());
@@ -185,9 +204,36 @@ pub(crate) fn cache_key(module: &Module, arch: Arch) -> String {
 /// Compiles `module` for `arch` to CUBIN.
 fn compile(module: &Module, arch: Arch) -> Result<Vec<u8>> {
     let what = format!("NVRTC compile of {}", module.describe());
-    let src = CString::new(module.source.text).map_err(|e| err(&what, e))?;
-    let name = CString::new(module.source.name).map_err(|e| err(&what, e))?;
-    let prog = nvrtc::create_program(&src, Some(&name)).at(&what)?;
+    let cstring = |s: &str| CString::new(s).map_err(|e| err(&what, e));
+    let src = cstring(module.source.text)?;
+    let name = cstring(module.source.name)?;
+    let headers = module.source.headers;
+    let texts = headers
+        .iter()
+        .map(|h| cstring(h.text))
+        .collect::<Result<Vec<_>>>()?;
+    let names = headers
+        .iter()
+        .map(|h| cstring(h.name))
+        .collect::<Result<Vec<_>>>()?;
+    let text_ptrs: Vec<_> = texts.iter().map(|t| t.as_ptr()).collect();
+    let name_ptrs: Vec<_> = names.iter().map(|n| n.as_ptr()).collect();
+    let mut prog = std::mem::MaybeUninit::uninit();
+    // SAFETY: every pointer is to a live NUL-terminated string, the arrays
+    // hold `headers.len()` of them, and NVRTC copies what it keeps.
+    let prog = unsafe {
+        nvrtc_sys::nvrtcCreateProgram(
+            prog.as_mut_ptr(),
+            src.as_ptr(),
+            name.as_ptr(),
+            headers.len() as i32,
+            text_ptrs.as_ptr(),
+            name_ptrs.as_ptr(),
+        )
+        .result()
+        .at(&what)?;
+        prog.assume_init()
+    };
     // SAFETY: `prog` is a live program; it is destroyed below on every path.
     let out = unsafe {
         match nvrtc::compile_program(prog, &module.options(arch)) {
@@ -333,6 +379,14 @@ mod tests {
         }
     }
 
+    const EDITED: Source = Source {
+        headers: &[Header {
+            name: "dft.cuh",
+            text: "// another dft.cuh",
+        }],
+        ..LINES
+    };
+
     #[test]
     fn cache_keys_differ_by_source_instance_and_architecture() {
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
@@ -348,6 +402,8 @@ mod tests {
             cache_key(&Module::instance(LINES, "LENGTH", 128), Arch(9, 0)),
             cache_key(&Module::instance(LINES, "LENGTH", 96), Arch(8, 0)),
             cache_key(&Module::instance(NUFFT, "LENGTH", 96), Arch(9, 0)),
+            // the same file with another text of its header
+            cache_key(&Module::instance(EDITED, "LENGTH", 96), Arch(9, 0)),
         ] {
             assert_ne!(a, other);
         }
