@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root: the fused y-z prototype
 # (yz.cu) against today's three passes, for each (L, K, C) of $CASES.
+# (-I crates/cuda/kernels: the edited copies of lines.cu find dft.cuh.)
 set -u
 source scripts/cuda-libs.sh
 export PATH=/usr/local/cuda/bin:$PATH
@@ -36,7 +37,7 @@ for c in ${CASES:-512,8,8 256,4,8 256,2,8}; do
     flags="-DLINES_CU=\"lines-old.cu\" -DNAME_Y=fft_lines_$L$w -DNAME_Y_INV=fft_lines_$L$w"
   fi
   exe=/tmp/yz-$L-$K-$C-$v
-  nvcc -O3 -std=c++17 -arch=sm_90 -DLENGTH=$L -DK=$K -DCF=$C -DNAME_Z=toeplitz_columns_$L $flags \
+  nvcc -O3 -std=c++17 -arch=sm_90 -I crates/cuda/kernels -DLENGTH=$L -DK=$K -DCF=$C -DNAME_Z=toeplitz_columns_$L $flags \
     $d/yz.cu -o $exe -Xptxas -v > $o/build-$L-$K-$C-$v.log 2>&1 || { echo "build $c $v failed"; tail -30 $o/build-$L-$K-$C-$v.log; continue; }
   $exe 2>&1 | sed "s/^/$v /" | tee $o/run-$L-$K-$C-$v.txt
  done
