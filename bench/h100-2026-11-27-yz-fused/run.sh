@@ -25,6 +25,15 @@ for c in ${CASES:-512,8,8 256,4,8 256,2,8}; do
     sed -E "s|[0-9]+ / THREADS\(L, W\)|$a / THREADS(L, W)|; s|: [0-9]+\) / COLUMN_THREADS|: $b) / COLUMN_THREADS|; s|8 \? [0-9]+ :|8 ? ${e:-512} :|" \
       crates/cuda/kernels/lines.cu > $d/lines-$v.cu
     flags="-DLINES_CU=\"lines-$v.cu\" -DPRUNED -DTOEPLITZ=$L -DNAME_Y=fft_lines_pad_$L$w -DNAME_Y_INV=fft_lines_crop_$L$w"
+  elif [ $v = l2v ] || [ $v = l2n ]; then
+    # l2v: the tree's, every line kernel's loads through load_prefetch (the
+    # L2::256B hint of toeplitz_columns); l2n: the same, the hint's asm not
+    # volatile (bench/h100-2026-11-27-l2)
+    e='s|PREFETCH \? load_prefetch\(src \+ at\) : src\[at\]|load_prefetch(src + at)|'
+    [ $v = l2n ] && e="$e; s|asm volatile\(\"ld.global|asm(\"ld.global|"
+    sed -E "$e" crates/cuda/kernels/lines.cu > $d/lines-$v.cu
+    cmp -s crates/cuda/kernels/lines.cu $d/lines-$v.cu && echo "$v: the edit did not apply"
+    flags="-DLINES_CU=\"lines-$v.cu\" -DPRUNED -DTOEPLITZ=$L -DNAME_Y=fft_lines_pad_$L$w -DNAME_Y_INV=fft_lines_crop_$L$w"
   elif [ $v = wide2048 ] || [ $v = cols8 ]; then
     # wide2048: the tree's, wide line kernels bound at 2048 threads an SM;
     # cols8: the tree's, the columns at L = 256 with 8 points a thread

@@ -41,19 +41,21 @@
 #include "dft.cuh"
 
 // A point from global memory, asking L2 to fetch the 256 bytes around a
-// miss (PTX's L2::256B prefetch size), for toeplitz_columns: a block reads
-// 64 bytes of each z row (C = 8 columns), and the blocks beside read the
-// rest of those bytes soon after. On an H100 the z columns at L = 512
-// took 0.774 ms instead of 0.809 (128 bytes: 0.778;
-// bench/h100-2026-11-27-split), but the line kernels with the same loads
-// were 12 to 38% slower (bench/h100-2026-11-27-l2): only the columns take
-// it. Plain loads on the CPU emulation and before sm_75, which has no
-// such hint.
+// miss (PTX's L2::256B prefetch size): the lines along y and the z
+// columns read 64 bytes of each row (C = 8 columns), and the blocks beside
+// read the rest of those bytes soon after. On an H100
+// (bench/h100-2026-11-27-l2): the z columns at L = 512 0.774 ms instead
+// of 0.809 (128 bytes: 0.778), the y lines forward and inverse 0.563
+// instead of 0.592. Not volatile: with `asm volatile` the line kernels
+// were 12 to 38% slower (the loads kept in their order); the load's value
+// is used before the pass's barrier, so no store of the kernel can come
+// before it. Plain loads on the CPU emulation and before sm_75, which has
+// no such hint.
 __device__ __forceinline__ float2 load_prefetch(const float2* p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
     float2 v;
-    asm volatile("ld.global.L2::256B.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
+    asm("ld.global.L2::256B.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
     return v;
 #else
     return *p;
@@ -63,7 +65,7 @@ __device__ __forceinline__ float load_prefetch(const float* p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
     float v;
-    asm volatile("ld.global.L2::256B.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    asm("ld.global.L2::256B.f32 %0, [%1];" : "=f"(v) : "l"(p));
     return v;
 #else
     return *p;
@@ -161,9 +163,8 @@ __device__ __forceinline__ int point_of(const Map& m, int i, int len)
 // This thread's line: read from src through one map, written to dst
 // through another (the same buffer for the passes in place). COIL: the
 // maps' coil maps apply where set (a separate kernel, so that the other passes keep
-// their registers: the launch bounds allow 64 per thread). PREFETCH: loads
-// through load_prefetch (toeplitz_columns).
-template <bool COIL, bool PREFETCH = false>
+// their registers: the launch bounds allow 64 per thread).
+template <bool COIL>
 struct LineT {
     const float2* src;
     float2* dst;
@@ -183,7 +184,7 @@ struct LineT {
         const int k = point_of(mi, i, len);
         if (k < 0 || !inside) return make_float2(0.0f, 0.0f);
         const long long at = in + k * mi.step;
-        float2 v = PREFETCH ? load_prefetch(src + at) : src[at];
+        float2 v = load_prefetch(src + at);
         if (mi.f) {
             const float f = mi.f[k];
             v = make_float2(f * v.x, f * v.y);
@@ -395,7 +396,7 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
     const long long x = b.line;
     // Column x: point z at z * P + x.
     const Map m{0, 1, P, 1 << 30, nz, 0, 0, nullptr};
-    const LineT<false, true> col(work, work, m, m, (int)x, x < P, L);
+    const LineT<false> col(work, work, m, m, (int)x, x < P, L);
 
     // scale * FFT(Q) at the points this thread's last forward pass writes
     // (j + r L/R for its groups j), loaded before the FFT so that the
