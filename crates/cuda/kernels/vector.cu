@@ -240,29 +240,16 @@ extern "C" __global__ void add_whw_dot_partial(double* partial, float2* out, flo
                                                const float* __restrict__ w2z, const float* __restrict__ d2, int nx,
                                                int ny, int nz)
 {
-    const unsigned len = (unsigned)nx * ny * nz, stride = gridDim.x * blockDim.x;
+    const unsigned len = (unsigned)nx * ny * nz;
     double acc = 0.0;
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    // (X, Y, Z) of voxel i, divided out once and then stepped by the
-    // stride's own (sx, sy, sz) with carries: two divisions a voxel by
-    // run-time sizes cost the kernel more than its loads.
-    const unsigned srow = stride / (unsigned)nx;
-    const int sx = (int)(stride - srow * (unsigned)nx), sy = (int)(srow % (unsigned)ny), sz = (int)(srow / (unsigned)ny);
-    const unsigned row0 = i / (unsigned)nx;
-    int X = (int)(i - row0 * (unsigned)nx), Y = (int)(row0 % (unsigned)ny), Z = (int)(row0 / (unsigned)ny);
-    for (; i < len; i += stride) {
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {
+        const unsigned row = i / (unsigned)nx;
+        const int X = (int)(i - row * (unsigned)nx), Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
         const float2 h = whw_at(x, w2x, w2y, w2z, d2, i, X, Y, Z, nx, ny, nz);
         const float2 o = out[i], xi = x[i];
         const float2 v = make_float2(fmaf(a, h.x, o.x), fmaf(a, h.y, o.y));
         out[i] = v;
         acc += (double)xi.x * v.x + (double)xi.y * v.y;
-        // (X, Y, Z) += (sx, sy, sz), carrying: X + sx < 2 nx, Y + sy + 1 < 2 ny
-        X += sx;
-        int cy = sy, cz = sz;
-        if (X >= nx) X -= nx, cy++;
-        Y += cy;
-        if (Y >= ny) Y -= ny, cz++;
-        Z += cz;
     }
     block_sum_to(&partial[blockIdx.x], acc);
 }
