@@ -47,7 +47,7 @@
 // (bench/h100-2026-11-27-l2): the z columns at L = 512 0.774 ms instead
 // of 0.809 (128 bytes: 0.778), the y lines forward and inverse 0.563
 // instead of 0.592. Not volatile: with `asm volatile` the line kernels
-// were 12 to 38% slower (the loads kept in their order); the load's value
+// were 9 to 44% slower (the loads kept in their order); the load's value
 // is used before the pass's barrier, so no store of the kernel can come
 // before it. Plain loads on the CPU emulation and before sm_75, which has
 // no such hint.
