@@ -8,7 +8,7 @@
 use crate::device::Device;
 use crate::error::Ctx;
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
-use recon_core::Result;
+use recon_core::{Error, Result};
 
 /// The line lengths with kernels (`fft_lines_L`, `toeplitz_columns_L`),
 /// as in lines.cu: multiples of 8 from 16 to 1024 with no prime factor
@@ -277,6 +277,31 @@ impl Map {
     }
 }
 
+/// The maps a pruned kernel relies on (lines.cu's PAD and CROP): `Pad`
+/// reads a plain half line (its first pass leaves the upper half out as
+/// zero) and `Crop` writes one (its last pass computes only that half).
+/// Any other map would be transformed wrongly without a sign, so it is an
+/// error here.
+fn pruned_maps(family: LineKernel, len: usize, mo: &Map, mi: &Map) -> Result<()> {
+    let half = |m: &Map| m.n as usize == len / 2 && m.centred == 0;
+    let (what, ok) = match family {
+        LineKernel::Pad => ("read", half(mi)),
+        LineKernel::Crop => ("written", half(mo)),
+        _ => return Ok(()),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid {
+            what: "pruned line FFT",
+            reason: format!(
+                "{family:?} lines of length {len} must be {what} through a plain map of {} points",
+                len / 2
+            ),
+        })
+    }
+}
+
 /// A kernel for lines of length `l`, with its twiddles and launch shape
 /// for `count` lines.
 pub(crate) struct Pass {
@@ -284,6 +309,8 @@ pub(crate) struct Pass {
     pub twiddles: CudaSlice<f32>,
     pub cfg: LaunchConfig,
     count: i32,
+    family: LineKernel,
+    len: usize,
 }
 
 impl Device {
@@ -313,6 +340,8 @@ impl Device {
                 shared_mem_bytes: shared_bytes(kernel, l, lines) as u32,
             },
             count: count as i32,
+            family: kernel,
+            len: l,
         })
     }
 
@@ -328,6 +357,7 @@ impl Device {
         mi: Map,
         s: f32,
     ) -> Result<()> {
+        pruned_maps(p.family, p.len, &mo, &mi)?;
         let none = 0u64;
         let mut b = self.stream.launch_builder(&p.kernel);
         b.arg(&mut *dst);
@@ -345,6 +375,21 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pruned_kernels_take_only_plain_half_maps() {
+        let half = Map::rows(64, 32);
+        let full = Map::rows(64, 64);
+        // Pad reads the half line, Crop writes it; the other side is free.
+        assert!(pruned_maps(LineKernel::Pad, 64, &full, &half).is_ok());
+        assert!(pruned_maps(LineKernel::Crop, 64, &half, &full).is_ok());
+        assert!(pruned_maps(LineKernel::Pad, 64, &half, &full).is_err());
+        assert!(pruned_maps(LineKernel::Crop, 64, &full, &half).is_err());
+        // a centred half (a NUFFT's modes) is not the lower half
+        assert!(pruned_maps(LineKernel::Pad, 64, &full, &half.centred()).is_err());
+        // the plain kernels take any map
+        assert!(pruned_maps(LineKernel::Fft, 64, &full, &half.centred()).is_ok());
+    }
 
     #[test]
     fn every_length_has_radices_8_4_2_3_5_and_fits_a_block() {
