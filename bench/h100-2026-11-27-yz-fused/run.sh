@@ -25,13 +25,12 @@ for c in ${CASES:-512,8,8 256,4,8 256,2,8}; do
     sed -E "s|[0-9]+ / THREADS\(L, W\)|$a / THREADS(L, W)|; s|: [0-9]+\) / COLUMN_THREADS|: $b) / COLUMN_THREADS|; s|8 \? [0-9]+ :|8 ? ${e:-512} :|" \
       crates/cuda/kernels/lines.cu > $d/lines-$v.cu
     flags="-DLINES_CU=\"lines-$v.cu\" -DPRUNED -DTOEPLITZ=$L -DNAME_Y=fft_lines_pad_$L$w -DNAME_Y_INV=fft_lines_crop_$L$w"
-  elif [ $v = l2v ] || [ $v = l2n ]; then
-    # l2v: the tree's, every line kernel's loads through load_prefetch (the
-    # L2::256B hint of toeplitz_columns); l2n: the same, the hint's asm not
-    # volatile (bench/h100-2026-11-27-l2)
-    e='s|PREFETCH \? load_prefetch\(src \+ at\) : src\[at\]|load_prefetch(src + at)|'
-    [ $v = l2n ] && e="$e; s|asm volatile\(\"ld.global|asm(\"ld.global|"
-    sed -E "$e" crates/cuda/kernels/lines.cu > $d/lines-$v.cu
+  elif [ $v = l2v ]; then
+    # l2v: the tree's, the L2 prefetch hint's asm volatile (measured at
+    # commit 5822d2f, where only the columns took the hint, as "l2v"
+    # beside "l2n", the hint in every line kernel without volatile, which
+    # the tree has since 9a2ecc2: bench/h100-2026-11-27-l2)
+    sed -E 's|asm\("ld.global|asm volatile("ld.global|' crates/cuda/kernels/lines.cu > $d/lines-$v.cu
     cmp -s crates/cuda/kernels/lines.cu $d/lines-$v.cu && echo "$v: the edit did not apply"
     flags="-DLINES_CU=\"lines-$v.cu\" -DPRUNED -DTOEPLITZ=$L -DNAME_Y=fft_lines_pad_$L$w -DNAME_Y_INV=fft_lines_crop_$L$w"
   elif [ $v = wide2048 ] || [ $v = cols8 ]; then
