@@ -201,7 +201,7 @@ fn sense_shared_among_gpus_matches_one_gpu_and_cpu_f64() {
 
 /// The default GPU backend, and one that always composes the Toeplitz
 /// product from its pieces; `None` (skipped) without a GPU.
-fn pruned_and_pieces() -> Option<(CudaBackend, CudaBackend)> {
+pub(crate) fn pruned_and_pieces() -> Option<(CudaBackend, CudaBackend)> {
     let pruned = gpu(Options::default())?;
     let pieces = CudaBackend::new(Options {
         pruned_toeplitz: false,
@@ -213,7 +213,7 @@ fn pruned_and_pieces() -> Option<(CudaBackend, CudaBackend)> {
 
 /// The Hermitian part `(q(r) + conj q(-r)) / 2` of a Q on the doubled grid
 /// `d` (lag 0 at index n per axis; lag -r of index i at (2n - i) mod 2n).
-fn hermitian(q: &[Complex<f64>], d: [usize; 3]) -> Vec<Complex<f64>> {
+pub(crate) fn hermitian(q: &[Complex<f64>], d: [usize; 3]) -> Vec<Complex<f64>> {
     let mirror = |i: usize, l: usize| (l - i) % l;
     let at = |x: usize, y: usize, z: usize| (z * d[1] + y) * d[0] + x;
     let mut h = q.to_vec();

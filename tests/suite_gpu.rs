@@ -8,6 +8,7 @@
 
 mod common;
 mod gpu;
+mod gpu_fold;
 mod gpu_nufft;
 mod gpu_ops;
 mod gpu_solver;

@@ -51,6 +51,24 @@ pub trait Normal<B: Backend> {
         self.apply(backend, out, x)?;
         backend.dot_re_to(s, slot, x, out)
     }
+    /// `out = A x + a W^H W x`, then `s[slot] = <x, out>`: CG's map of a
+    /// regularised problem and its dot. The Toeplitz product hands both to
+    /// the backend ([`Backend::toeplitz_dot`]), which may fold a uniform
+    /// W^H W into the product.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_whw_dot(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        a: f64,
+        w: &B::Weights,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        self.apply(backend, out, x)?;
+        backend.add_whw_dot_to(out, a, x, w, s, slot)
+    }
 }
 
 /// A solver's data term `A = sum_c S_c^H F^H F S_c`: its normal map, and
@@ -73,12 +91,35 @@ pub trait DataTerm<B: Backend>: Normal<B> + Send {
     }
 }
 
+/// Every method forwarded, so that a boxed term keeps its fused ones.
 impl<B: Backend> Normal<B> for Box<dyn DataTerm<B> + '_> {
     fn len(&self) -> usize {
         (**self).len()
     }
     fn apply(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
         (**self).apply(backend, out, x)
+    }
+    fn apply_dot(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        (**self).apply_dot(backend, out, x, s, slot)
+    }
+    fn apply_whw_dot(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        a: f64,
+        w: &B::Weights,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        (**self).apply_whw_dot(backend, out, x, a, w, s, slot)
     }
 }
 
@@ -159,6 +200,34 @@ impl<B: Backend> Normal<B> for Toeplitz<B> {
         // out = crop(IFFT(FFT(Q) . FFT(pad(x))))
         backend.toeplitz(&self.plan, out, x, &self.fq, &mut self.work)
     }
+
+    fn apply_dot(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        // out = T x, s[slot] = <x, out>
+        let (plan, fq) = (&self.plan, &self.fq);
+        backend.toeplitz_dot(plan, out, x, fq, &mut self.work, None, s, slot)
+    }
+
+    fn apply_whw_dot(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        a: f64,
+        w: &B::Weights,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        // out = T x + a W^H W x, s[slot] = <x, out>
+        let (plan, fq) = (&self.plan, &self.fq);
+        backend.toeplitz_dot(plan, out, x, fq, &mut self.work, Some((a, w)), s, slot)
+    }
 }
 
 /// `A + lambda W^H W`, around a data term `A` it borrows (F^H F as a
@@ -211,11 +280,11 @@ impl<B: Backend, A: Normal<B>> Normal<B> for Regularised<'_, B, A> {
         s: &mut B::Scalars,
         slot: usize,
     ) -> Result<()> {
-        // out = A x + lambda W^H W x, s[slot] = <x, out> in the
-        // regulariser's pass (without one, in the data term's), as apply
+        // out = A x + lambda W^H W x, s[slot] = <x, out>, by the data
+        // term (which may fold the prior into its own passes), as apply
         if self.lambda > 0.0 {
-            self.data.apply(backend, out, x)?;
-            backend.add_whw_dot_to(out, self.lambda, x, &self.weights, s, slot)
+            let (a, w) = (self.lambda, &self.weights);
+            self.data.apply_whw_dot(backend, out, x, a, w, s, slot)
         } else {
             self.data.apply_dot(backend, out, x, s, slot)
         }

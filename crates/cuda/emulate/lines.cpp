@@ -54,30 +54,56 @@ int main()
     std::vector<float2> tw(L);
     for (int k = 0; k < L; k++) tw[k] = {(float)std::cos(TAU * k / L), (float)std::sin(TAU * k / L)};
 
-    // toeplitz_columns: P columns (a block and part of another) of the
-    // lower halves z < nz; column = lower half of IFFT(scale fq FFT(column)).
+    // toeplitz_columns: P = px py columns (a block and part of another)
+    // of the lower halves z < nz; column = lower half of IFFT(multiplier
+    // FFT(column)), the multiplier scale fq, then (with the stencil's
+    // symbol, lam) scale fq + lam S, S(k) = sum_d 2 - 2 cos(2 pi k_d / L_d)
+    // at column x = (x % px, x / px), frequency k; and the block sums of
+    // multiplier |FFT(column)|^2.
     const int C = columns_for(L, true), threads = C * L / columns_points(L);
-    const long long P = C + 3;
-    std::vector<float2> work(nz * P);
-    std::vector<float> fq(L * P);
-    for (auto& v : work) v = {u(gen), u(gen)};
+    const int px = 4, py = (C + 4) / px;
+    const long long P = px * py;
+    const int blocks = (int)((P + C - 1) / C);
+    std::vector<float2> work0(nz * P);
+    std::vector<float> fq(L * P), symbol(px + py + L);
+    for (auto& v : work0) v = {u(gen), u(gen)};
     for (auto& v : fq) v = u(gen);
-    const auto before = work;
-    const float scale = 0.37f;
-    launch((P + C - 1) / C, threads,
-           [&] { NAME(toeplitz_columns_, LENGTH)(work.data(), fq.data(), tw.data(), P, nz, scale); });
-    double err = 0, norm = 0;
-    for (long long x = 0; x < P; x++) {
-        std::vector<cd> a(L), b(L);
-        for (int z = 0; z < nz; z++) a[z] = cd(before[z * P + x].x, before[z * P + x].y);
-        for (int k = 0; k < L; k++) b[k] = dft(a, k, -1.0) * double(scale) * double(fq[k * P + x]);
-        for (int z = 0; z < nz; z++) {
-            const cd want = dft(b, z, 1.0), got(work[z * P + x].x, work[z * P + x].y);
-            err += std::norm(got - want);
-            norm += std::norm(want);
+    const int lengths[3] = {px, py, L};
+    for (int a = 0, at = 0; a < 3; at += lengths[a++])
+        for (int i = 0; i < lengths[a]; i++) symbol[at + i] = (float)(2 - 2 * std::cos(TAU * i / lengths[a]));
+    const float scale = 0.37f, lam = 0.21f;
+    for (int stencil = 0; stencil < 2; stencil++) {
+        std::vector<float2> work = work0;
+        std::vector<double> partial(blocks, 0.0);
+        launch(blocks, threads, [&] {
+            NAME(toeplitz_columns_, LENGTH)(work.data(), fq.data(), tw.data(), P, nz, scale,
+                                            stencil ? symbol.data() : nullptr, px, lam,
+                                            stencil ? partial.data() : nullptr);
+        });
+        double err = 0, norm = 0, energy = 0;
+        for (long long x = 0; x < P; x++) {
+            std::vector<cd> a(L), b(L);
+            for (int z = 0; z < nz; z++) a[z] = cd(work0[z * P + x].x, work0[z * P + x].y);
+            for (int k = 0; k < L; k++) {
+                double f = double(scale) * double(fq[k * P + x]);
+                if (stencil) f += double(lam) * (symbol[x % px] + symbol[px + x / px] + symbol[px + py + k]);
+                const cd spectrum = dft(a, k, -1.0);
+                b[k] = spectrum * f;
+                energy += f * std::norm(spectrum);
+            }
+            for (int z = 0; z < nz; z++) {
+                const cd want = dft(b, z, 1.0), got(work[z * P + x].x, work[z * P + x].y);
+                err += std::norm(got - want);
+                norm += std::norm(want);
+            }
+        }
+        std::printf("columns%s %.3e\n", stencil ? ", stencil" : "", std::sqrt(err / norm));
+        if (stencil) {
+            double sum = 0;
+            for (double v : partial) sum += v;
+            std::printf("columns, energy %.3e\n", std::abs(sum - energy) / std::abs(energy));
         }
     }
-    std::printf("columns %.3e\n", std::sqrt(err / norm));
 
     // fft_lines, forward: `count` lines one after another.
     const int count = 11, Cn = columns_for(L, false);

@@ -241,7 +241,8 @@ __host__ __device__ constexpr bool hands_over(int L, int P)
 // after; a pass from registers to shared memory synchronises before it
 // writes (the previous pass read there). NS is the product of the earlier
 // radices; tw[k] = exp(i 2pi k / L), conjugated for s = -1. With `f`, each
-// result is multiplied by the real f[g * R + r] before it is written.
+// result a is multiplied by the real f[g * R + r] before it is written,
+// and `energy` gathers f |a|^2 (toeplitz_columns' share of <x, T x>).
 // `regs`: the P points a pass from REGS takes or one to REGS leaves.
 // PAD: a first pass from GLOBAL reads a line whose points from L/2 on are
 // zero (a map of n = L/2, plain): its points j + r L/R with r >= R/2 are
@@ -251,7 +252,7 @@ __host__ __device__ constexpr bool hands_over(int L, int P)
 // by dft_crop where R is even.
 template <int L, int C, int P, int R, int NS, Place SRC, Place DST, bool PAD, bool CROP, class Col>
 __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Col& col,
-                                     const float* f, float2* regs)
+                                     const float* f, float2* regs, float& energy)
 {
     constexpr int TC = L / P;
     constexpr int G = (P + R - 1) / R;
@@ -310,7 +311,11 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
 #pragma unroll
             for (int r = 0; r < (CROPPED ? R / 2 : R); r++) {
                 float2 a = v[g][r];
-                if (f) a = make_float2(f[g * R + r] * a.x, f[g * R + r] * a.y);
+                if (f) {
+                    const float w = f[g * R + r];
+                    energy = fmaf(w, a.x * a.x + a.y * a.y, energy);
+                    a = make_float2(w * a.x, w * a.y);
+                }
                 if constexpr (DST == GLOBAL)
                     col.store(d + r * NS, a);
                 else if constexpr (DST == REGS)
@@ -327,19 +332,19 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
 
 // The FFT of length L of every column, sign s, P points a thread: the
 // passes from NS (points combined so far) on. The first reads from FIRST,
-// the last writes to LAST (multiplied by `f`); the others work in shared
-// memory.
+// the last writes to LAST (multiplied by `f`, gathering `energy`, as
+// pass); the others work in shared memory.
 template <int L, int C, int P, int NS, Place FIRST, Place LAST, bool PAD = false, bool CROP = false, class Col>
 __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s,
-                                            const Col& col, const float* f, float2* regs)
+                                            const Col& col, const float* f, float2* regs, float& energy)
 {
     if constexpr (NS < L) {
         constexpr int R = next_radix(L / NS, P);
         static_assert(NS > 1 || R < L, "one pass: the first would also be the last");
         constexpr Place SRC = NS == 1 ? FIRST : SHARED;
         constexpr Place DST = NS * R == L ? LAST : SHARED;
-        pass<L, C, P, R, NS, SRC, DST, PAD, CROP>(S, tw, c, tj, s, col, NS * R == L ? f : nullptr, regs);
-        fft_columns<L, C, P, NS * R, FIRST, LAST, PAD, CROP>(S, tw, c, tj, s, col, f, regs);
+        pass<L, C, P, R, NS, SRC, DST, PAD, CROP>(S, tw, c, tj, s, col, NS * R == L ? f : nullptr, regs, energy);
+        fft_columns<L, C, P, NS * R, FIRST, LAST, PAD, CROP>(S, tw, c, tj, s, col, f, regs, energy);
     }
 }
 
@@ -372,6 +377,23 @@ __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
     return Block{smem, smem + L, (int)(t % C), (int)(t / C), (long long)blockIdx.x * C + t % C};
 }
 
+// *out = the sum of the block's values v (blockDim.x threads, any count)
+// by a tree over s, blockDim.x doubles, in a fixed order: the same sum on
+// every run. Written by thread 0.
+__device__ __forceinline__ void block_sum(double* out, double v, double* s)
+{
+    const unsigned t = threadIdx.x, n = blockDim.x;
+    s[t] = v;
+    __syncthreads();
+    unsigned w = 1;
+    while (2 * w < n) w *= 2;
+    for (; w > 0; w >>= 1) {
+        if (t < w && t + w < n) s[t] += s[t + w];
+        __syncthreads();
+    }
+    if (t == 0) *out = s[0];
+}
+
 // work: the planes z < nz of the 2N grid (P points each), transformed
 // along x and y already; fq: FFT(Q), real, all L = 2 nz planes; twiddles:
 // L points exp(i 2pi k / L). Blocks of C * L / columns_points(L) threads, C columns each
@@ -383,9 +405,22 @@ __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
 // the way to shared memory; the inverse FFT's last pass computes and
 // writes the lower half only (CROP), back to global memory. L = 2 nz
 // (toeplitz.rs).
+//
+// With `symbol` (not null) the multiplier is scale FFT(Q) + lam S, lam =
+// scale lambda: S(k) = sum over the axes of 2 - 2 cos(2 pi k_d / L_d), the
+// FFT of the uniform stencil's Toeplitz part (6 at lag 0, -1 at the lags
+// +-e_d), so that the product is T + lambda W^H W but at the grid's faces
+// (toeplitz.rs). symbol holds 2 - 2 cos(2 pi i / L_d) for each axis: px
+// values (x), P / px (y), then L (z). With `partial`, partial[block] = the
+// block's sum of multiplier |FFT(column)|^2: over every column, by
+// Parseval, Re <x, out> of the product (the unnormalised inverse FFT of
+// the product paired with x's padded grid), CG's dot with no pass of its
+// own.
 template <int L>
 __device__ __forceinline__ void columns(float2* work, const float* __restrict__ fq,
-                                        const float2* __restrict__ twiddles, long long P, int nz, float scale)
+                                        const float2* __restrict__ twiddles, long long P, int nz, float scale,
+                                        const float* __restrict__ symbol, int px, float lam,
+                                        double* __restrict__ partial)
 {
     constexpr int C = columns_for(L, true);
     constexpr int PT = columns_points(L);
@@ -398,7 +433,15 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
     const Map m{0, 1, P, 1 << 30, nz, 0, 0, nullptr};
     const LineT<false> col(work, work, m, m, (int)x, x < P, L);
 
-    // scale * FFT(Q) at the points this thread's last forward pass writes
+    // lam (S_x + S_y) of this column, and the z table.
+    float sxy = 0.0f;
+    const float* sz = symbol;
+    if (symbol && col.inside) {
+        const unsigned u = (unsigned)x, w = (unsigned)px;
+        sxy = lam * (symbol[u % w] + symbol[w + u / w]);
+        sz = symbol + w + (unsigned)P / w;
+    }
+    // The multiplier at the points this thread's last forward pass writes
     // (j + r L/R for its groups j), loaded before the FFT so that the
     // product does not wait for memory.
     float f[G * R];
@@ -407,7 +450,9 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
 #pragma unroll
         for (int r = 0; r < R; r++) {
             int k = tj + g * (L / PT) + r * (L / R);
-            f[g * R + r] = (col.inside && tj + g * (L / PT) < L / R) ? scale * load_prefetch(fq + k * P + x) : 0.0f;
+            const float add = symbol ? fmaf(lam, sz[k], sxy) : 0.0f;
+            f[g * R + r] = (col.inside && tj + g * (L / PT) < L / R) ? fmaf(scale, load_prefetch(fq + k * P + x), add)
+                                                                      : 0.0f;
         }
     }
 
@@ -416,8 +461,13 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
     // where the passes allow (hands_over).
     constexpr Place MID = hands_over(L, PT) ? REGS : SHARED;
     float2 regs[MID == REGS ? PT : 1];
-    fft_columns<L, C, PT, 1, GLOBAL, MID, true, false>(b.S, b.tw, c, tj, -1.0f, col, f, regs);
-    fft_columns<L, C, PT, 1, MID, GLOBAL, false, true>(b.S, b.tw, c, tj, 1.0f, col, nullptr, regs);
+    float energy = 0.0f, unused = 0.0f;
+    fft_columns<L, C, PT, 1, GLOBAL, MID, true, false>(b.S, b.tw, c, tj, -1.0f, col, f, regs, energy);
+    fft_columns<L, C, PT, 1, MID, GLOBAL, false, true>(b.S, b.tw, c, tj, 1.0f, col, nullptr, regs, unused);
+    if (partial) {
+        __syncthreads();  // the last pass's reads of shared memory are done
+        block_sum(partial + blockIdx.x, energy, reinterpret_cast<double*>(b.S));
+    }
 }
 
 // The FFT of sign s of `lines` lines of length L, from src (map mi) to dst
@@ -433,7 +483,8 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
 {
     const Block b = block<L, C, 8>(twiddles);
     const LineT<COIL> line(src ? src : dst, dst, mi, mo, (int)b.line, b.line < count, L);
-    fft_columns<L, C, 8, 1, GLOBAL, GLOBAL, PAD, CROP>(b.S, b.tw, b.c, b.tj, s, line, nullptr, nullptr);
+    float unused = 0.0f;
+    fft_columns<L, C, 8, 1, GLOBAL, GLOBAL, PAD, CROP>(b.S, b.tw, b.c, b.tj, s, line, nullptr, nullptr, unused);
 }
 
 // The kernels of one line length L (one of lines.rs's LENGTHS), in two
@@ -479,11 +530,12 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
 #define COLUMN_BOUNDS(L)                                                                                     \
     __launch_bounds__(COLUMN_THREADS(L), (columns_points(L) > 8 ? 512 : 1536) / COLUMN_THREADS(L))
 #define TOEPLITZ_KERNELS(L)                                                                                  \
-    extern "C" __global__ void COLUMN_BOUNDS(L) toeplitz_columns_##L(float2* work, const float* __restrict__ fq, \
-                                                                   const float2* __restrict__ tw,            \
-                                                                   long long P, int nz, float scale)         \
+    extern "C" __global__ void COLUMN_BOUNDS(L)                                                             \
+        toeplitz_columns_##L(float2* work, const float* __restrict__ fq, const float2* __restrict__ tw, long long P, \
+                             int nz, float scale, const float* __restrict__ symbol, int px, float lam,       \
+                             double* partial)                                                                \
     {                                                                                                        \
-        columns<L>(work, fq, tw, P, nz, scale);                                                              \
+        columns<L>(work, fq, tw, P, nz, scale, symbol, px, lam, partial);                                    \
     }                                                                                                        \
     PRUNED_KERNELS(L, false, )
 

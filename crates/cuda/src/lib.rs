@@ -82,6 +82,12 @@ impl CudaWeights {
         Error::check_len("W^H W input", 2 * len, x.len())?;
         Error::check_len("W^H W output", 2 * len, out.len())
     }
+
+    /// Every edge weighted 1 and no diagonal: a convolution but at the
+    /// grid's faces, which the Toeplitz product can take along.
+    fn is_uniform(&self) -> bool {
+        self.w2.is_none() && self.d2.is_none()
+    }
 }
 
 /// The GPUs' contexts that [`CudaBackend::warm_up`] retained, released
@@ -457,6 +463,20 @@ impl Backend for CudaBackend {
         work: &mut Self::Vector,
     ) -> Result<()> {
         self.toeplitz_by(plan, out, x, fq, work, None, None)
+    }
+
+    fn toeplitz_dot(
+        &self,
+        plan: &Self::ToeplitzPlan,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        fq: &Self::Vector,
+        work: &mut Self::Vector,
+        prior: Option<(f64, &Self::Weights)>,
+        s: &mut Self::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        self.toeplitz_dot_by(plan, out, x, fq, work, prior, s, slot)
     }
 
     fn toeplitz_coil(

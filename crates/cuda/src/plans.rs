@@ -106,6 +106,58 @@ impl CudaBackend {
     }
 }
 
+impl CudaBackend {
+    /// [`recon_core::Backend::toeplitz_dot`] by `plan`: by the fused
+    /// passes, the prior folded into them ([`Device::toeplitz_dot`]),
+    /// where the plan has them and the prior is none or the uniform
+    /// stencil; else by the pieces (the product, then the prior's pass).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn toeplitz_dot_by(
+        &self,
+        plan: &CudaToeplitz,
+        out: &mut CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+        fq: &CudaSlice<f32>,
+        work: &mut CudaSlice<f32>,
+        prior: Option<(f64, &crate::CudaWeights)>,
+        s: &mut CudaSlice<f64>,
+        slot: usize,
+    ) -> Result<()> {
+        // Some(a): the fused passes take the prior a W^H W (None: none).
+        let folded = match prior {
+            None => Some(None),
+            Some((a, w)) => {
+                w.check(x, out)?;
+                if w.n != plan.n {
+                    return Err(Error::Invalid {
+                        what: "W^H W",
+                        reason: format!(
+                            "its grid {:?} is not the Toeplitz product's {:?}",
+                            w.n, plan.n
+                        ),
+                    });
+                }
+                w.is_uniform().then_some(Some(a as f32))
+            }
+        };
+        match (&plan.how, folded) {
+            (How::Fused(p), Some(a)) => {
+                check_toeplitz(
+                    [("Toeplitz input", x), ("Toeplitz output", out)],
+                    fq,
+                    true,
+                    work,
+                    plan.n,
+                )?;
+                Error::check_index("solver scalars", slot, s.len())?;
+                self.dev0()
+                    .toeplitz_dot(p, out, x, fq, work, plan.n, a, s, slot)
+            }
+            _ => recon_core::toeplitz_dot_by_pieces(self, plan, out, x, fq, work, prior, s, slot),
+        }
+    }
+}
+
 /// Lengths of the Toeplitz product's vectors for images of shape `n`;
 /// FFT(Q) real where `real_fq`.
 fn check_toeplitz<const K: usize>(

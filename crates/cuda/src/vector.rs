@@ -8,7 +8,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use recon_core::{Error, Ratio, Result};
 
 /// Every kernel of vector.cu, in the order of `Kernels::load`.
-pub(crate) const NAMES: [&str; 15] = [
+pub(crate) const NAMES: [&str; 16] = [
     "axpy",
     "xpby",
     "mul_scaled",
@@ -24,6 +24,7 @@ pub(crate) const NAMES: [&str; 15] = [
     "axpy_norm_partial",
     "cg_update",
     "add_whw_dot_partial",
+    "add_faces_dot_partial",
 ];
 
 pub(crate) struct Kernels {
@@ -42,6 +43,7 @@ pub(crate) struct Kernels {
     axpy_norm_partial: CudaFunction,
     cg_update: CudaFunction,
     add_whw_dot_partial: CudaFunction,
+    add_faces_dot_partial: CudaFunction,
 }
 
 impl Kernels {
@@ -50,7 +52,7 @@ impl Kernels {
             &crate::kernels::Module::whole(crate::kernels::VECTOR),
             &NAMES,
         )?;
-        let [axpy, xpby, mul_scaled, coil, pad, crop, dot_partial, sum_partials, scale, add_whw, inverse_sum, real_part, axpy_norm_partial, cg_update, add_whw_dot_partial]: [CudaFunction; NAMES.len()] =
+        let [axpy, xpby, mul_scaled, coil, pad, crop, dot_partial, sum_partials, scale, add_whw, inverse_sum, real_part, axpy_norm_partial, cg_update, add_whw_dot_partial, add_faces_dot_partial]: [CudaFunction; NAMES.len()] =
             funcs.try_into().expect("one function per name");
         Ok(Kernels {
             axpy,
@@ -68,6 +70,7 @@ impl Kernels {
             axpy_norm_partial,
             cg_update,
             add_whw_dot_partial,
+            add_faces_dot_partial,
         })
     }
 }
@@ -237,19 +240,20 @@ impl Device {
         let mut b = self.stream.launch_builder(&self.vector()?.dot_partial);
         b.arg(&mut *partial).arg(x).arg(y).arg(&n);
         unsafe { b.launch(reduce_cfg()) }.at("launch dot_partial")?;
-        self.sum_partials_to(s, slot, &partial)
+        self.sum_partials_to(s, slot, &partial, REDUCE_BLOCKS)
     }
 
-    /// `s[slot]` = the sum of the first pass's partial sums, by one block
+    /// `s[slot]` = the sum of the first `count` partial sums, by one block
     /// in a fixed order.
-    fn sum_partials_to(
+    pub(crate) fn sum_partials_to(
         &self,
         s: &mut CudaSlice<f64>,
         slot: usize,
         partial: &CudaSlice<f64>,
+        count: usize,
     ) -> Result<()> {
         let mut out = s.slice_mut(slot..slot + 1);
-        let count = REDUCE_BLOCKS as i32;
+        let count = count as i32;
         let mut b = self.stream.launch_builder(&self.vector()?.sum_partials);
         b.arg(&mut out).arg(partial).arg(&count);
         let one = LaunchConfig {
@@ -290,7 +294,7 @@ impl Device {
             .arg(x)
             .arg(&n);
         unsafe { b.launch(reduce_cfg()) }.at("launch axpy_norm_partial")?;
-        self.sum_partials_to(s, slot, &partial)
+        self.sum_partials_to(s, slot, &partial, REDUCE_BLOCKS)
     }
 
     /// `x = x + a c p`, then `p = r + d p` (c = `step.of(s)`, d =
@@ -373,7 +377,35 @@ impl Device {
         b.arg(&mut *partial);
         whw_args(&mut b, out, &a, x, w, &n);
         unsafe { b.launch(reduce_cfg()) }.at("launch add_whw_dot_partial")?;
-        self.sum_partials_to(s, slot, &partial)
+        self.sum_partials_to(s, slot, &partial, REDUCE_BLOCKS)
+    }
+
+    /// The uniform stencil's share at the grid's faces (vector.cu's
+    /// `add_faces_dot_partial`): `out = out - a b x` on the voxels on `b >
+    /// 0` faces, and `partial[block]` = the block's part of `-a sum b
+    /// |x|^2`, REDUCE_BLOCKS of them ([`Device::toeplitz_dot`]).
+    pub(crate) fn add_faces_dot(
+        &self,
+        partial: &mut cudarc::driver::CudaViewMut<f64>,
+        out: &mut CudaSlice<f32>,
+        a: f32,
+        x: &CudaSlice<f32>,
+        n: [usize; 3],
+    ) -> Result<()> {
+        let [nx, ny, nz] = n.map(|v| v as i32);
+        let mut b = self
+            .stream
+            .launch_builder(&self.vector()?.add_faces_dot_partial);
+        b.arg(partial)
+            .arg(out)
+            .arg(&a)
+            .arg(x)
+            .arg(&nx)
+            .arg(&ny)
+            .arg(&nz);
+        unsafe { b.launch(reduce_cfg()) }
+            .at("launch add_faces_dot_partial")
+            .map(|_| ())
     }
 }
 
@@ -399,4 +431,20 @@ fn whw_args<'a>(
         None => b.arg(&NULL),
     };
     b.arg(&n[0]).arg(&n[1]).arg(&n[2]);
+}
+
+#[cfg(test)]
+mod tests {
+    /// vector.cu's `add_faces_dot_partial` run on the CPU (emulate/) for
+    /// seven grids, axes of 1, 2 and more voxels among them, against the
+    /// faces' sums voxel by voxel in double: every voxel on a face met
+    /// once, with its count of faces. The GPU tests check the same kernel
+    /// on the device, inside the folded Toeplitz product.
+    #[test]
+    fn faces_emulated_on_the_cpu_match_direct_sums() {
+        let defines = [r#"VECTOR_CU="../kernels/vector.cu""#.to_string()];
+        // float32 products and sums of a few hundred values round to
+        // ~1e-7 relative; a voxel missed or met twice gives 1e-2 or more.
+        crate::emulate::check("faces.cpp", &defines, "faces", 14, 1e-6);
+    }
 }

@@ -6,7 +6,9 @@ mod args;
 mod pieces;
 
 pub use args::{CoilOp, Direction, GroupProx, NufftUse, Ratio, Sign, Targets, Workload};
-pub use pieces::{fft_q_by_pieces, toeplitz_by_pieces, toeplitz_coil_by_pieces};
+pub use pieces::{
+    fft_q_by_pieces, toeplitz_by_pieces, toeplitz_coil_by_pieces, toeplitz_dot_by_pieces,
+};
 
 use crate::{Complex, Progress, Real, Result, Stencil};
 
@@ -254,6 +256,28 @@ pub trait Backend: Send + Sync {
         fq: &Self::Vector,
         work: &mut Self::Vector,
     ) -> Result<()>;
+
+    /// CG's map and dot over the Toeplitz product: `out = T x`, plus
+    /// `a W^H W x` with `prior = Some((a, w))`, then `s[slot] = Re <x,
+    /// out>`. [`toeplitz_dot_by_pieces`] makes the calls one by one; a
+    /// device may fold a uniform W^H W (every edge 1, no diagonal: a
+    /// convolution but at the grid's faces) into the product's FFT(Q), and
+    /// take the dot from the product's spectrum (Parseval), with no pass
+    /// over the image of its own.
+    #[allow(clippy::too_many_arguments)]
+    fn toeplitz_dot(
+        &self,
+        plan: &Self::ToeplitzPlan,
+        out: &mut Self::Vector,
+        x: &Self::Vector,
+        fq: &Self::Vector,
+        work: &mut Self::Vector,
+        prior: Option<(f64, &Self::Weights)>,
+        s: &mut Self::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        toeplitz_dot_by_pieces(self, plan, out, x, fq, work, prior, s, slot)
+    }
 
     // --- coils ----------------------------------------------------------
 

@@ -48,6 +48,29 @@ pub fn toeplitz_by_pieces<B: Backend + ?Sized>(
     backend.crop(out, work, n)
 }
 
+/// [`Backend::toeplitz_dot`] from its pieces: the product, then the
+/// prior's pass with the dot ([`Backend::add_whw_dot_to`]), or the dot
+/// alone.
+#[allow(clippy::too_many_arguments)]
+pub fn toeplitz_dot_by_pieces<B: Backend + ?Sized>(
+    backend: &B,
+    plan: &B::ToeplitzPlan,
+    out: &mut B::Vector,
+    x: &B::Vector,
+    fq: &B::Vector,
+    work: &mut B::Vector,
+    prior: Option<(f64, &B::Weights)>,
+    s: &mut B::Scalars,
+    slot: usize,
+) -> Result<()> {
+    // out = T x (+ a W^H W x), s[slot] = Re <x, out>
+    backend.toeplitz(plan, out, x, fq, work)?;
+    match prior {
+        Some((a, w)) => backend.add_whw_dot_to(out, a, x, w, s, slot),
+        None => backend.dot_re_to(s, slot, x, out),
+    }
+}
+
 /// [`Backend::toeplitz_coil`] from its pieces: `y = s . x`, `ty = T y`,
 /// `out (+)= conj(s) . ty`.
 #[allow(clippy::too_many_arguments)]
