@@ -52,9 +52,11 @@ fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
     // Covered shapes (every doubled length has line kernels; along z the
     // columns kernel at 16, 96, 160, 256 and 512, the last two with the
     // product in registers), non-cubic so that the axes' symbols cannot be
-    // swapped unseen; and one that the product takes by pieces. Two
+    // swapped unseen; and one that the product takes by pieces. Three
     // vectors each through one operator, to catch state the first leaves
-    // (the partial sums).
+    // (the partial sums); the third scaled by 1e15, so that its spectrum's
+    // squares pass float32's range (the dot's sums run in double, as the
+    // prior's pass's do: a GCV probe, T z, is not normalised).
     let shapes = [
         ([8, 48, 80], true),
         ([80, 8, 48], true),
@@ -76,7 +78,8 @@ fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
         let edges = [0, 1, 2].map(|_| (0..len).map(|_| 1.0 + 0.5 * rng.sym()).collect());
         let weighted = Stencil::weighted(n, edges).unwrap();
         let uniform = Stencil::uniform(n);
-        let vs: Vec<Vec<Complex<f64>>> = (0..2).map(|_| rng.complex(len)).collect();
+        let mut vs: Vec<Vec<Complex<f64>>> = (0..3).map(|_| rng.complex(len)).collect();
+        vs[2].iter_mut().for_each(|v| *v *= 1e15);
         let vs32: Vec<Vec<Complex<f32>>> = vs.iter().map(|v| down(v)).collect();
         // lambda 3: the stencil's terms (up to 12 lambda) as large as the
         // product's, so that a wrong symbol or face shows.

@@ -252,7 +252,7 @@ __host__ __device__ constexpr bool hands_over(int L, int P)
 // by dft_crop where R is even.
 template <int L, int C, int P, int R, int NS, Place SRC, Place DST, bool PAD, bool CROP, class Col>
 __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Col& col,
-                                     const float* f, float2* regs, float& energy)
+                                     const float* f, float2* regs, double& energy)
 {
     constexpr int TC = L / P;
     constexpr int G = (P + R - 1) / R;
@@ -313,7 +313,7 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
                 float2 a = v[g][r];
                 if (f) {
                     const float w = f[g * R + r];
-                    energy = fmaf(w, a.x * a.x + a.y * a.y, energy);
+                    energy += (double)w * ((double)a.x * a.x + (double)a.y * a.y);
                     a = make_float2(w * a.x, w * a.y);
                 }
                 if constexpr (DST == GLOBAL)
@@ -336,7 +336,7 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
 // pass); the others work in shared memory.
 template <int L, int C, int P, int NS, Place FIRST, Place LAST, bool PAD = false, bool CROP = false, class Col>
 __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s,
-                                            const Col& col, const float* f, float2* regs, float& energy)
+                                            const Col& col, const float* f, float2* regs, double& energy)
 {
     if constexpr (NS < L) {
         constexpr int R = next_radix(L / NS, P);
@@ -377,21 +377,23 @@ __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
     return Block{smem, smem + L, (int)(t % C), (int)(t / C), (long long)blockIdx.x * C + t % C};
 }
 
-// *out = the sum of the block's values v (blockDim.x threads, any count)
-// by a tree over s, blockDim.x doubles, in a fixed order: the same sum on
-// every run. Written by thread 0.
+// *out = the sum of the block's values v (blockDim.x threads, whole warps)
+// by a fixed tree: within each warp by shuffles, then the warps' sums
+// (through s, a double a warp) by the first warp; the same sum on every
+// run.
 __device__ __forceinline__ void block_sum(double* out, double v, double* s)
 {
-    const unsigned t = threadIdx.x, n = blockDim.x;
-    s[t] = v;
+    const unsigned t = threadIdx.x, warps = blockDim.x / 32;
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+    if (t % 32 == 0) s[t / 32] = v;
     __syncthreads();
-    unsigned w = 1;
-    while (2 * w < n) w *= 2;
-    for (; w > 0; w >>= 1) {
-        if (t < w && t + w < n) s[t] += s[t + w];
-        __syncthreads();
+    if (t < 32) {
+        v = t < warps ? s[t] : 0.0;
+#pragma unroll
+        for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+        if (t == 0) *out = v;
     }
-    if (t == 0) *out = s[0];
 }
 
 // work: the planes z < nz of the 2N grid (P points each), transformed
@@ -426,6 +428,7 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
     constexpr int PT = columns_points(L);
     constexpr int R = last_radix(L, PT);
     constexpr int G = (PT + R - 1) / R;
+    static_assert(C * L / PT % 32 == 0, "whole warps (block_sum)");
     const Block b = block<L, C, PT>(twiddles);
     const int c = b.c, tj = b.tj;
     const long long x = b.line;
@@ -461,7 +464,7 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
     // where the passes allow (hands_over).
     constexpr Place MID = hands_over(L, PT) ? REGS : SHARED;
     float2 regs[MID == REGS ? PT : 1];
-    float energy = 0.0f, unused = 0.0f;
+    double energy = 0.0, unused = 0.0;
     fft_columns<L, C, PT, 1, GLOBAL, MID, true, false>(b.S, b.tw, c, tj, -1.0f, col, f, regs, energy);
     fft_columns<L, C, PT, 1, MID, GLOBAL, false, true>(b.S, b.tw, c, tj, 1.0f, col, nullptr, regs, unused);
     if (partial) {
@@ -483,7 +486,7 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
 {
     const Block b = block<L, C, 8>(twiddles);
     const LineT<COIL> line(src ? src : dst, dst, mi, mo, (int)b.line, b.line < count, L);
-    float unused = 0.0f;
+    double unused = 0.0;
     fft_columns<L, C, 8, 1, GLOBAL, GLOBAL, PAD, CROP>(b.S, b.tw, b.c, b.tj, s, line, nullptr, nullptr, unused);
 }
 
