@@ -1,10 +1,9 @@
 //! GPU against CPU float64: CG's map and dot over the Toeplitz product
 //! (`Normal::apply_dot`), with the uniform prior folded into the pruned
-//! product (its stencil's symbol beside FFT(Q), the pass over the grid's
-//! faces, the dot by Parseval from the product's spectrum), without a
-//! prior (the dot alone by Parseval), and with a weighted prior, which
-//! takes the product and the prior's own pass. Without a usable GPU each
-//! test prints that it was skipped.
+//! product (its stencil's symbol beside FFT(Q), the grid's faces mended by
+//! the dot's pass), without a prior, and with a weighted prior, which takes
+//! the product and the prior's own pass. Without a usable GPU each test
+//! prints that it was skipped.
 
 use crate::common::*;
 use crate::gpu_solver::{hermitian, pruned_and_pieces};
@@ -54,9 +53,9 @@ fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
     // product in registers), non-cubic so that the axes' symbols cannot be
     // swapped unseen; and one that the product takes by pieces. Three
     // vectors each through one operator, to catch state the first leaves
-    // (the partial sums); the third scaled by 1e15, so that its spectrum's
-    // squares pass float32's range (the dot's sums run in double, as the
-    // prior's pass's do: a GCV probe, T z, is not normalised).
+    // (the partial sums); the third scaled by 1e15, so that products of
+    // its values pass float32's range (the dot's sums run in double: a
+    // GCV probe, T z, is not normalised).
     let shapes = [
         ([8, 48, 80], true),
         ([80, 8, 48], true),
@@ -96,7 +95,7 @@ fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
                 println!("{what} {n:?} round {round}: map {err:.2e}, dot {dot_err:.2e}");
                 // float32 FFTs of these sizes round to a few 1e-7
                 // relative, and the dot's sums run in double; a wrong
-                // symbol, face or block sum gives 1e-3 or more.
+                // symbol or face gives 1e-3 or more.
                 assert!(err < 1e-5, "{what} {n:?}: map {err:e}");
                 assert!(dot_err < 1e-5, "{what} {n:?}: dot {dot_err:e}");
             }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root: fq.cu for L = 512 and 256
-# (the 256^3 and 128^3 products' z columns), FFT(Q) plain (the tree's
-# lines.cu) and tiled (lines.cu with the column's FFT(Q) index edited to
+# (the 256^3 and 128^3 products' z columns), FFT(Q) plain (lines.cu of
+# e9403e0) and tiled (the same with the column's FFT(Q) index edited to
 # the tiled layout).
 set -u
 source scripts/cuda-libs.sh
@@ -10,9 +10,11 @@ o=${OUT:-/tmp/fq}/r; mkdir -p $o
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $o/gpu.txt
 d=bench/h100-2026-11-27-fq-tiled
 k=crates/cuda/kernels
-cp $k/lines.cu $d/lines-plain.cu
-sed 's|load_prefetch(fq + k \* P + x)|load_prefetch(fq + ((long long)blockIdx.x * L + k) * C + c)|' $k/lines.cu > $d/lines-tiled.cu
-n=$(diff $k/lines.cu $d/lines-tiled.cu | grep -c '^>'); [ $n = 1 ] || echo "tiled: $n lines edited, not 1"
+# lines.cu as it was at e9403e0, the kernel's signature here (the fold's
+# bench folder keeps it)
+zcat bench/h100-2026-11-27-fold/lines-old.cu.gz > $d/lines-plain.cu
+sed 's|load_prefetch(fq + k \* P + x)|load_prefetch(fq + ((long long)blockIdx.x * L + k) * C + c)|' $d/lines-plain.cu > $d/lines-tiled.cu
+n=$(diff $d/lines-plain.cu $d/lines-tiled.cu | grep -c '^>'); [ $n = 1 ] || echo "tiled: $n lines edited, not 1"
 for L in ${LENGTHS:-512 256}; do
   for v in plain tiled; do
     flags="-DTOEPLITZ=$L"; [ $v = tiled ] && flags="$flags -DTILED"

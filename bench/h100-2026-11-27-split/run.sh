@@ -8,6 +8,10 @@
 #   split        the tree's with split.diff applied (toeplitz_split_512 beside)
 #   l2_B         the tree's, the loads of the columns and of FFT(Q) asking
 #                L2 to fetch B bytes around each miss (ld.global.L2::B)
+# The harness calls toeplitz_columns_L with the six arguments it had up
+# to e9403e0 (bench/h100-2026-11-27-fold added three): on a later tree,
+# first `zcat bench/h100-2026-11-27-fold/lines-old.cu.gz >
+# crates/cuda/kernels/lines.cu` (and restore it after).
 set -u
 source scripts/cuda-libs.sh
 export PATH=/usr/local/cuda/bin:$PATH

@@ -2,6 +2,10 @@
 # On the GPU machine, from the repository root: the fused y-z prototype
 # (yz.cu) against today's three passes, for each (L, K, C) of $CASES.
 # (-I crates/cuda/kernels: the edited copies of lines.cu find dft.cuh.)
+# The harness calls toeplitz_columns_L with the six arguments it had up
+# to e9403e0 (bench/h100-2026-11-27-fold added three): on a later tree,
+# first `zcat bench/h100-2026-11-27-fold/lines-old.cu.gz >
+# crates/cuda/kernels/lines.cu` (and restore it after).
 set -u
 source scripts/cuda-libs.sh
 export PATH=/usr/local/cuda/bin:$PATH

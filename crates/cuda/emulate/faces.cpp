@@ -1,8 +1,8 @@
 // vector.cu's add_faces_dot_partial run on the CPU (gpu.h) for grids with
-// axes of 1, 2 and more voxels, against the uniform stencil's faces
-// summed voxel by voxel in double: prints, per grid, the relative errors
-// of out and of the sum of the partial sums, for vector.rs's test to
-// check. Built as
+// axes of 1, 2 and more voxels, against the uniform stencil's faces and
+// the dot summed voxel by voxel in double: prints, per grid, the relative
+// errors of out and of the sum of the partial sums, for vector.rs's test
+// to check. Built as
 //     c++ -std=c++20 -pthread -DVECTOR_CU='"vector.cu"' faces.cpp
 #include "gpu.h"
 // vector.cu's reductions keep their block's sums in a __shared__ array:
@@ -31,7 +31,7 @@ int main()
         const int blocks = 3;
         std::vector<double> partial(blocks, 0.0);
         launch(blocks, REDUCE_THREADS, [&] { add_faces_dot_partial(partial.data(), out.data(), a, x.data(), nx, ny, nz); });
-        // out - a b x, b = the voxel's faces; -a sum b |x|^2
+        // out - a b x, b = the voxel's faces; Re <x, out> after
         double err = 0, norm = 0, dot = 0;
         for (int z = 0; z < nz; z++)
             for (int y = 0; y < ny; y++)
@@ -41,7 +41,7 @@ int main()
                     const double wr = before[i].x - double(a) * b * x[i].x, wi = before[i].y - double(a) * b * x[i].y;
                     err += (out[i].x - wr) * (out[i].x - wr) + (out[i].y - wi) * (out[i].y - wi);
                     norm += wr * wr + wi * wi;
-                    dot -= double(a) * b * (double(x[i].x) * x[i].x + double(x[i].y) * x[i].y);
+                    dot += double(x[i].x) * wr + double(x[i].y) * wi;
                 }
         double sum = 0;
         for (double v : partial) sum += v;

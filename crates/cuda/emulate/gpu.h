@@ -7,7 +7,6 @@
 #include <atomic>
 #include <barrier>
 #include <math.h>
-#include <memory>
 #include <thread>
 #include <vector>
 
@@ -47,24 +46,6 @@ inline void __syncthreads() { block_barrier->arrive_and_wait(); }
 inline void __syncwarp() { __syncthreads(); }
 inline float2 smem[1 << 16];
 
-// A warp's barrier per 32 threads of the block, and the slots its
-// shuffles exchange values through: __shfl_down_sync where all 32 threads
-// of the warp call it together (as lines.cu's block_sum does).
-inline std::vector<std::unique_ptr<std::barrier<>>>* warp_barriers;
-inline double shuffle_slots[1024];
-template <class T>
-T __shfl_down_sync(unsigned, T v, unsigned d)
-{
-    static_assert(sizeof(T) <= sizeof(double));
-    T* slots = reinterpret_cast<T*>(shuffle_slots);
-    std::barrier<>& warp = *(*warp_barriers)[threadIdx.x / 32];
-    slots[threadIdx.x] = v;
-    warp.arrive_and_wait();
-    const T got = threadIdx.x % 32 + d < 32 ? slots[threadIdx.x + d] : v;
-    warp.arrive_and_wait();
-    return got;
-}
-
 // Runs `kernel` over `blocks` blocks of `threads` threads, a block at a time.
 template <class K>
 void launch(int blocks, int threads, K kernel)
@@ -74,9 +55,6 @@ void launch(int blocks, int threads, K kernel)
     for (int b = 0; b < blocks; b++) {
         std::barrier<> bar(threads);
         block_barrier = &bar;
-        std::vector<std::unique_ptr<std::barrier<>>> warps;
-        for (int w = 0; w < threads; w += 32) warps.push_back(std::make_unique<std::barrier<>>(std::min(32, threads - w)));
-        warp_barriers = &warps;
         std::vector<std::thread> ts;
         for (int t = 0; t < threads; t++)
             ts.emplace_back([&, t] {

@@ -241,8 +241,7 @@ __host__ __device__ constexpr bool hands_over(int L, int P)
 // after; a pass from registers to shared memory synchronises before it
 // writes (the previous pass read there). NS is the product of the earlier
 // radices; tw[k] = exp(i 2pi k / L), conjugated for s = -1. With `f`, each
-// result a is multiplied by the real f[g * R + r] before it is written,
-// and `energy` gathers f |a|^2 (toeplitz_columns' share of <x, T x>).
+// result is multiplied by the real f[g * R + r] before it is written.
 // `regs`: the P points a pass from REGS takes or one to REGS leaves.
 // PAD: a first pass from GLOBAL reads a line whose points from L/2 on are
 // zero (a map of n = L/2, plain): its points j + r L/R with r >= R/2 are
@@ -252,7 +251,7 @@ __host__ __device__ constexpr bool hands_over(int L, int P)
 // by dft_crop where R is even.
 template <int L, int C, int P, int R, int NS, Place SRC, Place DST, bool PAD, bool CROP, class Col>
 __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj, float s, const Col& col,
-                                     const float* f, float2* regs, double& energy)
+                                     const float* f, float2* regs)
 {
     constexpr int TC = L / P;
     constexpr int G = (P + R - 1) / R;
@@ -311,11 +310,7 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
 #pragma unroll
             for (int r = 0; r < (CROPPED ? R / 2 : R); r++) {
                 float2 a = v[g][r];
-                if (f) {
-                    const float w = f[g * R + r];
-                    energy += (double)w * ((double)a.x * a.x + (double)a.y * a.y);
-                    a = make_float2(w * a.x, w * a.y);
-                }
+                if (f) a = make_float2(f[g * R + r] * a.x, f[g * R + r] * a.y);
                 if constexpr (DST == GLOBAL)
                     col.store(d + r * NS, a);
                 else if constexpr (DST == REGS)
@@ -332,19 +327,19 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
 
 // The FFT of length L of every column, sign s, P points a thread: the
 // passes from NS (points combined so far) on. The first reads from FIRST,
-// the last writes to LAST (multiplied by `f`, gathering `energy`, as
-// pass); the others work in shared memory.
+// the last writes to LAST (multiplied by `f`); the others work in shared
+// memory.
 template <int L, int C, int P, int NS, Place FIRST, Place LAST, bool PAD = false, bool CROP = false, class Col>
 __device__ __forceinline__ void fft_columns(float2* S, const float2* tw, int c, int tj, float s,
-                                            const Col& col, const float* f, float2* regs, double& energy)
+                                            const Col& col, const float* f, float2* regs)
 {
     if constexpr (NS < L) {
         constexpr int R = next_radix(L / NS, P);
         static_assert(NS > 1 || R < L, "one pass: the first would also be the last");
         constexpr Place SRC = NS == 1 ? FIRST : SHARED;
         constexpr Place DST = NS * R == L ? LAST : SHARED;
-        pass<L, C, P, R, NS, SRC, DST, PAD, CROP>(S, tw, c, tj, s, col, NS * R == L ? f : nullptr, regs, energy);
-        fft_columns<L, C, P, NS * R, FIRST, LAST, PAD, CROP>(S, tw, c, tj, s, col, f, regs, energy);
+        pass<L, C, P, R, NS, SRC, DST, PAD, CROP>(S, tw, c, tj, s, col, NS * R == L ? f : nullptr, regs);
+        fft_columns<L, C, P, NS * R, FIRST, LAST, PAD, CROP>(S, tw, c, tj, s, col, f, regs);
     }
 }
 
@@ -377,24 +372,24 @@ __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
     return Block{smem, smem + L, (int)(t % C), (int)(t / C), (long long)blockIdx.x * C + t % C};
 }
 
-// *out = the sum of the block's values v (blockDim.x threads, whole warps)
-// by a fixed tree: within each warp by shuffles, then the warps' sums
-// (through s, a double a warp) by the first warp; the same sum on every
-// run.
-__device__ __forceinline__ void block_sum(double* out, double v, double* s)
-{
-    const unsigned t = threadIdx.x, warps = blockDim.x / 32;
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
-    if (t % 32 == 0) s[t / 32] = v;
-    __syncthreads();
-    if (t < 32) {
-        v = t < warps ? s[t] : 0.0;
-#pragma unroll
-        for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
-        if (t == 0) *out = v;
+// cos and sin of 2 pi (g / PT + r / R) for g < G, r < R, as constants:
+// the turns from a thread's first frequency tj to the others its last
+// forward pass writes, tj + g L / PT + r L / R (toeplitz_columns).
+template <int G, int R, int PT>
+struct Turns {
+    float c[G * R], s[G * R];
+    __host__ __device__ constexpr Turns() : c(), s()
+    {
+        for (int g = 0; g < G; g++)
+            for (int r = 0; r < R; r++) {
+                int m = (g * R + r * PT) % (PT * R);
+                if (2 * m > PT * R) m -= PT * R;
+                const double x = 6.283185307179586476925 * m / (PT * R);
+                c[g * R + r] = (float)series(x, 0);
+                s[g * R + r] = (float)series(x, 1);
+            }
     }
-}
+};
 
 // work: the planes z < nz of the 2N grid (P points each), transformed
 // along x and y already; fq: FFT(Q), real, all L = 2 nz planes; twiddles:
@@ -412,23 +407,19 @@ __device__ __forceinline__ void block_sum(double* out, double v, double* s)
 // scale lambda: S(k) = sum over the axes of 2 - 2 cos(2 pi k_d / L_d), the
 // FFT of the uniform stencil's Toeplitz part (6 at lag 0, -1 at the lags
 // +-e_d), so that the product is T + lambda W^H W but at the grid's faces
-// (toeplitz.rs). symbol holds 2 - 2 cos(2 pi i / L_d) for each axis: px
-// values (x), P / px (y), then L (z). With `partial`, partial[block] = the
-// block's sum of multiplier |FFT(column)|^2: over every column, by
-// Parseval, Re <x, out> of the product (the unnormalised inverse FFT of
-// the product paired with x's padded grid), CG's dot with no pass of its
-// own.
+// (toeplitz.rs). symbol holds S_x + S_y of each column, one value a
+// column; along z each thread turns exp(i 2 pi tj / L) by constants
+// (Turns), which cost the 256^3 columns less than a table read
+// (bench/h100-2026-11-27-fold).
 template <int L>
 __device__ __forceinline__ void columns(float2* work, const float* __restrict__ fq,
                                         const float2* __restrict__ twiddles, long long P, int nz, float scale,
-                                        const float* __restrict__ symbol, int px, float lam,
-                                        double* __restrict__ partial)
+                                        const float* __restrict__ symbol, float lam)
 {
     constexpr int C = columns_for(L, true);
     constexpr int PT = columns_points(L);
     constexpr int R = last_radix(L, PT);
     constexpr int G = (PT + R - 1) / R;
-    static_assert(C * L / PT % 32 == 0, "whole warps (block_sum)");
     const Block b = block<L, C, PT>(twiddles);
     const int c = b.c, tj = b.tj;
     const long long x = b.line;
@@ -436,24 +427,30 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
     const Map m{0, 1, P, 1 << 30, nz, 0, 0, nullptr};
     const LineT<false> col(work, work, m, m, (int)x, x < P, L);
 
-    // lam (S_x + S_y) of this column, and the z table.
-    float sxy = 0.0f;
-    const float* sz = symbol;
+    // lam (S_x + S_y + 2) of this column, and exp(i 2 pi tj / L).
+    float base = 0.0f;
+    float2 t0 = make_float2(1.0f, 0.0f);
     if (symbol && col.inside) {
-        const unsigned u = (unsigned)x, w = (unsigned)px;
-        sxy = lam * (symbol[u % w] + symbol[w + u / w]);
-        sz = symbol + w + (unsigned)P / w;
+        base = lam * (symbol[x] + 2.0f);
+        t0 = twiddles[tj];
     }
     // The multiplier at the points this thread's last forward pass writes
     // (j + r L/R for its groups j), loaded before the FFT so that the
     // product does not wait for memory.
+    constexpr Turns<G, R, PT> turns{};
     float f[G * R];
 #pragma unroll
     for (int g = 0; g < G; g++) {
 #pragma unroll
         for (int r = 0; r < R; r++) {
             int k = tj + g * (L / PT) + r * (L / R);
-            const float add = symbol ? fmaf(lam, sz[k], sxy) : 0.0f;
+            // lam (S_x + S_y + 2 - 2 cos(2 pi k / L)); the turns of 0 and
+            // +-1 (a quarter of them, or half) cost no arithmetic.
+            const float tc = turns.c[g * R + r], ts = turns.s[g * R + r];
+            const float cz = ts == 0.0f   ? tc * t0.x
+                             : tc == 0.0f ? -ts * t0.y
+                                          : fmaf(t0.x, tc, -t0.y * ts);
+            const float add = symbol ? fmaf(-2.0f * lam, cz, base) : 0.0f;
             f[g * R + r] = (col.inside && tj + g * (L / PT) < L / R) ? fmaf(scale, load_prefetch(fq + k * P + x), add)
                                                                       : 0.0f;
         }
@@ -464,13 +461,8 @@ __device__ __forceinline__ void columns(float2* work, const float* __restrict__ 
     // where the passes allow (hands_over).
     constexpr Place MID = hands_over(L, PT) ? REGS : SHARED;
     float2 regs[MID == REGS ? PT : 1];
-    double energy = 0.0, unused = 0.0;
-    fft_columns<L, C, PT, 1, GLOBAL, MID, true, false>(b.S, b.tw, c, tj, -1.0f, col, f, regs, energy);
-    fft_columns<L, C, PT, 1, MID, GLOBAL, false, true>(b.S, b.tw, c, tj, 1.0f, col, nullptr, regs, unused);
-    if (partial) {
-        __syncthreads();  // the last pass's reads of shared memory are done
-        block_sum(partial + blockIdx.x, energy, reinterpret_cast<double*>(b.S));
-    }
+    fft_columns<L, C, PT, 1, GLOBAL, MID, true, false>(b.S, b.tw, c, tj, -1.0f, col, f, regs);
+    fft_columns<L, C, PT, 1, MID, GLOBAL, false, true>(b.S, b.tw, c, tj, 1.0f, col, nullptr, regs);
 }
 
 // The FFT of sign s of `lines` lines of length L, from src (map mi) to dst
@@ -486,8 +478,7 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
 {
     const Block b = block<L, C, 8>(twiddles);
     const LineT<COIL> line(src ? src : dst, dst, mi, mo, (int)b.line, b.line < count, L);
-    double unused = 0.0;
-    fft_columns<L, C, 8, 1, GLOBAL, GLOBAL, PAD, CROP>(b.S, b.tw, b.c, b.tj, s, line, nullptr, nullptr, unused);
+    fft_columns<L, C, 8, 1, GLOBAL, GLOBAL, PAD, CROP>(b.S, b.tw, b.c, b.tj, s, line, nullptr, nullptr);
 }
 
 // The kernels of one line length L (one of lines.rs's LENGTHS), in two
@@ -535,10 +526,9 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
 #define TOEPLITZ_KERNELS(L)                                                                                  \
     extern "C" __global__ void COLUMN_BOUNDS(L)                                                             \
         toeplitz_columns_##L(float2* work, const float* __restrict__ fq, const float2* __restrict__ tw, long long P, \
-                             int nz, float scale, const float* __restrict__ symbol, int px, float lam,       \
-                             double* partial)                                                                \
+                             int nz, float scale, const float* __restrict__ symbol, float lam)               \
     {                                                                                                        \
-        columns<L>(work, fq, tw, P, nz, scale, symbol, px, lam, partial);                                    \
+        columns<L>(work, fq, tw, P, nz, scale, symbol, lam);                                                 \
     }                                                                                                        \
     PRUNED_KERNELS(L, false, )
 

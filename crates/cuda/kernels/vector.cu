@@ -254,47 +254,31 @@ extern "C" __global__ void add_whw_dot_partial(double* partial, float2* out, flo
     block_sum_to(&partial[blockIdx.x], acc);
 }
 
-// The faces of the uniform stencil (every edge weighted 1, no diagonal):
-// its W^H W is the convolution with 6 at lag 0 and -1 at the lags +-e_d
-// (which toeplitz_columns folds into the Toeplitz product) less b(i) x[i],
-// b(i) the number of the grid's faces that voxel i lies on, as it lacks
-// those neighbours (an axis of 1 voxel: both). Here, on the voxels with
-// b > 0, out = out - a b x, and partial[block] = the block's part of
-// -a sum b |x|^2, their share of Re <x, out>. Each such voxel once: the
-// planes z = 0 and nz - 1, then on the planes between the rows y = 0 and
-// ny - 1, then on the rows between the voxels x = 0 and nx - 1. 32-bit
-// indices (at most 1024^3 voxels, as add_whw_dot_partial).
+// The uniform stencil (every edge weighted 1, no diagonal) at the grid's
+// faces, and CG's dot: its W^H W is the convolution with 6 at lag 0 and
+// -1 at the lags +-e_d (which toeplitz_columns folds into the Toeplitz
+// product) less b(i) x[i], b(i) the number of the grid's faces that voxel i
+// lies on, as it lacks those neighbours (an axis of 1 voxel: both). Here
+// out = out - a b x, then partial[block] = the block's part of Re <x, out>
+// (as dot_partial; sum_partials adds the parts). A grid-stride loop over
+// the voxels, 32-bit indices (as add_whw_dot_partial).
 extern "C" __global__ void add_faces_dot_partial(double* partial, float2* out, float a, const float2* __restrict__ x,
                                                  int nx, int ny, int nz)
 {
-    const unsigned zf = nz > 1 ? 2 : 1, yf = ny > 1 ? 2 : 1, xf = nx > 1 ? 2 : 1;
-    const unsigned zi = nz > 2 ? nz - 2 : 0, yi = ny > 2 ? ny - 2 : 0;
-    const unsigned plane = (unsigned)nx * ny;
-    const unsigned planes = zf * plane, rows = zi * yf * nx, ends = zi * yi * xf;
+    const unsigned len = (unsigned)nx * ny * nz;
     double acc = 0.0;
-    for (unsigned t = blockIdx.x * blockDim.x + threadIdx.x; t < planes + rows + ends; t += gridDim.x * blockDim.x) {
-        unsigned X, Y, Z;
-        if (t < planes) {
-            Z = t / plane ? nz - 1 : 0;
-            Y = t % plane / nx;
-            X = t % nx;
-        } else if (t < planes + rows) {
-            const unsigned u = t - planes;
-            Z = 1 + u / (yf * nx);
-            Y = u / nx % yf ? ny - 1 : 0;
-            X = u % nx;
-        } else {
-            const unsigned u = t - planes - rows;
-            Z = 1 + u / (yi * xf);
-            Y = 1 + u / xf % yi;
-            X = u % xf ? nx - 1 : 0;
-        }
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {
+        const unsigned row = i / (unsigned)nx;
+        const int X = (int)(i - row * (unsigned)nx), Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
         const int b = (X == 0) + (X == nx - 1) + (Y == 0) + (Y == ny - 1) + (Z == 0) + (Z == nz - 1);
-        const unsigned i = (Z * ny + Y) * nx + X;
-        const float2 v = x[i], o = out[i];
-        const float ab = a * (float)b;
-        out[i] = make_float2(o.x - ab * v.x, o.y - ab * v.y);
-        acc -= (double)ab * ((double)v.x * v.x + (double)v.y * v.y);
+        const float2 xi = x[i];
+        float2 v = out[i];
+        if (b) {
+            const float ab = a * (float)b;
+            v = make_float2(v.x - ab * xi.x, v.y - ab * xi.y);
+            out[i] = v;
+        }
+        acc += (double)xi.x * v.x + (double)xi.y * v.y;
     }
     block_sum_to(&partial[blockIdx.x], acc);
 }

@@ -108,9 +108,9 @@ impl CudaBackend {
 
 impl CudaBackend {
     /// [`recon_core::Backend::toeplitz_dot`] by `plan`: by the fused
-    /// passes, the prior folded into them ([`Device::toeplitz_dot`]),
-    /// where the plan has them and the prior is none or the uniform
-    /// stencil; else by the pieces (the product, then the prior's pass).
+    /// passes with the prior folded into them ([`Device::toeplitz_dot`])
+    /// where the plan has them and the prior is the uniform stencil; else
+    /// the product, then the prior's pass (or the dot alone).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn toeplitz_dot_by(
         &self,
@@ -123,10 +123,10 @@ impl CudaBackend {
         s: &mut CudaSlice<f64>,
         slot: usize,
     ) -> Result<()> {
-        // Some(a): the fused passes take the prior a W^H W (None: none).
-        let folded = match prior {
-            None => Some(None),
-            Some((a, w)) => {
+        // The fused passes take a uniform prior along; anything else is the
+        // product, then the prior's own pass (or the dot alone).
+        match (&plan.how, prior) {
+            (How::Fused(p), Some((a, w))) if w.is_uniform() => {
                 w.check(x, out)?;
                 if w.n != plan.n {
                     return Err(Error::Invalid {
@@ -137,11 +137,6 @@ impl CudaBackend {
                         ),
                     });
                 }
-                w.is_uniform().then_some(Some(a as f32))
-            }
-        };
-        match (&plan.how, folded) {
-            (How::Fused(p), Some(a)) => {
                 check_toeplitz(
                     [("Toeplitz input", x), ("Toeplitz output", out)],
                     fq,
@@ -150,6 +145,7 @@ impl CudaBackend {
                     plan.n,
                 )?;
                 Error::check_index("solver scalars", slot, s.len())?;
+                let a = a as f32;
                 self.dev0()
                     .toeplitz_dot(p, out, x, fq, work, plan.n, a, s, slot)
             }

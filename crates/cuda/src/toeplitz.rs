@@ -11,9 +11,8 @@
 //!
 //! For CG, [`Device::toeplitz_dot`] also folds a uniform W^H W into pass 3
 //! (its stencil is a convolution but at the grid's faces: its symbol joins
-//! FFT(Q), and a pass over the faces' voxels adds the rest) and takes
-//! `<x, out>` from the spectrum there (Parseval): the regulariser and the
-//! dot cost no pass over the image.
+//! FFT(Q)), and CG's dot pass takes the faces along: the regulariser's pass
+//! reads two images instead of three and writes only the faces.
 //!
 //! The grid is held as its lower half in z only. Each pass reads and writes
 //! global memory once and skips the points that are zero or not needed: in
@@ -22,12 +21,11 @@
 //! transforms of the whole grid. Shapes whose doubled sizes all have line
 //! kernels (lines.rs) take this path; others fall back to the pieces.
 
-use crate::device::{Device, REDUCE_BLOCKS};
+use crate::device::Device;
 use crate::error::Ctx;
 use crate::lines::{covered, LineKernel, Lines, Map, Pass};
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use recon_core::{Complex, Result};
-use std::sync::Mutex;
 
 /// What the fused path needs per grid shape, made once by the operator
 /// that runs it: the passes along x (rows of x), y and z. The x and y
@@ -44,13 +42,10 @@ pub(crate) struct Passes {
     /// y lines: forward (padded), inverse (cropped).
     y: [Pass; 2],
     z: Pass,
-    /// `2 - 2 cos(2 pi i / L)` for the 2nx, 2ny and 2nz points of the
-    /// axes, one after another: the uniform stencil's symbol by axis
-    /// (lines.cu's `columns`).
+    /// The uniform stencil's symbol along x and y, `S_x + S_y` (each `2 -
+    /// 2 cos(2 pi i / L)`), at each (x, y) column of the 2n grid: lines.cu's
+    /// `columns` adds z's.
     symbol: CudaSlice<f32>,
-    /// The dot's partial sums: one per block of the z pass, then one per
-    /// block of the faces' pass.
-    partial: Mutex<CudaSlice<f64>>,
 }
 
 impl Device {
@@ -73,18 +68,16 @@ impl Device {
             4 * nx * ny,
             Lines::Across,
         )?;
-        let symbol: Vec<f32> = [2 * nx, 2 * ny, 2 * nz]
-            .into_iter()
-            .flat_map(|l| (0..l).map(move |i| symbol(i, l) as f32))
+        let (px, py) = (2 * nx, 2 * ny);
+        let symbol: Vec<f32> = (0..px * py)
+            .map(|c| (symbol(c % px, px) + symbol(c / px, py)) as f32)
             .collect();
-        let blocks = z.cfg.grid_dim.0 as usize + REDUCE_BLOCKS;
         Ok(Some(Passes {
             x: both(2 * nx, ny * nz, Lines::Along)?,
             x_coil: self.pass(LineKernel::FftCoil, 2 * nx, ny * nz, Lines::Along)?,
             y: both(2 * ny, 2 * nx * nz, Lines::Across)?,
             z,
             symbol: self.upload(&symbol)?,
-            partial: Mutex::new(self.zeros::<f64>(blocks)?),
         }))
     }
 
@@ -108,20 +101,17 @@ impl Device {
         self.product(p, out, x, fq, work, n, coil, None)
     }
 
-    /// CG's map and dot by the passes `p` (as [`Device::toeplitz`]): `out =
-    /// T x`, plus `a W^H W x` for the uniform stencil (every edge 1, no
-    /// diagonal) with `a = Some(..)`, then `s[slot] = Re <x, out>`.
+    /// CG's map and dot by the passes `p` (as [`Device::toeplitz`]) with
+    /// the uniform stencil (every edge 1, no diagonal): `out = T x + a W^H W
+    /// x`, then `s[slot] = Re <x, out>`.
     ///
-    /// W^H W is then the convolution with 6 at lag 0 and -1 at the lags
+    /// That W^H W is the convolution with 6 at lag 0 and -1 at the lags
     /// `+-e_d`, a Toeplitz matrix like F^H F, less `b(i)` at each voxel on
     /// `b(i)` of the grid's faces (where it lacks neighbours). So pass 3
     /// multiplies by `FFT(Q) + a S` instead of FFT(Q), S the stencil's
-    /// symbol `sum_d 2 - 2 cos(2 pi k_d / 2n_d)`, and a pass over the faces'
-    /// voxels subtracts `a b x` there. The dot: pass 3 sums `multiplier .
-    /// |FFT(pad x)|^2` per block, which over the grid is `<pad x, IFFT(..)>`
-    /// = `<x, out>` before the faces (Parseval, the crop being pad's
-    /// adjoint), and the faces' pass adds `-a sum b |x|^2`. Both in fixed
-    /// orders: the same sum on every run.
+    /// symbol `sum_d 2 - 2 cos(2 pi k_d / 2n_d)`, and the dot's pass
+    /// subtracts `a b x` at the faces first: it reads x and out, where the
+    /// stencil's own pass (`add_whw_dot_partial`) also rewrote all of out.
     #[allow(clippy::too_many_arguments)]
     pub fn toeplitz_dot(
         &self,
@@ -131,28 +121,17 @@ impl Device {
         fq: &CudaSlice<f32>,
         work: &mut CudaSlice<f32>,
         n: [usize; 3],
-        a: Option<f32>,
+        a: f32,
         s: &mut CudaSlice<f64>,
         slot: usize,
     ) -> Result<()> {
-        let mut partial = p.partial.lock().expect("reduction buffer poisoned");
-        let blocks = p.z.cfg.grid_dim.0 as usize;
-        self.product(p, out, x, fq, work, n, None, Some((a, &mut *partial)))?;
-        let count = match a {
-            Some(a) => {
-                let mut faces = partial.slice_mut(blocks..);
-                self.add_faces_dot(&mut faces, out, a, x, n)?;
-                blocks + REDUCE_BLOCKS
-            }
-            None => blocks,
-        };
-        self.sum_partials_to(s, slot, &partial, count)
+        self.product(p, out, x, fq, work, n, None, Some(a))?;
+        self.add_faces_dot_to(out, a, x, n, s, slot)
     }
 
-    /// The five passes (module docs); with `dot = (a, partial)`, pass 3's
-    /// multiplier also takes `a` times the uniform stencil's symbol (where
-    /// `Some`) and its blocks' sums of multiplier |FFT(pad x)|^2 go to
-    /// `partial` (see [`Device::toeplitz_dot`]).
+    /// The five passes (module docs); with `stencil = Some(a)`, pass 3's
+    /// multiplier also takes `a` times the uniform stencil's symbol (see
+    /// [`Device::toeplitz_dot`]).
     #[allow(clippy::too_many_arguments)]
     fn product(
         &self,
@@ -163,7 +142,7 @@ impl Device {
         work: &mut CudaSlice<f32>,
         n: [usize; 3],
         coil: Option<(&CudaSlice<f32>, bool)>,
-        dot: Option<(Option<f32>, &mut CudaSlice<f64>)>,
+        stencil: Option<f32>,
     ) -> Result<()> {
         let [nx, ny, nz] = n;
         let (px, py) = (2 * nx, 2 * ny);
@@ -193,12 +172,9 @@ impl Device {
         // 1 / (2n)^3: every pass transforms unnormalised.
         // With the uniform stencil, scale (FFT(Q) + a S): lam = scale a.
         let scale = 1.0 / (plane * 2 * nz) as f32;
-        let (plane, nz32, px32) = (plane as i64, nz as i32, px as i32);
+        let (plane, nz32) = (plane as i64, nz as i32);
         let none = 0u64;
-        let lam = match &dot {
-            Some((Some(a), _)) => scale * a,
-            _ => 0.0,
-        };
+        let lam = scale * stencil.unwrap_or(0.0);
         let mut b = self.stream.launch_builder(&p.z.kernel);
         b.arg(&mut *work)
             .arg(fq)
@@ -206,15 +182,11 @@ impl Device {
             .arg(&plane)
             .arg(&nz32)
             .arg(&scale);
-        match &dot {
-            Some((Some(_), _)) => b.arg(&p.symbol),
-            _ => b.arg(&none),
-        };
-        b.arg(&px32).arg(&lam);
-        match dot {
-            Some((_, partial)) => b.arg(partial),
+        match stencil {
+            Some(_) => b.arg(&p.symbol),
             None => b.arg(&none),
         };
+        b.arg(&lam);
         unsafe { b.launch(p.z.cfg) }.at("launch toeplitz_columns")?;
         // 4. y: inverse FFT, points y < ny kept
         self.lines(&p.y[1], work, None, work_ys(ny), work_ys(py), 1.0)?;

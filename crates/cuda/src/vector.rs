@@ -240,20 +240,19 @@ impl Device {
         let mut b = self.stream.launch_builder(&self.vector()?.dot_partial);
         b.arg(&mut *partial).arg(x).arg(y).arg(&n);
         unsafe { b.launch(reduce_cfg()) }.at("launch dot_partial")?;
-        self.sum_partials_to(s, slot, &partial, REDUCE_BLOCKS)
+        self.sum_partials_to(s, slot, &partial)
     }
 
-    /// `s[slot]` = the sum of the first `count` partial sums, by one block
+    /// `s[slot]` = the sum of the first pass's partial sums, by one block
     /// in a fixed order.
-    pub(crate) fn sum_partials_to(
+    fn sum_partials_to(
         &self,
         s: &mut CudaSlice<f64>,
         slot: usize,
         partial: &CudaSlice<f64>,
-        count: usize,
     ) -> Result<()> {
         let mut out = s.slice_mut(slot..slot + 1);
-        let count = count as i32;
+        let count = REDUCE_BLOCKS as i32;
         let mut b = self.stream.launch_builder(&self.vector()?.sum_partials);
         b.arg(&mut out).arg(partial).arg(&count);
         let one = LaunchConfig {
@@ -294,7 +293,7 @@ impl Device {
             .arg(x)
             .arg(&n);
         unsafe { b.launch(reduce_cfg()) }.at("launch axpy_norm_partial")?;
-        self.sum_partials_to(s, slot, &partial, REDUCE_BLOCKS)
+        self.sum_partials_to(s, slot, &partial)
     }
 
     /// `x = x + a c p`, then `p = r + d p` (c = `step.of(s)`, d =
@@ -377,35 +376,37 @@ impl Device {
         b.arg(&mut *partial);
         whw_args(&mut b, out, &a, x, w, &n);
         unsafe { b.launch(reduce_cfg()) }.at("launch add_whw_dot_partial")?;
-        self.sum_partials_to(s, slot, &partial, REDUCE_BLOCKS)
+        self.sum_partials_to(s, slot, &partial)
     }
 
-    /// The uniform stencil's share at the grid's faces (vector.cu's
-    /// `add_faces_dot_partial`): `out = out - a b x` on the voxels on `b >
-    /// 0` faces, and `partial[block]` = the block's part of `-a sum b
-    /// |x|^2`, REDUCE_BLOCKS of them ([`Device::toeplitz_dot`]).
-    pub(crate) fn add_faces_dot(
+    /// The uniform stencil's share at the grid's faces, then CG's dot
+    /// (vector.cu's `add_faces_dot_partial`): `out = out - a b x` on the
+    /// voxels on `b > 0` faces, then `s[slot] = Re <x, out>` (partial sums
+    /// per block, then their sum in a fixed order, as
+    /// [`Device::dot_re_to`]). See [`Device::toeplitz_dot`].
+    pub(crate) fn add_faces_dot_to(
         &self,
-        partial: &mut cudarc::driver::CudaViewMut<f64>,
         out: &mut CudaSlice<f32>,
         a: f32,
         x: &CudaSlice<f32>,
         n: [usize; 3],
+        s: &mut CudaSlice<f64>,
+        slot: usize,
     ) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
+        let mut partial = self.partial.lock().expect("reduction buffer poisoned");
         let mut b = self
             .stream
             .launch_builder(&self.vector()?.add_faces_dot_partial);
-        b.arg(partial)
+        b.arg(&mut *partial)
             .arg(out)
             .arg(&a)
             .arg(x)
             .arg(&nx)
             .arg(&ny)
             .arg(&nz);
-        unsafe { b.launch(reduce_cfg()) }
-            .at("launch add_faces_dot_partial")
-            .map(|_| ())
+        unsafe { b.launch(reduce_cfg()) }.at("launch add_faces_dot_partial")?;
+        self.sum_partials_to(s, slot, &partial)
     }
 }
 
@@ -437,9 +438,9 @@ fn whw_args<'a>(
 mod tests {
     /// vector.cu's `add_faces_dot_partial` run on the CPU (emulate/) for
     /// seven grids, axes of 1, 2 and more voxels among them, against the
-    /// faces' sums voxel by voxel in double: every voxel on a face met
-    /// once, with its count of faces. The GPU tests check the same kernel
-    /// on the device, inside the folded Toeplitz product.
+    /// faces and the dot voxel by voxel in double: every voxel on a face
+    /// with its count of faces. The GPU tests check the same kernel on the
+    /// device, after the folded Toeplitz product.
     #[test]
     fn faces_emulated_on_the_cpu_match_direct_sums() {
         let defines = [r#"VECTOR_CU="../kernels/vector.cu""#.to_string()];

@@ -261,9 +261,8 @@ pub trait Backend: Send + Sync {
     /// `a W^H W x` with `prior = Some((a, w))`, then `s[slot] = Re <x,
     /// out>`. [`toeplitz_dot_by_pieces`] makes the calls one by one; a
     /// device may fold a uniform W^H W (every edge 1, no diagonal: a
-    /// convolution but at the grid's faces) into the product's FFT(Q), and
-    /// take the dot from the product's spectrum (Parseval), with no pass
-    /// over the image of its own.
+    /// convolution but at the grid's faces) into the product's FFT(Q), so
+    /// that the prior's pass only mends the faces along with the dot.
     #[allow(clippy::too_many_arguments)]
     fn toeplitz_dot(
         &self,
