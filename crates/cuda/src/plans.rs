@@ -24,7 +24,7 @@ pub struct CudaToeplitz {
 
 enum How {
     /// The pruned, fused passes (toeplitz.rs).
-    Fused(crate::toeplitz::Passes),
+    Fused(Box<crate::toeplitz::Passes>),
     /// Pad, cuFFT, product, cuFFT, crop.
     Pieces(CudaFft3),
 }
@@ -57,7 +57,7 @@ impl CudaBackend {
             false => None,
         };
         let how = match fused {
-            Some(p) => How::Fused(p),
+            Some(p) => How::Fused(Box::new(p)),
             None => How::Pieces(Self::fft_plan_on(dev, recon_core::doubled(n))?),
         };
         Ok(CudaToeplitz { n, how })
@@ -104,9 +104,7 @@ impl CudaBackend {
             (How::Pieces(_), Some(_), None) => unreachable!("a coil's product has its scratch"),
         }
     }
-}
 
-impl CudaBackend {
     /// [`recon_core::Backend::toeplitz_dot`] by `plan`: by the fused
     /// passes with the prior folded into them ([`Device::toeplitz_dot`])
     /// where the plan has them and the prior is the uniform stencil; else
@@ -123,8 +121,6 @@ impl CudaBackend {
         s: &mut CudaSlice<f64>,
         slot: usize,
     ) -> Result<()> {
-        // The fused passes take a uniform prior along; anything else is the
-        // product, then the prior's own pass (or the dot alone).
         match (&plan.how, prior) {
             (How::Fused(p), Some((a, w))) if w.is_uniform() => {
                 w.check(x, out)?;

@@ -11,8 +11,9 @@
 //!
 //! For CG, [`Device::toeplitz_dot`] also folds a uniform W^H W into pass 3
 //! (its stencil is a convolution but at the grid's faces: its symbol joins
-//! FFT(Q)), and CG's dot pass takes the faces along: the regulariser's pass
-//! reads two images instead of three and writes only the faces.
+//! FFT(Q)), and CG's dot pass takes the faces along: where the stencil's
+//! pass rewrote the whole output and gathered six neighbours a voxel, it
+//! writes only the faces.
 //!
 //! The grid is held as its lower half in z only. Each pass reads and writes
 //! global memory once and skips the points that are zero or not needed: in
