@@ -6,9 +6,10 @@
 //! prints that it was skipped.
 
 use crate::common::*;
-use crate::gpu_solver::{hermitian, pruned_and_pieces};
+use crate::gpu_solver::hermitian;
 use recon_cg::{Normal, Regularised, Toeplitz};
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
+use recon_cuda::Options;
 
 /// `A = T + lambda W^H W` (T the Toeplitz product of `q`) applied to each
 /// of `vs` in turn by `apply_dot` on one operator: `A v` and `<v, A v>`.
@@ -64,7 +65,7 @@ fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
         ([8, 8, 256], true),
         ([10, 8, 16], false),
     ];
-    let Some((pruned, _)) = pruned_and_pieces() else {
+    let Some(pruned) = gpu(Options::default()) else {
         return;
     };
     let cpu = CpuBackend::<f64>::new();

@@ -201,7 +201,7 @@ fn sense_shared_among_gpus_matches_one_gpu_and_cpu_f64() {
 
 /// The default GPU backend, and one that always composes the Toeplitz
 /// product from its pieces; `None` (skipped) without a GPU.
-pub(crate) fn pruned_and_pieces() -> Option<(CudaBackend, CudaBackend)> {
+fn pruned_and_pieces() -> Option<(CudaBackend, CudaBackend)> {
     let pruned = gpu(Options::default())?;
     let pieces = CudaBackend::new(Options {
         pruned_toeplitz: false,

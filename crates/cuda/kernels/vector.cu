@@ -231,6 +231,16 @@ extern "C" __global__ void add_whw(float2* out, float a, const float2* __restric
     }
 }
 
+// Voxel i's coordinates on an nx x ny x nz grid (x fastest), 32-bit.
+struct Voxel {
+    int x, y, z;
+};
+__device__ __forceinline__ Voxel voxel_of(unsigned i, int nx, int ny)
+{
+    const unsigned row = i / (unsigned)nx;
+    return Voxel{(int)(i - row * (unsigned)nx), (int)(row % (unsigned)ny), (int)(row / (unsigned)ny)};
+}
+
 // add_whw and CG's <x, out> after it in one pass: partial[block] = the
 // block's part of Re <x, out> (as dot_partial; sum_partials adds the
 // parts). A grid-stride loop over voxels (at most 1024^3, recon_core::MAX_N
@@ -243,9 +253,8 @@ extern "C" __global__ void add_whw_dot_partial(double* partial, float2* out, flo
     const unsigned len = (unsigned)nx * ny * nz;
     double acc = 0.0;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {
-        const unsigned row = i / (unsigned)nx;
-        const int X = (int)(i - row * (unsigned)nx), Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
-        const float2 h = whw_at(x, w2x, w2y, w2z, d2, i, X, Y, Z, nx, ny, nz);
+        const Voxel c = voxel_of(i, nx, ny);
+        const float2 h = whw_at(x, w2x, w2y, w2z, d2, i, c.x, c.y, c.z, nx, ny, nz);
         const float2 o = out[i], xi = x[i];
         const float2 v = make_float2(fmaf(a, h.x, o.x), fmaf(a, h.y, o.y));
         out[i] = v;
@@ -268,9 +277,8 @@ extern "C" __global__ void add_faces_dot_partial(double* partial, float2* out, f
     const unsigned len = (unsigned)nx * ny * nz;
     double acc = 0.0;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {
-        const unsigned row = i / (unsigned)nx;
-        const int X = (int)(i - row * (unsigned)nx), Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
-        const int b = (X == 0) + (X == nx - 1) + (Y == 0) + (Y == ny - 1) + (Z == 0) + (Z == nz - 1);
+        const Voxel c = voxel_of(i, nx, ny);
+        const int b = (c.x == 0) + (c.x == nx - 1) + (c.y == 0) + (c.y == ny - 1) + (c.z == 0) + (c.z == nz - 1);
         const float2 xi = x[i];
         float2 v = out[i];
         if (b) {

@@ -442,8 +442,9 @@ mod tests {
     /// columns at 256), a cropped last pass of radix 2 (16), 4 (256's
     /// lines), 8 (512) and 16 (256's columns), and none where the last
     /// radix is odd (96, 320). The columns also with the uniform
-    /// stencil's symbol beside FFT(Q). It checks the index and twiddle logic where no GPU is; the GPU tests
-    /// check the same kernels on the device.
+    /// stencil's symbol beside FFT(Q). It checks the index and twiddle
+    /// logic where no GPU is; the GPU tests check the same kernels on the
+    /// device.
     #[test]
     fn kernels_emulated_on_the_cpu_match_dfts() {
         for l in [16, 96, 256, 320, 512] {

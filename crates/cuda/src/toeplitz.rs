@@ -69,9 +69,11 @@ impl Device {
             4 * nx * ny,
             Lines::Across,
         )?;
-        let (px, py) = (2 * nx, 2 * ny);
-        let symbol: Vec<f32> = (0..px * py)
-            .map(|c| (symbol(c % px, px) + symbol(c / px, py)) as f32)
+        let axis = |l| (0..l).map(|i| symbol(i, l)).collect::<Vec<_>>();
+        let (sx, sy) = (axis(2 * nx), axis(2 * ny));
+        let symbol: Vec<f32> = sy
+            .iter()
+            .flat_map(|y| sx.iter().map(move |x| (x + y) as f32))
             .collect();
         Ok(Some(Passes {
             x: both(2 * nx, ny * nz, Lines::Along)?,
