@@ -203,6 +203,20 @@ impl<B: Backend> Normal<B> for Toeplitz<B> {
         backend.toeplitz(&self.plan, out, x, &self.fq, &mut self.work)
     }
 
+    fn apply_dot(
+        &mut self,
+        backend: &B,
+        out: &mut B::Vector,
+        x: &B::Vector,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        // out = T x, s[slot] = <x, out>: the backend may take the dot in
+        // the product's last pass
+        let (plan, fq) = (&self.plan, &self.fq);
+        backend.toeplitz_dot(plan, out, x, fq, &mut self.work, None, s, slot)
+    }
+
     fn apply_whw_dot(
         &mut self,
         backend: &B,

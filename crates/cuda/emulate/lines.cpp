@@ -120,4 +120,40 @@ int main()
     launch((count + Cn - 1) / Cn, Cn * L / 8,
            [&] { NAME(fft_lines_crop_, LENGTH)(out.data(), src.data(), first_half, full, count, tw.data(), 1.0f); });
     std::printf("crop %.3e\n", lines_error(out, h, src, L, count, L, 1.0));
+
+    // The cropped inverse with CG's dot (fft_lines_crop_dot_L): an image of
+    // h x ny x nz, its rows the lines; out = crop(IDFT(line)) - a b x, b
+    // the voxel's faces (an axis of 1: both), and the partial sums add up
+    // to Re <x, out>. With a = 0 (no prior) out is the crop alone.
+    const int shapes[][2] = {{3, 4}, {1, 3}, {2, 1}};
+    for (const auto& sh : shapes)
+        for (const float a : {0.7f, 0.0f}) {
+            const int ny = sh[0], nz = sh[1], rows = ny * nz, blocks = (rows + Cn - 1) / Cn;
+            std::vector<float2> lines(rows * L), x(rows * h), got(rows * h);
+            for (auto& v : lines) v = {u(gen), u(gen)};
+            for (auto& v : x) v = {u(gen), u(gen)};
+            std::vector<double> partial(blocks, 0.0);
+            launch(blocks, Cn * L / 8, [&] {
+                NAME(fft_lines_crop_dot_, LENGTH)(partial.data(), got.data(), lines.data(), first_half, full, rows,
+                                                  tw.data(), x.data(), a, ny, nz);
+            });
+            double err = 0, norm = 0, dot = 0;
+            for (int q = 0; q < rows; q++) {
+                std::vector<cd> line(L);
+                for (int j = 0; j < L; j++) line[j] = cd(lines[q * L + j].x, lines[q * L + j].y);
+                const int y = q % ny, z = q / ny;
+                for (int k = 0; k < h; k++) {
+                    const int b = (k == 0) + (k == h - 1) + (y == 0) + (y == ny - 1) + (z == 0) + (z == nz - 1);
+                    const cd xi(x[q * h + k].x, x[q * h + k].y);
+                    const cd want = dft(line, k, 1.0) - double(a) * b * xi, g(got[q * h + k].x, got[q * h + k].y);
+                    err += std::norm(g - want);
+                    norm += std::norm(want);
+                    dot += (std::conj(xi) * want).real();
+                }
+            }
+            double sum = 0;
+            for (double v : partial) sum += v;
+            std::printf("crop and dot %dx%dx%d a %.1f, out %.3e\n", h, ny, nz, a, std::sqrt(err / norm));
+            std::printf("crop and dot %dx%dx%d a %.1f, dot %.3e\n", h, ny, nz, a, std::abs(sum - dot) / std::abs(dot));
+        }
 }

@@ -39,6 +39,7 @@
 // values needed 156 registers a thread.
 
 #include "dft.cuh"
+#include "reduce.cuh"
 
 // A point from global memory, asking L2 to fetch the 256 bytes around a
 // miss (PTX's L2::256B prefetch size): the lines along y and the z
@@ -481,6 +482,59 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
     fft_columns<L, C, 8, 1, GLOBAL, GLOBAL, PAD, CROP>(b.S, b.tw, b.c, b.tj, s, line, nullptr, nullptr);
 }
 
+// CG's dot taken in the Toeplitz product's last pass (toeplitz.rs): the
+// inverse x lines of fft_lines_crop_L, cropped into the image `out`,
+// each value then less a b(i) x[i] at voxel i (b(i) the number of the
+// grid's faces it lies on, where the uniform stencil, folded into the z
+// columns as a convolution, lacks neighbours; an axis of 1 voxel counts
+// twice; a = 0 without a prior), and Re <x, out> summed per thread in
+// double. Line q is the image's row (y, z) = (q % ny, q / ny), written at
+// q nx (mo: rows of nx = L/2 points); x is the product's input, laid out
+// as out. This replaces a pass of its own that read x and out again.
+struct DotLine : LineT<false> {
+    const float2* x;
+    float a;
+    int faces;  // the row's faces along y and z
+    mutable double acc = 0.0;
+    __device__ __forceinline__ DotLine(const float2* src_, float2* dst_, const Map& mi_, const Map& mo_, int q,
+                                       bool inside_, int len_, const float2* x_, float a_, int ny, int nz)
+        : LineT<false>(src_, dst_, mi_, mo_, q, inside_, len_), x(x_), a(a_)
+    {
+        const int y = q % ny, z = q / ny;
+        faces = (y == 0) + (y == ny - 1) + (z == 0) + (z == nz - 1);
+    }
+    __device__ __forceinline__ void store(int i, float2 v) const
+    {
+        const int k = point_of(mo, i, len);
+        if (k < 0 || !inside) return;
+        const long long at = out + k;
+        const float2 xi = x[at];
+        const int b = faces + (k == 0) + (k == mo.n - 1);
+        if (a != 0.0f && b) {
+            const float ab = a * (float)b;
+            v = make_float2(v.x - ab * xi.x, v.y - ab * xi.y);
+        }
+        dst[at] = v;
+        acc += (double)xi.x * v.x + (double)xi.y * v.y;
+    }
+};
+
+// fft_lines_crop_L with DotLine's stores: partial[block] = the block's part
+// of Re <x, out> (vector.cu's sum_partials adds the parts). The block's
+// sum goes through the shared memory its lines held, once the last pass
+// has read them.
+template <int L, int C>
+__device__ __forceinline__ void crop_dot(double* partial, float2* dst, const float2* src, Map mo, Map mi, int count,
+                                         const float2* __restrict__ twiddles, const float2* __restrict__ x, float a,
+                                         int ny, int nz)
+{
+    const Block b = block<L, C, 8>(twiddles);
+    const DotLine line(src, dst, mi, mo, (int)b.line, b.line < count, L, x, a, ny, nz);
+    fft_columns<L, C, 8, 1, GLOBAL, GLOBAL, false, true>(b.S, b.tw, b.c, b.tj, 1.0f, line, nullptr, nullptr);
+    __syncthreads();
+    tree_sum<C * L / 8>(&partial[blockIdx.x], line.acc, reinterpret_cast<double*>(b.S));
+}
+
 // The kernels of one line length L (one of lines.rs's LENGTHS), in two
 // modules, so that a run compiles only the set it launches (side by side):
 // -DLENGTH=L, plain FFTs (the NUFFT's fine grid, FFT(Q)): fft_lines_L and
@@ -488,7 +542,8 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
 // twins (strided lines); -DTOEPLITZ=L, the Toeplitz product's (toeplitz.rs):
 // toeplitz_columns_L, and its x and y lines, zero-padded forward
 // (fft_lines_pad_L) and cropped inverse (fft_lines_crop_L), with _wide
-// twins for the y lines. SENSE's x lines through a coil map take the
+// twins for the y lines, and the cropped inverse x lines with CG's dot
+// (fft_lines_crop_dot_L). SENSE's x lines through a coil map take the
 // plain fft_lines_coil_L: pruned twins of those cost the module's compile
 // (kept once per machine, but a cold start's longest) more than they
 // would gain. (The CPU emulation defines both.)
@@ -529,6 +584,12 @@ __device__ __forceinline__ void lines(float2* dst, const float2* src, Map mo, Ma
                              int nz, float scale, const float* __restrict__ symbol, float lam)               \
     {                                                                                                        \
         columns<L>(work, fq, tw, P, nz, scale, symbol, lam);                                                 \
+    }                                                                                                        \
+    extern "C" __global__ void BOUNDS(L, false)                                                              \
+        fft_lines_crop_dot_##L(double* partial, float2* dst, const float2* src, Map mo, Map mi, int count,     \
+                               const float2* __restrict__ tw, const float2* __restrict__ x, float a, int ny, int nz) \
+    {                                                                                                        \
+        crop_dot<L, columns_for(L, false)>(partial, dst, src, mo, mi, count, tw, x, a, ny, nz);              \
     }                                                                                                        \
     PRUNED_KERNELS(L, false, )
 

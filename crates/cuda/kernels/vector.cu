@@ -2,6 +2,8 @@
 // Complex vectors are float2 (re, im). Reductions accumulate in double and
 // run in two fixed passes, so a dot product is the same on every run.
 
+#include "reduce.cuh"
+
 // A CG coefficient s[num] / s[den] from scalars on the device; 0 unless
 // s[num] is finite and above s[floor] and s[den] is finite and positive.
 // Mirrors recon_core::Ratio::of. A null s gives 1.
@@ -117,18 +119,12 @@ extern "C" __global__ void crop(float2* out, const float2* __restrict__ x, int n
 
 #define REDUCE_THREADS 256
 
-// *out = the sum of the block's `acc`s, in a fixed order (a tree over
-// shared memory), written by thread 0.
+// *out = the sum of the block's `acc`s, in a fixed order (reduce.cuh),
+// written by thread 0.
 __device__ void block_sum_to(double* out, double acc)
 {
     __shared__ double s[REDUCE_THREADS];
-    s[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *out = s[0];
+    tree_sum<REDUCE_THREADS>(out, acc, s);
 }
 
 // partial[block] = sum over this block's grid-stride share of Re(conj(x) y), in double.
@@ -258,34 +254,6 @@ extern "C" __global__ void add_whw_dot_partial(double* partial, float2* out, flo
         const float2 o = out[i], xi = x[i];
         const float2 v = make_float2(fmaf(a, h.x, o.x), fmaf(a, h.y, o.y));
         out[i] = v;
-        acc += (double)xi.x * v.x + (double)xi.y * v.y;
-    }
-    block_sum_to(&partial[blockIdx.x], acc);
-}
-
-// The uniform stencil (every edge weighted 1, no diagonal) at the grid's
-// faces, and CG's dot: its W^H W is the convolution with 6 at lag 0 and
-// -1 at the lags +-e_d (which toeplitz_columns folds into the Toeplitz
-// product) less b(i) x[i], b(i) the number of the grid's faces that voxel i
-// lies on, as it lacks those neighbours (an axis of 1 voxel: both). Here
-// out = out - a b x, then partial[block] = the block's part of Re <x, out>
-// (as dot_partial; sum_partials adds the parts). A grid-stride loop over
-// the voxels, 32-bit indices (as add_whw_dot_partial).
-extern "C" __global__ void add_faces_dot_partial(double* partial, float2* out, float a, const float2* __restrict__ x,
-                                                 int nx, int ny, int nz)
-{
-    const unsigned len = (unsigned)nx * ny * nz;
-    double acc = 0.0;
-    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {
-        const Voxel c = voxel_of(i, nx, ny);
-        const int b = (c.x == 0) + (c.x == nx - 1) + (c.y == 0) + (c.y == ny - 1) + (c.z == 0) + (c.z == nz - 1);
-        const float2 xi = x[i];
-        float2 v = out[i];
-        if (b) {
-            const float ab = a * (float)b;
-            v = make_float2(v.x - ab * xi.x, v.y - ab * xi.y);
-            out[i] = v;
-        }
         acc += (double)xi.x * v.x + (double)xi.y * v.y;
     }
     block_sum_to(&partial[blockIdx.x], acc);

@@ -36,6 +36,10 @@ pub(crate) enum LineKernel {
     /// points, whose last pass computes only those: the Toeplitz
     /// product's inverse x and y lines.
     Crop,
+    /// `fft_lines_crop_dot_L`: `Crop` along x into the image, each value
+    /// less `a b x` at the grid's faces and CG's `Re <x, out>` summed by
+    /// block (toeplitz.rs). Narrow only.
+    CropDot,
     /// `toeplitz_columns_L`: the Toeplitz product's last axis.
     ToeplitzColumns,
 }
@@ -54,7 +58,7 @@ pub(crate) enum Lines {
 
 impl LineKernel {
     #[cfg(test)]
-    const ALL: [(LineKernel, Lines); 9] = [
+    const ALL: [(LineKernel, Lines); 10] = [
         (LineKernel::Fft, Lines::Along),
         (LineKernel::Fft, Lines::Across),
         (LineKernel::FftCoil, Lines::Along),
@@ -63,6 +67,7 @@ impl LineKernel {
         (LineKernel::Pad, Lines::Across),
         (LineKernel::Crop, Lines::Along),
         (LineKernel::Crop, Lines::Across),
+        (LineKernel::CropDot, Lines::Along),
         (LineKernel::ToeplitzColumns, Lines::Across),
     ];
 
@@ -91,6 +96,7 @@ impl LineKernel {
             LineKernel::FftCoil => format!("fft_lines_coil_{l}{wide}"),
             LineKernel::Pad => format!("fft_lines_pad_{l}{wide}"),
             LineKernel::Crop => format!("fft_lines_crop_{l}{wide}"),
+            LineKernel::CropDot => format!("fft_lines_crop_dot_{l}"),
             LineKernel::ToeplitzColumns => format!("toeplitz_columns_{l}"),
         }
     }
@@ -286,7 +292,7 @@ fn pruned_maps(family: LineKernel, len: usize, mo: &Map, mi: &Map) -> Result<()>
     let half = |m: &Map| m.n as usize == len / 2 && m.centred == 0;
     let (what, ok) = match family {
         LineKernel::Pad => ("read", half(mi)),
-        LineKernel::Crop => ("written", half(mo)),
+        LineKernel::Crop | LineKernel::CropDot => ("written", half(mo)),
         _ => return Ok(()),
     };
     if ok {
@@ -311,6 +317,13 @@ pub(crate) struct Pass {
     count: i32,
     family: LineKernel,
     len: usize,
+}
+
+impl Pass {
+    /// Its launch's blocks.
+    pub(crate) fn blocks(&self) -> usize {
+        self.cfg.grid_dim.0 as usize
+    }
 }
 
 impl Device {
@@ -370,6 +383,59 @@ impl Device {
             .at("launch fft_lines")
             .map(|_| ())
     }
+
+    /// The inverse FFTs of a [`LineKernel::CropDot`] pass `p`, read from
+    /// `src` through `mi`, cropped into the rows of the image `out` of
+    /// shape `n` (line q its row q), each value less `a b x` at a voxel on
+    /// b of the grid's faces, and `partial[block]` the block's part of
+    /// `Re <x, out>` (x laid out as out), for [`Device::sum_partials_to`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn crop_dot(
+        &self,
+        p: &Pass,
+        out: &mut CudaSlice<f32>,
+        src: &CudaSlice<f32>,
+        mi: Map,
+        x: &CudaSlice<f32>,
+        a: f32,
+        n: [usize; 3],
+        partial: &mut CudaSlice<f64>,
+    ) -> Result<()> {
+        let [nx, ny, nz] = n;
+        let mo = Map::rows(nx, nx);
+        pruned_maps(p.family, p.len, &mo, &mi)?;
+        let checks = [
+            ("crop_dot pass", p.family == LineKernel::CropDot),
+            ("crop_dot lines", p.count as usize == ny * nz),
+            (
+                "crop_dot image",
+                out.len() == 2 * nx * ny * nz && x.len() == out.len(),
+            ),
+            ("crop_dot partial sums", partial.len() >= p.blocks()),
+        ];
+        if let Some((what, _)) = checks.iter().find(|(_, ok)| !ok) {
+            return Err(Error::Invalid {
+                what,
+                reason: format!("does not fit images of {n:?}"),
+            });
+        }
+        let (ny, nz) = (ny as i32, nz as i32);
+        let mut b = self.stream.launch_builder(&p.kernel);
+        b.arg(&mut *partial)
+            .arg(out)
+            .arg(src)
+            .arg(&mo)
+            .arg(&mi)
+            .arg(&p.count)
+            .arg(&p.twiddles)
+            .arg(x)
+            .arg(&a)
+            .arg(&ny)
+            .arg(&nz);
+        unsafe { b.launch(p.cfg) }
+            .at("launch fft_lines_crop_dot")
+            .map(|_| ())
+    }
 }
 
 #[cfg(test)]
@@ -425,11 +491,11 @@ mod tests {
         let wide: Vec<usize> = LENGTHS.into_iter().filter(|l| has_wide(*l)).collect();
         assert_eq!(wide, [320, 384, 512]);
         // plain: fft_lines, fft_lines_coil (and _wide); Toeplitz: the
-        // columns, pad, crop (and pad, crop _wide)
+        // columns, pad, crop, crop_dot (and pad, crop _wide)
         assert_eq!(kernel_names(module(512), 512).len(), 4);
         assert_eq!(kernel_names(module(256), 256).len(), 2);
-        assert_eq!(kernel_names(toeplitz_module(512), 512).len(), 5);
-        assert_eq!(kernel_names(toeplitz_module(256), 256).len(), 3);
+        assert_eq!(kernel_names(toeplitz_module(512), 512).len(), 6);
+        assert_eq!(kernel_names(toeplitz_module(256), 256).len(), 4);
         assert_eq!(std::mem::size_of::<Map>(), 56);
     }
 
@@ -442,7 +508,9 @@ mod tests {
     /// columns at 256), a cropped last pass of radix 2 (16), 4 (256's
     /// lines), 8 (512) and 16 (256's columns), and none where the last
     /// radix is odd (96, 320). The columns also with the uniform
-    /// stencil's symbol beside FFT(Q). It checks the index and twiddle
+    /// stencil's symbol beside FFT(Q); the cropped x lines with CG's dot
+    /// on images with axes of 1, 2 and more voxels, with and without the
+    /// faces' correction. It checks the index and twiddle
     /// logic where no GPU is; the GPU tests check the same kernels on the
     /// device.
     #[test]
@@ -454,8 +522,9 @@ mod tests {
                 r#"LINES_CU="../kernels/lines.cu""#.to_string(),
             ];
             // float32 FFTs of a few hundred points round to ~1e-7
-            // relative; a wrong index or twiddle gives order 1.
-            if !crate::emulate::check("lines.cpp", &defines, &format!("L = {l}"), 5, 1e-5) {
+            // relative, and the dot's sums (double) to less; a wrong index
+            // or twiddle gives order 1, a face missed 1e-3 or more.
+            if !crate::emulate::check("lines.cpp", &defines, &format!("L = {l}"), 17, 1e-5) {
                 return;
             }
         }

@@ -106,9 +106,10 @@ impl CudaBackend {
     }
 
     /// [`recon_core::Backend::toeplitz_dot`] by `plan`: by the fused
-    /// passes with the prior folded into them ([`Device::toeplitz_dot`])
-    /// where the plan has them and the prior is the uniform stencil; else
-    /// the product, then the prior's pass (or the dot alone).
+    /// passes, the dot taken in the last and the prior folded into them
+    /// ([`Device::toeplitz_dot`]), where the plan has them and there is no
+    /// prior or the uniform stencil; else the product, then the prior's
+    /// pass (or the dot alone).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn toeplitz_dot_by(
         &self,
@@ -121,8 +122,15 @@ impl CudaBackend {
         s: &mut CudaSlice<f64>,
         slot: usize,
     ) -> Result<()> {
-        match (&plan.how, prior) {
-            (How::Fused(p), Some((a, w))) if w.is_uniform() => {
+        let by_pieces = |out, work, s| {
+            recon_core::toeplitz_dot_by_pieces(self, plan, out, x, fq, work, prior, s, slot)
+        };
+        let How::Fused(p) = &plan.how else {
+            return by_pieces(out, work, s);
+        };
+        let a = match prior {
+            None => 0.0,
+            Some((a, w)) if w.is_uniform() => {
                 w.check(x, out)?;
                 if w.n != plan.n {
                     return Err(Error::Invalid {
@@ -133,20 +141,20 @@ impl CudaBackend {
                         ),
                     });
                 }
-                check_toeplitz(
-                    [("Toeplitz input", x), ("Toeplitz output", out)],
-                    fq,
-                    true,
-                    work,
-                    plan.n,
-                )?;
-                Error::check_index("solver scalars", slot, s.len())?;
-                let a = a as f32;
-                self.dev0()
-                    .toeplitz_dot(p, out, x, fq, work, plan.n, a, s, slot)
+                a as f32
             }
-            _ => recon_core::toeplitz_dot_by_pieces(self, plan, out, x, fq, work, prior, s, slot),
-        }
+            Some(_) => return by_pieces(out, work, s),
+        };
+        check_toeplitz(
+            [("Toeplitz input", x), ("Toeplitz output", out)],
+            fq,
+            true,
+            work,
+            plan.n,
+        )?;
+        Error::check_index("solver scalars", slot, s.len())?;
+        self.dev0()
+            .toeplitz_dot(p, out, x, fq, work, plan.n, a, s, slot)
     }
 }
 

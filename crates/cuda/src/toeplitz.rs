@@ -11,9 +11,9 @@
 //!
 //! For CG, [`Device::toeplitz_dot`] also folds a uniform W^H W into pass 3
 //! (its stencil is a convolution but at the grid's faces: its symbol joins
-//! FFT(Q)), and CG's dot pass takes the faces along: where the stencil's
-//! pass rewrote the whole output and gathered six neighbours a voxel, it
-//! writes only the faces.
+//! FFT(Q)), and pass 5 mends the faces and takes CG's dot `<x, out>` as it
+//! writes: where the stencil's own pass read x and out, rewrote out and
+//! gathered six neighbours a voxel, pass 5 reads x once more.
 //!
 //! The grid is held as its lower half in z only. Each pass reads and writes
 //! global memory once and skips the points that are zero or not needed: in
@@ -27,6 +27,7 @@ use crate::error::Ctx;
 use crate::lines::{covered, LineKernel, Lines, Map, Pass};
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use recon_core::{Complex, Result};
+use std::sync::Mutex;
 
 /// What the fused path needs per grid shape, made once by the operator
 /// that runs it: the passes along x (rows of x), y and z. The x and y
@@ -40,6 +41,10 @@ pub(crate) struct Passes {
     x: [Pass; 2],
     /// x lines with a coil map (SENSE), both ways.
     x_coil: Pass,
+    /// x lines, inverse (cropped) with CG's dot, and its partial sums, a
+    /// value per block.
+    x_dot: Pass,
+    partial: Mutex<CudaSlice<f64>>,
     /// y lines: forward (padded), inverse (cropped).
     y: [Pass; 2],
     z: Pass,
@@ -75,9 +80,13 @@ impl Device {
             .iter()
             .flat_map(|y| sx.iter().map(move |x| (x + y) as f32))
             .collect();
+        let x_dot = self.pass(LineKernel::CropDot, 2 * nx, ny * nz, Lines::Along)?;
+        let partial = Mutex::new(self.zeros::<f64>(x_dot.blocks())?);
         Ok(Some(Passes {
             x: both(2 * nx, ny * nz, Lines::Along)?,
             x_coil: self.pass(LineKernel::FftCoil, 2 * nx, ny * nz, Lines::Along)?,
+            x_dot,
+            partial,
             y: both(2 * ny, 2 * nx * nz, Lines::Across)?,
             z,
             symbol: self.upload(&symbol)?,
@@ -101,20 +110,34 @@ impl Device {
         n: [usize; 3],
         coil: Option<(&CudaSlice<f32>, bool)>,
     ) -> Result<()> {
-        self.product(p, out, x, fq, work, n, coil, None)
+        let (xf, xi, read, write) = match coil {
+            Some((s, accumulate)) => (
+                &p.x_coil,
+                &p.x_coil,
+                image_rows(n).coil(self, s, false),
+                image_rows(n).coil(self, s, accumulate),
+            ),
+            None => (&p.x[0], &p.x[1], image_rows(n), image_rows(n)),
+        };
+        self.forward_and_columns(p, xf, read, x, fq, work, n, None)?;
+        // 5. x: inverse FFT of the rows y < ny, cropped into out (times
+        // conj(s), added)
+        self.lines(xi, out, Some(work), write, work_rows(n, 2 * n[0]), 1.0)
     }
 
     /// CG's map and dot by the passes `p` (as [`Device::toeplitz`]) with
-    /// the uniform stencil (every edge 1, no diagonal): `out = T x + a W^H W
-    /// x`, then `s[slot] = Re <x, out>`.
+    /// the uniform stencil (every edge 1, no diagonal) times `a` (0: no
+    /// prior): `out = T x + a W^H W x`, then `s[slot] = Re <x, out>`.
     ///
     /// That W^H W is the convolution with 6 at lag 0 and -1 at the lags
     /// `+-e_d`, a Toeplitz matrix like F^H F, less `b(i)` at each voxel on
     /// `b(i)` of the grid's faces (where it lacks neighbours). So pass 3
     /// multiplies by `FFT(Q) + a S` instead of FFT(Q), S the stencil's
-    /// symbol `sum_d 2 - 2 cos(2 pi k_d / 2n_d)`, and the dot's pass
-    /// subtracts `a b x` at the faces first: it reads x and out, where the
-    /// stencil's own pass (`add_whw_dot_partial`) also rewrote all of out.
+    /// symbol `sum_d 2 - 2 cos(2 pi k_d / 2n_d)`, and pass 5 subtracts `a b
+    /// x` at the faces as it writes out, and sums the dot's parts per
+    /// block (`fft_lines_crop_dot`): it reads x once more, where a pass of
+    /// its own read x and out again (and the stencil's own pass,
+    /// `add_whw_dot_partial`, rewrote all of out).
     #[allow(clippy::too_many_arguments)]
     pub fn toeplitz_dot(
         &self,
@@ -128,47 +151,38 @@ impl Device {
         s: &mut CudaSlice<f64>,
         slot: usize,
     ) -> Result<()> {
-        self.product(p, out, x, fq, work, n, None, Some(a))?;
-        self.add_faces_dot_to(out, a, x, n, s, slot)
+        let stencil = (a != 0.0).then_some(a);
+        self.forward_and_columns(p, &p.x[0], image_rows(n), x, fq, work, n, stencil)?;
+        // 5. x: inverse FFT of the rows y < ny, cropped into out, less a b
+        // x at the faces, and the dot's parts
+        let mut partial = p.partial.lock().expect("partial sums poisoned");
+        let src = work_rows(n, 2 * n[0]);
+        self.crop_dot(&p.x_dot, out, work, src, x, a, n, &mut partial)?;
+        self.sum_partials_to(s, slot, &partial)
     }
 
-    /// The five passes (module docs); with `stencil = Some(a)`, pass 3's
-    /// multiplier also takes `a` times the uniform stencil's symbol (see
-    /// [`Device::toeplitz_dot`]).
+    /// Passes 1 to 4 (module docs), x's rows read by `xf` through `read`;
+    /// with `stencil = Some(a)`, pass 3's multiplier also takes `a` times
+    /// the uniform stencil's symbol (see [`Device::toeplitz_dot`]).
     #[allow(clippy::too_many_arguments)]
-    fn product(
+    fn forward_and_columns(
         &self,
         p: &Passes,
-        out: &mut CudaSlice<f32>,
+        xf: &Pass,
+        read: Map,
         x: &CudaSlice<f32>,
         fq: &CudaSlice<f32>,
         work: &mut CudaSlice<f32>,
         n: [usize; 3],
-        coil: Option<(&CudaSlice<f32>, bool)>,
         stencil: Option<f32>,
     ) -> Result<()> {
         let [nx, ny, nz] = n;
         let (px, py) = (2 * nx, 2 * ny);
         let plane = px * py;
-        // The lower half of `work` holds the planes z < nz: point (x, y, z)
-        // at z * plane + y * px + x.
-        // Rows of work, y < ny: row q = z ny + y.
-        let work_rows = |n| Map::new(ny, plane, px, 1, n);
         // y lines of work: line q = z px + x.
         let work_ys = |n| Map::new(px, plane, 1, px, n);
-        let image = Map::rows(nx, nx);
-        // The x passes: forward, inverse.
-        let (xf, xi, read, write) = match coil {
-            Some((s, accumulate)) => (
-                &p.x_coil,
-                &p.x_coil,
-                image.coil(self, s, false),
-                image.coil(self, s, accumulate),
-            ),
-            None => (&p.x[0], &p.x[1], image, image),
-        };
         // 1. x: FFT of x's rows zero-padded to 2nx (times s)
-        self.lines(xf, work, Some(x), work_rows(px), read, -1.0)?;
+        self.lines(xf, work, Some(x), work_rows(n, px), read, -1.0)?;
         // 2. y: FFT, points y >= ny zero
         self.lines(&p.y[0], work, None, work_ys(py), work_ys(ny), -1.0)?;
         // 3. z: FFT, product with FFT(Q) / (2n)^3, inverse FFT
@@ -192,10 +206,7 @@ impl Device {
         b.arg(&lam);
         unsafe { b.launch(p.z.cfg) }.at("launch toeplitz_columns")?;
         // 4. y: inverse FFT, points y < ny kept
-        self.lines(&p.y[1], work, None, work_ys(ny), work_ys(py), 1.0)?;
-        // 5. x: inverse FFT of the rows y < ny, cropped into out (times
-        // conj(s), added)
-        self.lines(xi, out, Some(work), write, work_rows(px), 1.0)
+        self.lines(&p.y[1], work, None, work_ys(ny), work_ys(py), 1.0)
     }
 
     /// The Toeplitz kernel `FFT(ifftshift(q))` on the grid `d` by the line
@@ -236,6 +247,19 @@ impl Device {
         self.real_part(&mut re, &fq)?;
         Ok(Some(re))
     }
+}
+
+/// The rows of images of shape `n`, `nx` points each.
+fn image_rows(n: [usize; 3]) -> Map {
+    Map::rows(n[0], n[0])
+}
+
+/// The lower half of the Toeplitz product's work (the planes z < nz of the
+/// 2n grid: point (x, y, z) at `z * plane + y * 2nx + x`), its rows y < ny,
+/// `len` points each: row q = z ny + y.
+fn work_rows(n: [usize; 3], len: usize) -> Map {
+    let [nx, ny, _] = n;
+    Map::new(ny, 4 * nx * ny, 2 * nx, 1, len)
 }
 
 /// The uniform stencil's symbol along an axis of `l` points at frequency

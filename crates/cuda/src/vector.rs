@@ -8,7 +8,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use recon_core::{Error, Ratio, Result};
 
 /// Every kernel of vector.cu, in the order of `Kernels::load`.
-pub(crate) const NAMES: [&str; 16] = [
+pub(crate) const NAMES: [&str; 15] = [
     "axpy",
     "xpby",
     "mul_scaled",
@@ -24,7 +24,6 @@ pub(crate) const NAMES: [&str; 16] = [
     "axpy_norm_partial",
     "cg_update",
     "add_whw_dot_partial",
-    "add_faces_dot_partial",
 ];
 
 pub(crate) struct Kernels {
@@ -43,7 +42,6 @@ pub(crate) struct Kernels {
     axpy_norm_partial: CudaFunction,
     cg_update: CudaFunction,
     add_whw_dot_partial: CudaFunction,
-    add_faces_dot_partial: CudaFunction,
 }
 
 impl Kernels {
@@ -52,7 +50,7 @@ impl Kernels {
             &crate::kernels::Module::whole(crate::kernels::VECTOR),
             &NAMES,
         )?;
-        let [axpy, xpby, mul_scaled, coil, pad, crop, dot_partial, sum_partials, scale, add_whw, inverse_sum, real_part, axpy_norm_partial, cg_update, add_whw_dot_partial, add_faces_dot_partial]: [CudaFunction; NAMES.len()] =
+        let [axpy, xpby, mul_scaled, coil, pad, crop, dot_partial, sum_partials, scale, add_whw, inverse_sum, real_part, axpy_norm_partial, cg_update, add_whw_dot_partial]: [CudaFunction; NAMES.len()] =
             funcs.try_into().expect("one function per name");
         Ok(Kernels {
             axpy,
@@ -70,7 +68,6 @@ impl Kernels {
             axpy_norm_partial,
             cg_update,
             add_whw_dot_partial,
-            add_faces_dot_partial,
         })
     }
 }
@@ -243,16 +240,16 @@ impl Device {
         self.sum_partials_to(s, slot, &partial)
     }
 
-    /// `s[slot]` = the sum of the first pass's partial sums, by one block
-    /// in a fixed order.
-    fn sum_partials_to(
+    /// `s[slot]` = the sum of the first pass's partial sums (every value of
+    /// `partial`), by one block in a fixed order.
+    pub(crate) fn sum_partials_to(
         &self,
         s: &mut CudaSlice<f64>,
         slot: usize,
         partial: &CudaSlice<f64>,
     ) -> Result<()> {
         let mut out = s.slice_mut(slot..slot + 1);
-        let count = REDUCE_BLOCKS as i32;
+        let count = partial.len() as i32;
         let mut b = self.stream.launch_builder(&self.vector()?.sum_partials);
         b.arg(&mut out).arg(partial).arg(&count);
         let one = LaunchConfig {
@@ -378,36 +375,6 @@ impl Device {
         unsafe { b.launch(reduce_cfg()) }.at("launch add_whw_dot_partial")?;
         self.sum_partials_to(s, slot, &partial)
     }
-
-    /// The uniform stencil's share at the grid's faces, then CG's dot
-    /// (vector.cu's `add_faces_dot_partial`): `out = out - a b x` on the
-    /// voxels on `b > 0` faces, then `s[slot] = Re <x, out>` (partial sums
-    /// per block, then their sum in a fixed order, as
-    /// [`Device::dot_re_to`]). See [`Device::toeplitz_dot`].
-    pub(crate) fn add_faces_dot_to(
-        &self,
-        out: &mut CudaSlice<f32>,
-        a: f32,
-        x: &CudaSlice<f32>,
-        n: [usize; 3],
-        s: &mut CudaSlice<f64>,
-        slot: usize,
-    ) -> Result<()> {
-        let [nx, ny, nz] = n.map(|v| v as i32);
-        let mut partial = self.partial.lock().expect("reduction buffer poisoned");
-        let mut b = self
-            .stream
-            .launch_builder(&self.vector()?.add_faces_dot_partial);
-        b.arg(&mut *partial)
-            .arg(out)
-            .arg(&a)
-            .arg(x)
-            .arg(&nx)
-            .arg(&ny)
-            .arg(&nz);
-        unsafe { b.launch(reduce_cfg()) }.at("launch add_faces_dot_partial")?;
-        self.sum_partials_to(s, slot, &partial)
-    }
 }
 
 /// The arguments add_whw and add_whw_dot_partial share, after the latter's
@@ -432,20 +399,4 @@ fn whw_args<'a>(
         None => b.arg(&NULL),
     };
     b.arg(&n[0]).arg(&n[1]).arg(&n[2]);
-}
-
-#[cfg(test)]
-mod tests {
-    /// vector.cu's `add_faces_dot_partial` run on the CPU (emulate/) for
-    /// seven grids, axes of 1, 2 and more voxels among them, against the
-    /// faces and the dot voxel by voxel in double: every voxel on a face
-    /// with its count of faces. The GPU tests check the same kernel on the
-    /// device, after the folded Toeplitz product.
-    #[test]
-    fn faces_emulated_on_the_cpu_match_direct_sums() {
-        let defines = [r#"VECTOR_CU="../kernels/vector.cu""#.to_string()];
-        // float32 products and sums of a few hundred values round to
-        // ~1e-7 relative; a voxel missed or met twice gives 1e-2 or more.
-        crate::emulate::check("faces.cpp", &defines, "faces", 14, 1e-6);
-    }
 }

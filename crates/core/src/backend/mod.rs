@@ -260,9 +260,10 @@ pub trait Backend: Send + Sync {
     /// CG's map and dot over the Toeplitz product: `out = T x`, plus
     /// `a W^H W x` with `prior = Some((a, w))`, then `s[slot] = Re <x,
     /// out>`. [`toeplitz_dot_by_pieces`] makes the calls one by one; a
-    /// device may fold a uniform W^H W (every edge 1, no diagonal: a
-    /// convolution but at the grid's faces) into the product's FFT(Q), so
-    /// that the prior's pass only mends the faces along with the dot.
+    /// device may take the dot in the product's last pass, and fold a
+    /// uniform W^H W (every edge 1, no diagonal: a convolution but at the
+    /// grid's faces) into the product's FFT(Q), the faces mended in that
+    /// last pass too.
     #[allow(clippy::too_many_arguments)]
     fn toeplitz_dot(
         &self,
