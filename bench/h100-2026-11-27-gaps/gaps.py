@@ -1,7 +1,10 @@
 """The CG kernels of one iteration from Nsight Compute's CSV (one row a
-kernel, gpu__time_duration.sum): each iteration ends with cg_update; sums
-the kernels of the last full iteration (the GPU's busy time, to be set
-against `recon bench`'s time per iteration) and lists them."""
+kernel, gpu__time_duration.sum): an iteration is taken from the kernel
+after the sum of axpy_norm_partial's parts to the next such sum (builds
+before 2026-11-27's fused step ended each with cg_update, right after it:
+the same kernels); sums the kernels of the last full iteration (the GPU's
+busy time, to be set against `recon bench`'s time per iteration) and
+lists them."""
 import csv, sys
 
 UNIT = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
@@ -12,10 +15,11 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"')):
         continue
     us = float(r["Metric Value"].replace(",", "")) * UNIT[r["Metric Unit"]]
     ks.append((r["Kernel Name"], us))
-ends = [i for i, k in enumerate(ks) if k[0].startswith("cg_update")]
-if len(ends) < 2:
-    sys.exit(f"fewer than two cg_update kernels among {len(ks)}")
-a, b = ends[-2], ends[-1]
+ends = [i + 1 for i, k in enumerate(ks[:-1]) if k[0].startswith("axpy_norm_partial")]
+if len(ends) < 3:
+    sys.exit(f"fewer than three axpy_norm_partial kernels among {len(ks)}")
+# the last full iteration (the one after the last queued may be cut off)
+a, b = ends[-3], ends[-2]
 it = ks[a + 1:b + 1]
 print(f"kernels of one iteration: {len(it)}, {sum(k[1] for k in it):.1f} us")
 for name, us in it:
