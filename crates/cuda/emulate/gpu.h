@@ -45,6 +45,18 @@ inline void __syncthreads() { block_barrier->arrive_and_wait(); }
 // the block reaches it equally often, as in nufft.cu's spreading.
 inline void __syncwarp() { __syncthreads(); }
 inline float2 smem[1 << 16];
+// A warp's shuffle through a slot per thread between two of the block's
+// barriers: right where every thread of the block calls it equally often,
+// as reduce.cuh's sums do.
+inline double shuffle_slots[1024];
+inline double __shfl_xor_sync(unsigned, double v, int mask)
+{
+    shuffle_slots[threadIdx.x] = v;
+    __syncthreads();
+    const double r = shuffle_slots[threadIdx.x ^ mask];
+    __syncthreads();
+    return r;
+}
 
 // Runs `kernel` over `blocks` blocks of `threads` threads, a block at a time.
 template <class K>
