@@ -510,12 +510,13 @@ mod tests {
     /// radix is odd (96, 320). The columns also with the uniform
     /// stencil's symbol beside FFT(Q); the cropped x lines with CG's dot
     /// on images with axes of 1, 2 and more voxels, with and without the
-    /// faces' correction. It checks the index and twiddle
+    /// faces' correction, its block sum by shuffles (blocks of whole warps)
+    /// and by the tree (160: 80 threads). It checks the index and twiddle
     /// logic where no GPU is; the GPU tests check the same kernels on the
     /// device.
     #[test]
     fn kernels_emulated_on_the_cpu_match_dfts() {
-        for l in [16, 96, 256, 320, 512] {
+        for l in [16, 96, 160, 256, 320, 512] {
             let defines = [
                 format!("LENGTH={l}"),
                 format!("TOEPLITZ={l}"),
