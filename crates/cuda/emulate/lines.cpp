@@ -2,7 +2,7 @@
 // Toeplitz product's), run on the CPU (gpu.h) and compared with DFTs
 // summed in double: prints each relative L2 error for lines.rs's test to
 // check. Built as
-//     c++ -std=c++20 -pthread -DLENGTH=L -DTOEPLITZ=L -DLINES_CU='"lines.cu"' lines.cpp
+//     c++ -std=c++20 -pthread -DLENGTH=L -DTOEPLITZ=L -DTOEPLITZ_DOT=L -DLINES_CU='"lines.cu"' lines.cpp
 #include "gpu.h"
 #include LINES_CU
 

@@ -535,18 +535,18 @@ __device__ __forceinline__ void crop_dot(double* partial, float2* dst, const flo
     tree_sum<C * L / 8>(&partial[blockIdx.x], line.acc, reinterpret_cast<double*>(b.S));
 }
 
-// The kernels of one line length L (one of lines.rs's LENGTHS), in two
+// The kernels of one line length L (one of lines.rs's LENGTHS), in three
 // modules, so that a run compiles only the set it launches (side by side):
 // -DLENGTH=L, plain FFTs (the NUFFT's fine grid, FFT(Q)): fft_lines_L and
 // fft_lines_coil_L with narrow blocks (lines along x) and their _wide
 // twins (strided lines); -DTOEPLITZ=L, the Toeplitz product's (toeplitz.rs):
 // toeplitz_columns_L, and its x and y lines, zero-padded forward
 // (fft_lines_pad_L) and cropped inverse (fft_lines_crop_L), with _wide
-// twins for the y lines, and the cropped inverse x lines with CG's dot
-// (fft_lines_crop_dot_L). SENSE's x lines through a coil map take the
-// plain fft_lines_coil_L: pruned twins of those cost the module's compile
-// (kept once per machine, but a cold start's longest) more than they
-// would gain. (The CPU emulation defines both.)
+// twins for the y lines; -DTOEPLITZ_DOT=L, the cropped inverse x lines
+// with CG's dot (fft_lines_crop_dot_L). SENSE's x lines through a coil
+// map take the plain fft_lines_coil_L: pruned twins of those cost the
+// module's compile (kept once per machine, but a cold start's longest)
+// more than they would gain. (The CPU emulation defines all three.)
 // Launch bounds: 1536 threads an SM (three quarters of Hopper's 2048, at
 // most 40 registers a thread), where 1024 (56 registers) was the bound
 // before: the kernels wait on shared memory and their barriers more than
@@ -585,16 +585,20 @@ __device__ __forceinline__ void crop_dot(double* partial, float2* dst, const flo
     {                                                                                                        \
         columns<L>(work, fq, tw, P, nz, scale, symbol, lam);                                                 \
     }                                                                                                        \
+    PRUNED_KERNELS(L, false, )
+// The x lines with CG's dot, a module of their own (-DTOEPLITZ_DOT=L),
+// compiled beside the product's: in its module it made that module's
+// compile, a cold start's longest, 40% longer (bench/h100-2026-11-27-warp-sums).
+#define TOEPLITZ_DOT_KERNEL(L)                                                                               \
     extern "C" __global__ void BOUNDS(L, false)                                                              \
         fft_lines_crop_dot_##L(double* partial, float2* dst, const float2* src, Map mo, Map mi, int count,     \
                                const float2* __restrict__ tw, const float2* __restrict__ x, float a, int ny, int nz) \
     {                                                                                                        \
         crop_dot<L, columns_for(L, false)>(partial, dst, src, mo, mi, count, tw, x, a, ny, nz);              \
-    }                                                                                                        \
-    PRUNED_KERNELS(L, false, )
+    }
 
-#if !defined(LENGTH) && !defined(TOEPLITZ)
-#error "lines.cu is compiled once per line length, with -DLENGTH=L or -DTOEPLITZ=L"
+#if !defined(LENGTH) && !defined(TOEPLITZ) && !defined(TOEPLITZ_DOT)
+#error "lines.cu is compiled once per line length, with -DLENGTH=L, -DTOEPLITZ=L or -DTOEPLITZ_DOT=L"
 #endif
 #define INSTANTIATE_PLAIN(L) PLAIN_KERNELS(L, false, )
 #define INSTANTIATE_PLAIN_WIDE(L) PLAIN_KERNELS(L, true, _wide)
@@ -611,4 +615,8 @@ INSTANTIATE_TOEPLITZ(TOEPLITZ)
 #if WIDE(TOEPLITZ)
 INSTANTIATE_TOEPLITZ_WIDE(TOEPLITZ)
 #endif
+#endif
+#define INSTANTIATE_TOEPLITZ_DOT(L) TOEPLITZ_DOT_KERNEL(L)
+#ifdef TOEPLITZ_DOT
+INSTANTIATE_TOEPLITZ_DOT(TOEPLITZ_DOT)
 #endif

@@ -348,7 +348,11 @@ mod tests {
             }
         }
         for l in crate::lines::LENGTHS {
-            for m in [crate::lines::module(l), crate::lines::toeplitz_module(l)] {
+            for m in [
+                crate::lines::module(l),
+                crate::lines::toeplitz_module(l),
+                crate::lines::toeplitz_dot_module(l),
+            ] {
                 v.push((m, crate::lines::kernel_names(m, l)));
             }
         }

@@ -76,6 +76,7 @@ impl LineKernel {
     pub(crate) fn module(self, l: usize) -> crate::kernels::Module {
         match self {
             LineKernel::Fft | LineKernel::FftCoil => module(l),
+            LineKernel::CropDot => toeplitz_dot_module(l),
             _ => toeplitz_module(l),
         }
     }
@@ -112,6 +113,12 @@ pub(crate) fn module(l: usize) -> crate::kernels::Module {
 /// (`-DTOEPLITZ=l`).
 pub(crate) fn toeplitz_module(l: usize) -> crate::kernels::Module {
     crate::kernels::Module::instance(crate::kernels::LINES, "TOEPLITZ", l)
+}
+
+/// lines.cu's module of the x lines with CG's dot for length `l`
+/// (`-DTOEPLITZ_DOT=l`), compiled beside [`toeplitz_module`]'s.
+pub(crate) fn toeplitz_dot_module(l: usize) -> crate::kernels::Module {
+    crate::kernels::Module::instance(crate::kernels::LINES, "TOEPLITZ_DOT", l)
 }
 
 /// The kernels of lines.cu's `module` for length `l` (one of [`module`]'s
@@ -491,11 +498,12 @@ mod tests {
         let wide: Vec<usize> = LENGTHS.into_iter().filter(|l| has_wide(*l)).collect();
         assert_eq!(wide, [320, 384, 512]);
         // plain: fft_lines, fft_lines_coil (and _wide); Toeplitz: the
-        // columns, pad, crop, crop_dot (and pad, crop _wide)
+        // columns, pad, crop (and pad, crop _wide); its dot: crop_dot
         assert_eq!(kernel_names(module(512), 512).len(), 4);
         assert_eq!(kernel_names(module(256), 256).len(), 2);
-        assert_eq!(kernel_names(toeplitz_module(512), 512).len(), 6);
-        assert_eq!(kernel_names(toeplitz_module(256), 256).len(), 4);
+        assert_eq!(kernel_names(toeplitz_module(512), 512).len(), 5);
+        assert_eq!(kernel_names(toeplitz_module(256), 256).len(), 3);
+        assert_eq!(kernel_names(toeplitz_dot_module(256), 256).len(), 1);
         assert_eq!(std::mem::size_of::<Map>(), 56);
     }
 
@@ -520,6 +528,7 @@ mod tests {
             let defines = [
                 format!("LENGTH={l}"),
                 format!("TOEPLITZ={l}"),
+                format!("TOEPLITZ_DOT={l}"),
                 r#"LINES_CU="../kernels/lines.cu""#.to_string(),
             ];
             // float32 FFTs of a few hundred points round to ~1e-7

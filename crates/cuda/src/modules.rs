@@ -111,7 +111,8 @@ impl Modules {
 /// spreading through shared memory (and interpolation where it does type
 /// 2), and the line lengths of its fine grid (where the line kernels cover
 /// it, as its plan decides); per Toeplitz product the lengths of its
-/// doubled grid, both the product's kernels and the plain FFTs (FFT(Q));
+/// doubled grid, both the product's kernels and the plain FFTs (FFT(Q)),
+/// and the x length's lines with CG's dot;
 /// sum.cu, sparse.cu and wavelet.cu as asked. The spreading
 /// straight into the fine grid, the fallback where a bin does not fit in
 /// shared memory, is left to be compiled if a plan takes it: at width 8 it
@@ -126,6 +127,7 @@ pub(crate) fn needed(work: &recon_core::Workload) -> Result<Vec<Module>> {
         if lines::covered(d) {
             lengths.extend(d);
             modules.extend(d.map(lines::toeplitz_module));
+            modules.push(lines::toeplitz_dot_module(d[0]));
         }
     }
     for n in &work.nufft {
@@ -211,6 +213,7 @@ mod tests {
             assert!(has(crate::lines::module(l)), "{l}");
         }
         assert!(has(crate::lines::toeplitz_module(96)));
+        assert!(has(crate::lines::toeplitz_dot_module(96)));
         assert!(!has(crate::lines::toeplitz_module(192)));
         assert!(!has(crate::lines::module(128)));
         assert!(!has(Module::whole(SUM)) && !has(Module::whole(SPARSE)));
