@@ -1,7 +1,7 @@
 // Complex arithmetic and DFTs of radix 2, 3, 4, 5, 8 and 16 in a thread's
 // registers, with the pruned forms a zero-padded or cropped line's first
-// or last pass takes (dft_pad, dft_crop): the butterflies of lines.cu's
-// Stockham passes. Included by lines.cu (NVRTC gets it as a header,
+// or last pass takes (dft_pad, dft_crop): the butterflies of the Stockham
+// passes (stockham.cuh, which includes it; NVRTC gets it as a header,
 // kernels.rs), so that the FFT's arithmetic reads apart from its layout,
 // passes and kernels.
 #pragma once

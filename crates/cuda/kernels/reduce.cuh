@@ -22,7 +22,7 @@ __device__ __forceinline__ double warp_sum(double v)
 // shuffles, each warp then its warps' sums (one barrier); others by a tree
 // over `s`.
 template <int T>
-__device__ __forceinline__ void tree_sum(double* out, double acc, double* s)
+__device__ __forceinline__ void block_sum(double* out, double acc, double* s)
 {
     const int t = threadIdx.x;
     if constexpr (T % 32 == 0) {

@@ -124,7 +124,7 @@ extern "C" __global__ void crop(float2* out, const float2* __restrict__ x, int n
 __device__ void block_sum_to(double* out, double acc)
 {
     __shared__ double s[REDUCE_THREADS];
-    tree_sum<REDUCE_THREADS>(out, acc, s);
+    block_sum<REDUCE_THREADS>(out, acc, s);
 }
 
 // partial[block] = sum over this block's grid-stride share of Re(conj(x) y), in double.
@@ -227,16 +227,6 @@ extern "C" __global__ void add_whw(float2* out, float a, const float2* __restric
     }
 }
 
-// Voxel i's coordinates on an nx x ny x nz grid (x fastest), 32-bit.
-struct Voxel {
-    int x, y, z;
-};
-__device__ __forceinline__ Voxel voxel_of(unsigned i, int nx, int ny)
-{
-    const unsigned row = i / (unsigned)nx;
-    return Voxel{(int)(i - row * (unsigned)nx), (int)(row % (unsigned)ny), (int)(row / (unsigned)ny)};
-}
-
 // add_whw and CG's <x, out> after it in one pass: partial[block] = the
 // block's part of Re <x, out> (as dot_partial; sum_partials adds the
 // parts). A grid-stride loop over voxels (at most 1024^3, recon_core::MAX_N
@@ -249,8 +239,9 @@ extern "C" __global__ void add_whw_dot_partial(double* partial, float2* out, flo
     const unsigned len = (unsigned)nx * ny * nz;
     double acc = 0.0;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {
-        const Voxel c = voxel_of(i, nx, ny);
-        const float2 h = whw_at(x, w2x, w2y, w2z, d2, i, c.x, c.y, c.z, nx, ny, nz);
+        const unsigned row = i / (unsigned)nx;
+        const int X = (int)(i - row * (unsigned)nx), Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
+        const float2 h = whw_at(x, w2x, w2y, w2z, d2, i, X, Y, Z, nx, ny, nz);
         const float2 o = out[i], xi = x[i];
         const float2 v = make_float2(fmaf(a, h.x, o.x), fmaf(a, h.y, o.y));
         out[i] = v;

@@ -156,7 +156,7 @@ pub(crate) fn covered(n: [usize; 3]) -> bool {
     n.iter().all(|l| LENGTHS.contains(l))
 }
 
-/// Lines per block for length `l`, as `columns_for` in lines.cu: a power of
+/// Lines per block for length `l`, as `columns_for` in stockham.cuh: a power of
 /// two from 4 to 32, about 256 threads a block; if `wide`, at least 8 where
 /// that fits 512 threads.
 pub(crate) fn columns_per_block(l: usize, wide: bool) -> usize {
@@ -173,7 +173,7 @@ pub(crate) fn columns_per_block(l: usize, wide: bool) -> usize {
 }
 
 /// Points a thread of `kernel` holds at length `l`: 8, or for
-/// `toeplitz_columns` what `columns_points` in lines.cu says (16 at 256:
+/// `toeplitz_columns` what `columns_points` in stockham.cuh says (16 at 256:
 /// two passes of the FFT each way).
 pub(crate) fn points_per_thread(kernel: LineKernel, l: usize) -> usize {
     match (kernel, l) {
@@ -183,7 +183,7 @@ pub(crate) fn points_per_thread(kernel: LineKernel, l: usize) -> usize {
 }
 
 /// The first pass's radix of `kernel` at length `l` (`next_radix(l, P)` in
-/// lines.cu): 16 where a thread holds 16 points and 16 divides `l`, else 8
+/// stockham.cuh): 16 where a thread holds 16 points and 16 divides `l`, else 8
 /// (every length is a multiple of 8).
 fn first_radix(kernel: LineKernel, l: usize) -> usize {
     if points_per_thread(kernel, l) >= 16 && l.is_multiple_of(16) {
@@ -202,7 +202,7 @@ fn has_wide(l: usize) -> bool {
 /// `kernel`'s dynamic shared memory for lines of length `l` lying as
 /// `lines` says: the twiddles, then the block's lines of `l` float2 in
 /// rows of as many points as lines, a padding row after every run of the
-/// first radix (`at` in lines.cu).
+/// first radix (`at` in stockham.cuh).
 pub(crate) fn shared_bytes(kernel: LineKernel, l: usize, lines: Lines) -> usize {
     let c = columns_per_block(l, kernel.wide(lines));
     let rows = if c >= 16 {
@@ -217,7 +217,7 @@ pub(crate) fn shared_bytes(kernel: LineKernel, l: usize, lines: Lines) -> usize 
 /// step` (in float2), for k < n, multiplied by `f[k]` where `f` is not
 /// null. Plain, transform index i is point i; centred, point k holds the
 /// frequency k - n/2 (the n lowest, as a NUFFT orders its modes). A coil
-/// map `s` where not null (see [`Map::coil`]). `Map` in lines.cu.
+/// map `s` where not null (see [`Map::coil`]). `Map` in stockham.cuh.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Map {
@@ -235,7 +235,7 @@ pub(crate) struct Map {
 // SAFETY: plain integers and a device address, laid out as the C struct.
 unsafe impl DeviceRepr for Map {}
 
-// The layout lines.cu's `Map` has, whose size it checks (NVRTC has no
+// The layout stockham.cuh's `Map` has, whose size it checks (NVRTC has no
 // offsetof, so the offsets are checked here only).
 const _: () = assert!(
     std::mem::size_of::<Map>() == 56
@@ -290,7 +290,7 @@ impl Map {
     }
 }
 
-/// The maps a pruned kernel relies on (lines.cu's PAD and CROP): `Pad`
+/// The maps a pruned kernel relies on (stockham.cuh's PAD and CROP): `Pad`
 /// reads a plain half line (its first pass leaves the upper half out as
 /// zero) and `Crop` writes one (its last pass computes only that half).
 /// Any other map would be transformed wrongly without a sign, so it is an
