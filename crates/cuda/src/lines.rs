@@ -411,19 +411,17 @@ impl Device {
         let [nx, ny, nz] = n;
         let mo = Map::rows(nx, nx);
         pruned_maps(p.family, p.len, &mo, &mi)?;
-        let checks = [
-            ("crop_dot pass", p.family == LineKernel::CropDot),
-            ("crop_dot lines", p.count as usize == ny * nz),
-            (
-                "crop_dot image",
-                out.len() == 2 * nx * ny * nz && x.len() == out.len(),
-            ),
-            ("crop_dot partial sums", partial.len() >= p.blocks()),
-        ];
-        if let Some((what, _)) = checks.iter().find(|(_, ok)| !ok) {
+        Error::check_len("crop_dot output", 2 * nx * ny * nz, out.len())?;
+        Error::check_len("crop_dot input", out.len(), x.len())?;
+        // every value of `partial` is summed afterwards: one per block
+        Error::check_len("crop_dot partial sums", p.blocks(), partial.len())?;
+        if p.family != LineKernel::CropDot || p.count as usize != ny * nz {
             return Err(Error::Invalid {
-                what,
-                reason: format!("does not fit images of {n:?}"),
+                what: "crop_dot pass",
+                reason: format!(
+                    "a {:?} pass of {} lines does not fit images of {n:?}",
+                    p.family, p.count
+                ),
             });
         }
         let (ny, nz) = (ny as i32, nz as i32);
