@@ -1,9 +1,9 @@
 //! GPU against CPU float64: CG's map and dot over the Toeplitz product
 //! (`Normal::apply_dot`), with the uniform prior folded into the pruned
 //! product (its stencil's symbol beside FFT(Q), the grid's faces mended by
-//! the dot's pass), without a prior, and with a weighted prior, which takes
-//! the product and the prior's own pass. Without a usable GPU each test
-//! prints that it was skipped.
+//! the dot's pass), without a prior (its dot, too, in the last pass), and
+//! with a weighted prior, which takes the product and the prior's own
+//! pass. Without a usable GPU each test prints that it was skipped.
 
 use crate::common::*;
 use crate::gpu_solver::hermitian;
@@ -12,7 +12,8 @@ use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
 use recon_cuda::Options;
 
 /// `A = T + lambda W^H W` (T the Toeplitz product of `q`) applied to each
-/// of `vs` in turn by `apply_dot` on one operator: `A v` and `<v, A v>`.
+/// of `vs` in turn by `apply_dot` on one operator: `A v`, `<v, A v>`, and
+/// `<v, A v>` again by `dot_re_to` (the sum the product by pieces takes).
 /// `composed`: by `apply` and `add_whw` instead, the product and the
 /// prior's pass one after the other.
 fn map_dot<B: Backend>(
@@ -23,11 +24,11 @@ fn map_dot<B: Backend>(
     lambda: f64,
     vs: &[Vec<Complex<B::Real>>],
     composed: bool,
-) -> Vec<(Vec<Complex<B::Real>>, f64)> {
+) -> Vec<(Vec<Complex<B::Real>>, f64, f64)> {
     let mut t = Toeplitz::new(b, grid, q).unwrap();
     let weights = b.upload_weights(w).unwrap();
     let mut a = Regularised::new(b, &mut t, w, lambda).unwrap();
-    let mut s = b.scalars(&[0.0; 2]).unwrap();
+    let mut s = b.scalars(&[0.0; 3]).unwrap();
     vs.iter()
         .map(|v| {
             let x = b.upload(v).unwrap();
@@ -38,11 +39,12 @@ fn map_dot<B: Backend>(
             } else {
                 a.apply_dot(b, &mut out, &x, &mut s, 1).unwrap();
             }
-            let mut host = [0.0; 2];
+            b.dot_re_to(&mut s, 2, &x, &out).unwrap();
+            let mut host = [0.0; 3];
             b.read_scalars(&mut host, &s).unwrap();
             let mut h = vec![Complex::default(); grid.len()];
             b.download(&mut h, &out).unwrap();
-            (h, host[1])
+            (h, host[1], host[2])
         })
         .collect()
 }
@@ -90,7 +92,7 @@ fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
         ] {
             let want = map_dot(&cpu, &grid, &q64, w, lambda, &vs, false);
             let got = map_dot(&pruned, &grid, &q32, w, lambda, &vs32, false);
-            for (round, ((h, dot), (want, want_dot))) in got.iter().zip(&want).enumerate() {
+            for (round, ((h, dot, _), (want, want_dot, _))) in got.iter().zip(&want).enumerate() {
                 let err = nrmse(&up(h), want);
                 let dot_err = (dot - want_dot).abs() / want_dot.abs();
                 println!("{what} {n:?} round {round}: map {err:.2e}, dot {dot_err:.2e}");
@@ -99,6 +101,23 @@ fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
                 // symbol or face gives 1e-3 or more.
                 assert!(err < 1e-5, "{what} {n:?}: map {err:e}");
                 assert!(dot_err < 1e-5, "{what} {n:?}: dot {dot_err:e}");
+            }
+            // Without a prior the fused map has the plain product's bits,
+            // but its dot, summed per block of the last pass, rounds
+            // otherwise than `dot_re_to`, which the product by pieces
+            // takes: a covered shape that silently took the pieces would
+            // give the same bits.
+            if lambda == 0.0 {
+                assert_eq!(
+                    got.iter().any(|(_, fused, plain)| fused != plain),
+                    covered,
+                    "{what} {n:?}: the fused dot {}",
+                    if covered {
+                        "did not run where it should"
+                    } else {
+                        "ran where it should not"
+                    }
+                );
             }
             // The fold rounds otherwise than the product and the prior's
             // pass one after the other: a covered shape whose uniform
