@@ -409,12 +409,7 @@ impl Device {
         partial: &mut CudaSlice<f64>,
     ) -> Result<()> {
         let [nx, ny, nz] = n;
-        let mo = Map::rows(nx, nx);
-        pruned_maps(p.family, p.len, &mo, &mi)?;
-        Error::check_len("crop_dot output", 2 * nx * ny * nz, out.len())?;
-        Error::check_len("crop_dot input", out.len(), x.len())?;
-        // every value of `partial` is summed afterwards: one per block
-        Error::check_len("crop_dot partial sums", p.blocks(), partial.len())?;
+        // The pass first: the maps' and lengths' checks assume its kind.
         if p.family != LineKernel::CropDot || p.count as usize != ny * nz {
             return Err(Error::Invalid {
                 what: "crop_dot pass",
@@ -424,6 +419,12 @@ impl Device {
                 ),
             });
         }
+        let mo = Map::rows(nx, nx);
+        pruned_maps(p.family, p.len, &mo, &mi)?;
+        Error::check_len("crop_dot output", 2 * nx * ny * nz, out.len())?;
+        Error::check_len("crop_dot input", out.len(), x.len())?;
+        // every value of `partial` is summed afterwards: one per block
+        Error::check_len("crop_dot partial sums", p.blocks(), partial.len())?;
         let (ny, nz) = (ny as i32, nz as i32);
         let mut b = self.stream.launch_builder(&p.kernel);
         b.arg(&mut *partial)
