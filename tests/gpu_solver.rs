@@ -199,6 +199,47 @@ fn sense_shared_among_gpus_matches_one_gpu_and_cpu_f64() {
     assert!(err < 1e-5, "{err:e}");
 }
 
+#[test]
+fn chained_launches_compute_the_bits_of_plain_ones() {
+    // Kernels chained by programmatic dependent launch wait at their start
+    // for the kernel before (launch.rs), so a CG solve takes the same bits
+    // as with plain launches: on a grid the pruned product covers (every
+    // pass chained; 96 x 64 x 128 doubled, tens of thousands of blocks a
+    // pass), with the uniform prior folded into the product and without.
+    let Some(chained) = gpu(Options::default()) else {
+        return;
+    };
+    let plain = CudaBackend::new(Options {
+        chained_launches: false,
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(!plain.chained_launches());
+    if !chained.chained_launches() {
+        println!("this GPU has no programmatic dependent launch: both solves launch plainly");
+    }
+    let grid = Grid::new([48, 32, 64], [220.0; 3]).unwrap();
+    let mut rng = Rng::new(43);
+    let traj = random_traj(&grid, 3000, &mut rng);
+    let data = rng.complex(traj.len());
+    let q = common::q(&plain, &grid, &traj);
+    let fhd = common::fhd(&plain, &grid, &traj, &data);
+    let w = Stencil::uniform(grid.n);
+    let params = Params {
+        iterations: 30,
+        tolerance: 0.0,
+    };
+    for lambda in [0.0, 0.05] {
+        let (xc, ic) = common::cg(&chained, &grid, &q, &fhd, &w, lambda, &params);
+        let (xp, ip) = common::cg(&plain, &grid, &q, &fhd, &w, lambda, &params);
+        assert_eq!(ic.iterations, 30);
+        assert_eq!(ic.residuals, ip.residuals, "lambda {lambda}");
+        let differ = xc.iter().zip(&xp).filter(|(a, b)| a != b).count();
+        println!("lambda {lambda}: {differ} of {} values differ", xc.len());
+        assert_eq!(differ, 0, "lambda {lambda}");
+    }
+}
+
 /// The default GPU backend, and one that always composes the Toeplitz
 /// product from its pieces; `None` (skipped) without a GPU.
 fn pruned_and_pieces() -> Option<(CudaBackend, CudaBackend)> {

@@ -27,6 +27,7 @@
 // thread.
 #pragma once
 
+#include "chain.cuh"
 #include "dft.cuh"
 
 // A point from global memory, asking L2 to fetch the 256 bytes around a
@@ -348,6 +349,9 @@ __device__ __forceinline__ Block block(const float2* __restrict__ twiddles)
 {
     constexpr int THREADS = C * (L / P);
     extern __shared__ float2 smem[];
+    // Every kernel of lines.cu starts here: chained (chain.cuh), it waits
+    // for the kernel before it first.
+    prior_grids();
     // Unsigned, and a copy loop of a count known at compile time: with a
     // signed index and `i += THREADS` the compiler does not know the
     // thread index is below THREADS, and emitted a general unrolled loop

@@ -2,6 +2,7 @@
 // Complex vectors are float2 (re, im). Reductions accumulate in double and
 // run in two fixed passes, so a dot product is the same on every run.
 
+#include "chain.cuh"
 #include "reduce.cuh"
 
 // A CG coefficient s[num] / s[den] from scalars on the device; 0 unless
@@ -17,6 +18,7 @@ __device__ double ratio(const double* __restrict__ s, int num, int den, int floo
 extern "C" __global__ void axpy(float2* y, double a, const double* __restrict__ s, int num, int den, int floor,
                                 const float2* __restrict__ x, long long n)
 {
+    prior_grids();
     // y = y + c x, c = a ratio(s)
     const float c = (float)(a * ratio(s, num, den, floor));
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -28,6 +30,7 @@ extern "C" __global__ void axpy(float2* y, double a, const double* __restrict__ 
 extern "C" __global__ void xpby(float2* y, const float2* __restrict__ x, const double* __restrict__ s, int num, int den,
                                 int floor, long long n)
 {
+    prior_grids();
     // y = x + c y, c = ratio(s)
     const float c = (float)ratio(s, num, den, floor);
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -38,6 +41,7 @@ extern "C" __global__ void xpby(float2* y, const float2* __restrict__ x, const d
 
 extern "C" __global__ void real_part(float* out, const float2* __restrict__ x, long long n)
 {
+    prior_grids();
     // out = re x
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         out[i] = x[i].x;
@@ -45,6 +49,7 @@ extern "C" __global__ void real_part(float* out, const float2* __restrict__ x, l
 
 extern "C" __global__ void mul_scaled(float2* x, const float2* __restrict__ y, float scale, long long n)
 {
+    prior_grids();
     // x = scale * x .* y
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         float2 a = x[i], b = y[i];
@@ -57,6 +62,7 @@ extern "C" __global__ void mul_scaled(float2* x, const float2* __restrict__ y, f
 extern "C" __global__ void inverse_sum(float2* out, const float2* __restrict__ a, const float2* __restrict__ b,
                                        double rho, long long n)
 {
+    prior_grids();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         out[i] = make_float2((float)(1.0 / ((double)a[i].x + rho * (double)b[i].x)), 0.f);
 }
@@ -66,6 +72,7 @@ extern "C" __global__ void inverse_sum(float2* out, const float2* __restrict__ a
 extern "C" __global__ void coil(float2* out, int op, const float2* __restrict__ s, const float2* __restrict__ x,
                                 long long n)
 {
+    prior_grids();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         const float2 a = s[i], b = x[i];
         if (op == 0) {
@@ -83,6 +90,7 @@ extern "C" __global__ void coil(float2* out, int op, const float2* __restrict__ 
 
 extern "C" __global__ void scale(float2* x, float s, long long n)
 {
+    prior_grids();
     // x = s x
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         float2 a = x[i];
@@ -98,6 +106,7 @@ extern "C" __global__ void scale(float2* x, float s, long long n)
 // Every element of out is written. Blocks: 2nz * 2ny rows.
 extern "C" __global__ void pad(float2* out, const float2* __restrict__ x, int nx, int ny, int nz)
 {
+    prior_grids();
     const unsigned row = blockIdx.x;
     const int Y = (int)(row % (unsigned)(2 * ny)), Z = (int)(row / (unsigned)(2 * ny));
     const bool inside = Y < ny && Z < nz;
@@ -110,6 +119,7 @@ extern "C" __global__ void pad(float2* out, const float2* __restrict__ x, int nx
 // out (nx x ny x nz) = the corner of x (2nx x 2ny x 2nz). Blocks: nz * ny rows.
 extern "C" __global__ void crop(float2* out, const float2* __restrict__ x, int nx, int ny, int nz)
 {
+    prior_grids();
     const unsigned row = blockIdx.x;
     const int Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
     const float2* src = x + ((long long)Z * 2 * ny + Y) * 2 * nx;
@@ -130,6 +140,7 @@ __device__ void block_sum_to(double* out, double acc)
 // partial[block] = sum over this block's grid-stride share of Re(conj(x) y), in double.
 extern "C" __global__ void dot_partial(double* partial, const float2* __restrict__ x, const float2* __restrict__ y, long long n)
 {
+    prior_grids();
     double acc = 0.0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         float2 a = x[i], b = y[i];
@@ -144,6 +155,7 @@ extern "C" __global__ void dot_partial(double* partial, const float2* __restrict
 extern "C" __global__ void axpy_norm_partial(double* partial, float2* y, double a, const double* __restrict__ s,
                                              int num, int den, int floor, const float2* __restrict__ x, long long n)
 {
+    prior_grids();
     const float c = (float)(a * ratio(s, num, den, floor));
     double acc = 0.0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -162,6 +174,7 @@ extern "C" __global__ void cg_update(float2* x, float2* p, const float2* __restr
                                      const double* __restrict__ s, int step_num, int step_den, int beta_num,
                                      int beta_den, int floor, long long n)
 {
+    prior_grids();
     const float c = (float)(a * ratio(s, step_num, step_den, floor));
     const float d = (float)ratio(s, beta_num, beta_den, floor);
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -174,6 +187,7 @@ extern "C" __global__ void cg_update(float2* x, float2* p, const float2* __restr
 // out[0] = sum of count partials, by one block, in a fixed order.
 extern "C" __global__ void sum_partials(double* out, const double* __restrict__ partial, int count)
 {
+    prior_grids();
     double acc = 0.0;
     for (int i = threadIdx.x; i < count; i += REDUCE_THREADS) acc += partial[i];
     block_sum_to(out, acc);
@@ -217,6 +231,7 @@ extern "C" __global__ void add_whw(float2* out, float a, const float2* __restric
                                    const float* __restrict__ w2y, const float* __restrict__ w2z,
                                    const float* __restrict__ d2, int nx, int ny, int nz)
 {
+    prior_grids();
     const unsigned row = blockIdx.x;
     const int Y = (int)(row % (unsigned)ny), Z = (int)(row / (unsigned)ny);
     for (int X = threadIdx.x; X < nx; X += blockDim.x) {
@@ -236,6 +251,7 @@ extern "C" __global__ void add_whw_dot_partial(double* partial, float2* out, flo
                                                const float* __restrict__ w2z, const float* __restrict__ d2, int nx,
                                                int ny, int nz)
 {
+    prior_grids();
     const unsigned len = (unsigned)nx * ny * nz;
     double acc = 0.0;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {

@@ -59,11 +59,19 @@ pub(crate) struct Device {
     /// Its default memory pool, kept (crate::pool); `None` where the device
     /// has no pools.
     pub(crate) pool: Option<crate::pool::Pool>,
+    /// Whether it chains kernels by programmatic dependent launch (asked
+    /// for, and sm_90 on; launch.rs).
+    pub(crate) pdl: bool,
 }
 
 impl Device {
-    /// Opens GPU `ordinal`; its kernels come through `cache` when given.
-    pub fn open(ordinal: usize, cache: Option<Arc<dyn crate::KernelCache>>) -> Result<Self> {
+    /// Opens GPU `ordinal`; its kernels come through `cache` when given,
+    /// and are chained (launch.rs) with `chained` where it has PDL.
+    pub fn open(
+        ordinal: usize,
+        cache: Option<Arc<dyn crate::KernelCache>>,
+        chained: bool,
+    ) -> Result<Self> {
         let ctx = CudaContext::new(ordinal).at(&format!("open device {ordinal}"))?;
         // cudarc would record an event per buffer argument of every launch
         // and make each launch wait on them (it cannot know which stream
@@ -110,6 +118,7 @@ impl Device {
             partial: Mutex::new(partial),
             peers: false,
             pool,
+            pdl: chained && major >= 9,
         })
     }
 

@@ -31,6 +31,7 @@ mod emulate;
 mod engine;
 mod error;
 mod kernels;
+mod launch;
 mod lines;
 mod modules;
 mod nufft;
@@ -122,7 +123,11 @@ impl CudaBackend {
                     reason: format!("device {o} requested, but only {count} present"),
                 });
             }
-            devices.push(Device::open(o, options.kernel_cache.clone())?);
+            devices.push(Device::open(
+                o,
+                options.kernel_cache.clone(),
+                options.chained_launches,
+            )?);
         }
         for i in 1..devices.len() {
             let (first, rest) = devices.split_at_mut(i);
@@ -159,6 +164,13 @@ impl CudaBackend {
 
     pub fn device_count(&self) -> usize {
         self.devices.len()
+    }
+
+    /// Whether the GPUs chain their kernels by programmatic dependent
+    /// launch: [`Options::chained_launches`] asked for it and they have it
+    /// (sm_90 on).
+    pub fn chained_launches(&self) -> bool {
+        self.devices.iter().all(|d| d.pdl)
     }
 
     /// The first device's peak of special-function results: one sin and one

@@ -7,7 +7,7 @@
 
 use crate::device::Device;
 use crate::error::Ctx;
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig};
 use recon_core::{Error, Result};
 
 /// The line lengths with kernels (`fft_lines_L`, `toeplitz_columns_L`),
@@ -379,13 +379,13 @@ impl Device {
     ) -> Result<()> {
         pruned_maps(p.family, p.len, &mo, &mi)?;
         let none = 0u64;
-        let mut b = self.stream.launch_builder(&p.kernel);
-        b.arg(&mut *dst);
+        let mut b = self.chained(&p.kernel);
+        b.buf_mut(dst);
         match src {
-            Some(src) => b.arg(src),
+            Some(src) => b.buf(src),
             None => b.arg(&none),
         };
-        b.arg(&mo).arg(&mi).arg(&p.count).arg(&p.twiddles).arg(&s);
+        b.arg(&mo).arg(&mi).arg(&p.count).buf(&p.twiddles).arg(&s);
         unsafe { b.launch(p.cfg) }
             .at("launch fft_lines")
             .map(|_| ())
@@ -426,15 +426,15 @@ impl Device {
         // every value of `partial` is summed afterwards: one per block
         Error::check_len("crop_dot partial sums", p.blocks(), partial.len())?;
         let (ny, nz) = (ny as i32, nz as i32);
-        let mut b = self.stream.launch_builder(&p.kernel);
-        b.arg(&mut *partial)
-            .arg(out)
-            .arg(src)
+        let mut b = self.chained(&p.kernel);
+        b.buf_mut(partial)
+            .buf_mut(out)
+            .buf(src)
             .arg(&mo)
             .arg(&mi)
             .arg(&p.count)
-            .arg(&p.twiddles)
-            .arg(x)
+            .buf(&p.twiddles)
+            .buf(x)
             .arg(&a)
             .arg(&ny)
             .arg(&nz);

@@ -1,6 +1,6 @@
 //! The backend's settings: the summation kernel of the book's ladder and
-//! its launch shape, the GPUs to use, the NUFFT's spreading, and the
-//! Toeplitz product's path.
+//! its launch shape, the GPUs to use, the NUFFT's spreading, the
+//! Toeplitz product's path, and whether kernels are chained.
 
 use crate::NufftOptions;
 
@@ -78,6 +78,11 @@ pub struct Options {
     /// kernels with its shift folded in, where the grid allows
     /// (toeplitz.rs); `false`: always the pieces, for comparison.
     pub pruned_toeplitz: bool,
+    /// The kernels of lines.cu and vector.cu (the Toeplitz product's passes
+    /// and the vector updates, all of a CG iteration's) chained by
+    /// programmatic dependent launch where the GPU has it (sm_90 on;
+    /// launch.rs); `false`: launched plainly, for comparison.
+    pub chained_launches: bool,
     /// Where compiled kernels are kept across processes (recon's cache
     /// folder); `None`: compiled by every process that needs them.
     pub kernel_cache: Option<std::sync::Arc<dyn crate::KernelCache>>,
@@ -91,6 +96,7 @@ impl Default for Options {
             devices: None,
             nufft: NufftOptions::default(),
             pruned_toeplitz: true,
+            chained_launches: true,
             kernel_cache: None,
         }
     }

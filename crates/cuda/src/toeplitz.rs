@@ -25,7 +25,7 @@
 use crate::device::Device;
 use crate::error::Ctx;
 use crate::lines::{covered, LineKernel, Lines, Map, Pass};
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 use recon_core::{Complex, Result};
 use std::sync::Mutex;
 
@@ -192,15 +192,15 @@ impl Device {
         let (plane, nz32) = (plane as i64, nz as i32);
         let none = 0u64;
         let lam = scale * stencil.unwrap_or(0.0);
-        let mut b = self.stream.launch_builder(&p.z.kernel);
-        b.arg(&mut *work)
-            .arg(fq)
-            .arg(&p.z.twiddles)
+        let mut b = self.chained(&p.z.kernel);
+        b.buf_mut(work)
+            .buf(fq)
+            .buf(&p.z.twiddles)
             .arg(&plane)
             .arg(&nz32)
             .arg(&scale);
         match stencil {
-            Some(_) => b.arg(&p.symbol),
+            Some(_) => b.buf(&p.symbol),
             None => b.arg(&none),
         };
         b.arg(&lam);

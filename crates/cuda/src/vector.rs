@@ -4,7 +4,7 @@
 
 use crate::device::{Device, REDUCE_BLOCKS, REDUCE_THREADS};
 use crate::error::Ctx;
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
 use recon_core::{Error, Ratio, Result};
 
 /// Every kernel of vector.cu, in the order of `Kernels::load`.
@@ -97,8 +97,8 @@ impl Device {
     ) -> Result<()> {
         let n = (y.len() / 2) as i64;
         let null = 0u64;
-        let mut b = self.stream.launch_builder(&self.vector()?.axpy);
-        b.arg(y).arg(&a);
+        let mut b = self.chained(&self.vector()?.axpy);
+        b.buf_mut(y).arg(&a);
         let slots = ratio.map(|(r, _)| r).unwrap_or(Ratio {
             num: 0,
             den: 0,
@@ -106,10 +106,10 @@ impl Device {
         });
         let [num, den, floor] = slots_of(slots);
         match ratio {
-            Some((_, s)) => b.arg(s),
+            Some((_, s)) => b.buf(s),
             None => b.arg(&null),
         };
-        b.arg(&num).arg(&den).arg(&floor).arg(x).arg(&n);
+        b.arg(&num).arg(&den).arg(&floor).buf(x).arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch axpy")
             .map(|_| ())
@@ -125,10 +125,10 @@ impl Device {
     ) -> Result<()> {
         let n = (y.len() / 2) as i64;
         let [num, den, floor] = slots_of(ratio);
-        let mut b = self.stream.launch_builder(&self.vector()?.xpby);
-        b.arg(y)
-            .arg(x)
-            .arg(s)
+        let mut b = self.chained(&self.vector()?.xpby);
+        b.buf_mut(y)
+            .buf(x)
+            .buf(s)
             .arg(&num)
             .arg(&den)
             .arg(&floor)
@@ -142,8 +142,8 @@ impl Device {
     pub fn real_part(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>) -> Result<()> {
         let n = out.len() as i64;
         Error::check_len("real part", 2 * out.len(), x.len())?;
-        let mut b = self.stream.launch_builder(&self.vector()?.real_part);
-        b.arg(out).arg(x).arg(&n);
+        let mut b = self.chained(&self.vector()?.real_part);
+        b.buf_mut(out).buf(x).arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch real_part")
             .map(|_| ())
@@ -151,8 +151,8 @@ impl Device {
 
     pub fn mul_scaled(&self, x: &mut CudaSlice<f32>, y: &CudaSlice<f32>, scale: f32) -> Result<()> {
         let n = (x.len() / 2) as i64;
-        let mut b = self.stream.launch_builder(&self.vector()?.mul_scaled);
-        b.arg(x).arg(y).arg(&scale).arg(&n);
+        let mut b = self.chained(&self.vector()?.mul_scaled);
+        b.buf_mut(x).buf(y).arg(&scale).arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch mul")
             .map(|_| ())
@@ -167,8 +167,8 @@ impl Device {
         b: &CudaSlice<f32>,
     ) -> Result<()> {
         let n = (out.len() / 2) as i64;
-        let mut l = self.stream.launch_builder(&self.vector()?.inverse_sum);
-        l.arg(out).arg(a).arg(b).arg(&rho).arg(&n);
+        let mut l = self.chained(&self.vector()?.inverse_sum);
+        l.buf_mut(out).buf(a).buf(b).arg(&rho).arg(&n);
         unsafe { l.launch(self.cfg(n as usize)) }
             .at("launch inverse_sum")
             .map(|_| ())
@@ -183,8 +183,8 @@ impl Device {
         x: &CudaSlice<f32>,
     ) -> Result<()> {
         let n = (out.len() / 2) as i64;
-        let mut b = self.stream.launch_builder(&self.vector()?.coil);
-        b.arg(out).arg(&op).arg(s).arg(x).arg(&n);
+        let mut b = self.chained(&self.vector()?.coil);
+        b.buf_mut(out).arg(&op).buf(s).buf(x).arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch coil")
             .map(|_| ())
@@ -193,8 +193,8 @@ impl Device {
     /// The 2n grid `out` = x zero-padded (one plane along a flat z).
     pub fn pad(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
-        let mut b = self.stream.launch_builder(&self.vector()?.pad);
-        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
+        let mut b = self.chained(&self.vector()?.pad);
+        b.buf_mut(out).buf(x).arg(&nx).arg(&ny).arg(&nz);
         // Rows of out: 2ny per plane, 2nz planes (one along a flat z).
         let planes = recon_core::doubled(n)[2];
         unsafe { b.launch(self.rows_cfg(2 * n[1] * planes, 2 * n[0])) }
@@ -204,8 +204,8 @@ impl Device {
 
     pub fn crop(&self, out: &mut CudaSlice<f32>, x: &CudaSlice<f32>, n: [usize; 3]) -> Result<()> {
         let [nx, ny, nz] = n.map(|v| v as i32);
-        let mut b = self.stream.launch_builder(&self.vector()?.crop);
-        b.arg(out).arg(x).arg(&nx).arg(&ny).arg(&nz);
+        let mut b = self.chained(&self.vector()?.crop);
+        b.buf_mut(out).buf(x).arg(&nx).arg(&ny).arg(&nz);
         unsafe { b.launch(self.rows_cfg(n[1] * n[2], n[0])) }
             .at("launch crop")
             .map(|_| ())
@@ -234,8 +234,8 @@ impl Device {
     ) -> Result<()> {
         let n = (x.len() / 2) as i64;
         let mut partial = self.partial.lock().expect("reduction buffer poisoned");
-        let mut b = self.stream.launch_builder(&self.vector()?.dot_partial);
-        b.arg(&mut *partial).arg(x).arg(y).arg(&n);
+        let mut b = self.chained(&self.vector()?.dot_partial);
+        b.buf_mut(&mut *partial).buf(x).buf(y).arg(&n);
         unsafe { b.launch(reduce_cfg()) }.at("launch dot_partial")?;
         self.sum_partials_to(s, slot, &partial)
     }
@@ -250,8 +250,8 @@ impl Device {
     ) -> Result<()> {
         let mut out = s.slice_mut(slot..slot + 1);
         let count = partial.len() as i32;
-        let mut b = self.stream.launch_builder(&self.vector()?.sum_partials);
-        b.arg(&mut out).arg(partial).arg(&count);
+        let mut b = self.chained(&self.vector()?.sum_partials);
+        b.buf_mut(&mut out).buf(partial).arg(&count);
         let one = LaunchConfig {
             grid_dim: (1, 1, 1),
             ..reduce_cfg()
@@ -277,17 +277,15 @@ impl Device {
         let n = (y.len() / 2) as i64;
         let [num, den, floor] = slots_of(ratio);
         let mut partial = self.partial.lock().expect("reduction buffer poisoned");
-        let mut b = self
-            .stream
-            .launch_builder(&self.vector()?.axpy_norm_partial);
-        b.arg(&mut *partial)
-            .arg(y)
+        let mut b = self.chained(&self.vector()?.axpy_norm_partial);
+        b.buf_mut(&mut *partial)
+            .buf_mut(y)
             .arg(&a)
-            .arg(&*s)
+            .buf(&*s)
             .arg(&num)
             .arg(&den)
             .arg(&floor)
-            .arg(x)
+            .buf(x)
             .arg(&n);
         unsafe { b.launch(reduce_cfg()) }.at("launch axpy_norm_partial")?;
         self.sum_partials_to(s, slot, &partial)
@@ -309,12 +307,12 @@ impl Device {
         let n = (x.len() / 2) as i64;
         let [step_num, step_den, floor] = slots_of(step);
         let [beta_num, beta_den, _] = slots_of(beta);
-        let mut b = self.stream.launch_builder(&self.vector()?.cg_update);
-        b.arg(x)
-            .arg(p)
-            .arg(r)
+        let mut b = self.chained(&self.vector()?.cg_update);
+        b.buf_mut(x)
+            .buf_mut(p)
+            .buf(r)
             .arg(&a)
-            .arg(s)
+            .buf(s)
             .arg(&step_num)
             .arg(&step_den)
             .arg(&beta_num)
@@ -329,8 +327,8 @@ impl Device {
     /// x = s x
     pub(crate) fn scale(&self, x: &mut CudaSlice<f32>, s: f32) -> Result<()> {
         let n = (x.len() / 2) as i64;
-        let mut b = self.stream.launch_builder(&self.vector()?.scale);
-        b.arg(x).arg(&s).arg(&n);
+        let mut b = self.chained(&self.vector()?.scale);
+        b.buf_mut(x).arg(&s).arg(&n);
         unsafe { b.launch(self.cfg(n as usize)) }
             .at("launch scale")
             .map(|_| ())
@@ -345,7 +343,7 @@ impl Device {
         w: &crate::CudaWeights,
     ) -> Result<()> {
         let n = w.n.map(|v| v as i32);
-        let mut b = self.stream.launch_builder(&self.vector()?.add_whw);
+        let mut b = self.chained(&self.vector()?.add_whw);
         whw_args(&mut b, out, &a, x, w, &n);
         // A block a row of x.
         unsafe { b.launch(self.rows_cfg(w.n[1] * w.n[2], w.n[0])) }
@@ -367,10 +365,8 @@ impl Device {
     ) -> Result<()> {
         let n = w.n.map(|v| v as i32);
         let mut partial = self.partial.lock().expect("reduction buffer poisoned");
-        let mut b = self
-            .stream
-            .launch_builder(&self.vector()?.add_whw_dot_partial);
-        b.arg(&mut *partial);
+        let mut b = self.chained(&self.vector()?.add_whw_dot_partial);
+        b.buf_mut(&mut *partial);
         whw_args(&mut b, out, &a, x, w, &n);
         unsafe { b.launch(reduce_cfg()) }.at("launch add_whw_dot_partial")?;
         self.sum_partials_to(s, slot, &partial)
@@ -381,7 +377,7 @@ impl Device {
 /// partial sums: out, a, x, the squared edge weights and diagonal (null
 /// pointers where absent), the grid `n`.
 fn whw_args<'a>(
-    b: &mut cudarc::driver::LaunchArgs<'a>,
+    b: &mut crate::launch::Chained<'a>,
     out: &'a mut CudaSlice<f32>,
     a: &'a f32,
     x: &'a CudaSlice<f32>,
@@ -389,13 +385,13 @@ fn whw_args<'a>(
     n: &'a [i32; 3],
 ) {
     const NULL: u64 = 0;
-    b.arg(out).arg(a).arg(x);
+    b.buf_mut(out).arg(a).buf(x);
     match &w.w2 {
-        Some([wx, wy, wz]) => b.arg(wx).arg(wy).arg(wz),
+        Some([wx, wy, wz]) => b.buf(wx).buf(wy).buf(wz),
         None => b.arg(&NULL).arg(&NULL).arg(&NULL),
     };
     match &w.d2 {
-        Some(d) => b.arg(d),
+        Some(d) => b.buf(d),
         None => b.arg(&NULL),
     };
     b.arg(&n[0]).arg(&n[1]).arg(&n[2]);
