@@ -58,6 +58,10 @@ pub struct BenchArgs {
     /// allows), or the pieces (pad, 3-D FFTs, product, crop) for comparison.
     #[arg(long, value_enum, default_value = "pruned")]
     pub toeplitz: ToeplitzChoice,
+    /// The GPU's kernels chained by programmatic dependent launch (where
+    /// the GPU has it), or launched plainly for comparison.
+    #[arg(long, value_enum, default_value = "chained")]
+    pub launches: LaunchChoice,
     /// Also try these per-thread x block shapes for variant 5, e.g. 2x256,4x128.
     #[arg(long, value_delimiter = ',')]
     pub tune: Vec<String>,
@@ -81,6 +85,13 @@ pub enum ToeplitzChoice {
     Pieces,
 }
 
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LaunchChoice {
+    Chained,
+    Plain,
+}
+
 #[derive(Debug, Serialize)]
 struct Row {
     variant: String,
@@ -98,6 +109,7 @@ struct Results {
     q_grid: [usize; 3],
     sfu_bound_pairs_per_s: Option<f64>,
     toeplitz: ToeplitzChoice,
+    launches: LaunchChoice,
     variants: Vec<Row>,
     stages: Vec<stages::Stages>,
 }
@@ -301,6 +313,15 @@ pub fn run(args: &BenchArgs, ui: &crate::Bars) -> Result<()> {
         ..Default::default()
     };
     let results = if let crate::Chosen::Cuda(mut b) = crate::choose_backend(&engine)? {
+        if args.launches == LaunchChoice::Plain {
+            // Chaining is fixed when a GPU is opened: open it again so.
+            let options = recon_cuda::Options {
+                chained_launches: false,
+                ..b.options.clone()
+            };
+            drop(b);
+            b = recon_cuda::CudaBackend::new(options).context("opening the GPU again")?;
+        }
         b.options.pruned_toeplitz = args.toeplitz == ToeplitzChoice::Pruned;
         let sfu = b.sfu_bound_pairs_per_s();
         let default_tuning = b.options.tuning;
@@ -416,6 +437,7 @@ where
         q_grid: p.grid.doubled(),
         sfu_bound_pairs_per_s: sfu,
         toeplitz: args.toeplitz,
+        launches: args.launches,
         variants,
         stages,
     })
