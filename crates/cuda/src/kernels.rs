@@ -54,7 +54,13 @@ macro_rules! source {
 pub(crate) const SUM: Source = source!("sum.cu");
 pub(crate) const VECTOR: Source = source!("vector.cu", "chain.cuh", "reduce.cuh");
 pub(crate) const NUFFT: Source = source!("nufft.cu");
-pub(crate) const LINES: Source = source!("lines.cu", "chain.cuh", "dft.cuh", "reduce.cuh", "stockham.cuh");
+pub(crate) const LINES: Source = source!(
+    "lines.cu",
+    "chain.cuh",
+    "dft.cuh",
+    "reduce.cuh",
+    "stockham.cuh"
+);
 pub(crate) const SPARSE: Source = source!("sparse.cu");
 pub(crate) const WAVELET: Source = source!("wavelet.cu");
 

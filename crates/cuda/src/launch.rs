@@ -15,7 +15,9 @@
 
 use crate::device::Device;
 use cudarc::driver::sys;
-use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, DeviceRepr, DriverError, LaunchConfig};
+use cudarc::driver::{
+    CudaFunction, DevicePtr, DevicePtrMut, DeviceRepr, DriverError, LaunchConfig,
+};
 use std::ffi::c_void;
 use std::marker::PhantomData;
 
@@ -128,7 +130,9 @@ mod tests {
     /// The first statement of the body that follows `signature` in `text`,
     /// past declarations of shared memory and compile-time constants.
     fn first_statement<'a>(text: &'a str, signature: &str) -> &'a str {
-        let at = text.find(signature).unwrap_or_else(|| panic!("{signature} not found"));
+        let at = text
+            .find(signature)
+            .unwrap_or_else(|| panic!("{signature} not found"));
         let body = &text[at + text[at..].find("\n{\n").expect("a body") + 3..];
         body.lines()
             .map(str::trim)
@@ -153,7 +157,11 @@ mod tests {
         assert_eq!(names.len(), crate::vector::NAMES.len());
         for name in names {
             let signature = format!("__global__ void {name}(");
-            assert_eq!(first_statement(vector, &signature), "prior_grids();", "{name}");
+            assert_eq!(
+                first_statement(vector, &signature),
+                "prior_grids();",
+                "{name}"
+            );
         }
         // lines.cu: each kernel is one of three templates, each of which
         // starts with block(), which waits first.
@@ -165,13 +173,19 @@ mod tests {
         let lines = include_str!("../kernels/lines.cu");
         for template in ["void columns(", "void lines(", "void crop_dot("] {
             let first = first_statement(lines, template);
-            assert!(first.starts_with("const Block b = block<"), "{template}: {first}");
+            assert!(
+                first.starts_with("const Block b = block<"),
+                "{template}: {first}"
+            );
         }
         let kernels = lines.matches("__global__").count();
         let calls = ["lines<L, ", "columns<L>(", "crop_dot<L, "]
             .iter()
             .map(|c| lines.matches(c).count())
             .sum::<usize>();
-        assert_eq!(kernels, calls, "a kernel of lines.cu that is none of the three");
+        assert_eq!(
+            kernels, calls,
+            "a kernel of lines.cu that is none of the three"
+        );
     }
 }
