@@ -214,7 +214,7 @@ __device__ __forceinline__ void crop_dot(double* partial, float2* dst, const flo
 // The _wide kernels exist only where the widths differ (lines.rs's
 // `has_wide`, which a test holds to this list): elsewhere a pass across
 // lines takes the narrow kernels, and the module compiles no copies.
-#define WIDE(L) ((L) == 320 || (L) == 384 || (L) == 512)
+#define WIDE(L) ((L) >= 256)
 #define PLAIN_KERNELS(L, W, SUFFIX)                                    \
     LINE_KERNEL(fft_lines_##L##SUFFIX, L, W, false, false, false) \
     LINE_KERNEL(fft_lines_coil_##L##SUFFIX, L, W, true, false, false)

@@ -14,9 +14,12 @@
 // product with FFT(Q) happens in registers between them, with no exchange
 // through shared memory (four exchanges instead of five at L = 512, two
 // at L = 256 with P = 16).
-// A block holds C lines adjacent in memory (or, for lines along x, whose
-// points adjacent threads read 4 at a time: a warp still reads whole
-// sectors). Lines along y or z ("wide" kernels, and toeplitz_columns) are
+// A block holds C lines adjacent in memory: for lines along x ("narrow"),
+// a warp's load takes 32 / C adjacent points of each of C lines, so lines
+// of 256 points or more take C = 2, 128 bytes of each (16 points): the
+// Toeplitz product's x passes at L = 256 and 512 took 10 and 17 us less a
+// product than with 8 and 4 (bench/h100-2026-11-27-pdl/narrow; C = 1 was
+// slower). Lines along y or z ("wide" kernels, and toeplitz_columns) are
 // strided: a warp's load takes C points of each of 32 / C rows, so C is at
 // least 8 where a block of 512 threads allows (L = 512: 64 bytes a row,
 // against 32 with the narrow C of 4). Nsight Compute, 256^3: the z columns
@@ -64,9 +67,11 @@ __device__ __forceinline__ float load_prefetch(const float* p)
 
 // Columns per block for length L: a power of two from 4 to 32, about 256
 // threads a block; wide (strided lines), at least 8 (64 bytes of each row)
-// where that fits 512 threads. lines.rs computes the same.
+// where that fits 512 threads; narrow lines of 256 points or more, 2 (see
+// the top). lines.rs computes the same.
 __host__ __device__ constexpr int columns_for(int L, bool wide)
 {
+    if (!wide && L >= 256) return 2;
     int c = 1;
     while (2 * c * (L / 8) <= 256 && 2 * c <= 32) c *= 2;
     c = c < 4 ? 4 : c;

@@ -48,7 +48,7 @@ pub(crate) enum LineKernel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lines {
     /// Along x: a line's points are adjacent (narrow blocks, about 256
-    /// threads).
+    /// threads, or 2 lines from 256 points on).
     Along,
     /// Along y or z: adjacent lines are adjacent in memory, a line's points
     /// a row apart (wide blocks, up to 512 threads, the `_wide` kernels):
@@ -158,8 +158,12 @@ pub(crate) fn covered(n: [usize; 3]) -> bool {
 
 /// Lines per block for length `l`, as `columns_for` in stockham.cuh: a power of
 /// two from 4 to 32, about 256 threads a block; if `wide`, at least 8 where
-/// that fits 512 threads.
+/// that fits 512 threads; narrow lines of 256 points or more, 2 (a warp
+/// reads 128 bytes of each of its lines).
 pub(crate) fn columns_per_block(l: usize, wide: bool) -> usize {
+    if !wide && l >= 256 {
+        return 2;
+    }
     let mut c = 1;
     while 2 * c * (l / 8) <= 256 && 2 * c <= 32 {
         c *= 2;
@@ -476,7 +480,7 @@ mod tests {
             assert_eq!(rest, 1, "L = {l}");
             for wide in [false, true] {
                 let c = columns_per_block(l, wide);
-                assert!(c.is_power_of_two() && (4..=32).contains(&c), "L = {l}");
+                assert!(c.is_power_of_two() && (2..=32).contains(&c), "L = {l}");
                 assert!(c * l / 8 <= 512, "L = {l}");
             }
             // No opt-in to more than the default 48 KiB of shared memory.
@@ -485,9 +489,11 @@ mod tests {
                 assert!(bytes <= 48 * 1024, "L = {l}, {kernel:?} {lines:?}");
             }
         }
-        assert_eq!(columns_per_block(256, false), 8);
+        assert_eq!(columns_per_block(128, false), 16);
         assert_eq!(columns_per_block(96, false), 16);
-        assert_eq!(columns_per_block(1024, false), 4);
+        // Narrow from 256 points: 128 bytes of each line a warp.
+        assert_eq!(columns_per_block(256, false), 2);
+        assert_eq!(columns_per_block(1024, false), 2);
         // Wide: 64 bytes of each row at L = 512 (8 lines); no wider where
         // the narrow blocks have 8 already, nor past 512 threads.
         assert_eq!(columns_per_block(512, true), 8);
@@ -495,13 +501,15 @@ mod tests {
         assert_eq!(columns_per_block(1024, true), 4);
         // The lengths with _wide kernels, as lines.cu's #if lists them.
         let wide: Vec<usize> = LENGTHS.into_iter().filter(|l| has_wide(*l)).collect();
-        assert_eq!(wide, [320, 384, 512]);
+        assert_eq!(wide, [256, 320, 384, 512, 640, 768, 1024]);
         // plain: fft_lines, fft_lines_coil (and _wide); Toeplitz: the
         // columns, pad, crop (and pad, crop _wide); its dot: crop_dot
         assert_eq!(kernel_names(module(512), 512).len(), 4);
-        assert_eq!(kernel_names(module(256), 256).len(), 2);
+        assert_eq!(kernel_names(module(256), 256).len(), 4);
+        assert_eq!(kernel_names(module(128), 128).len(), 2);
         assert_eq!(kernel_names(toeplitz_module(512), 512).len(), 5);
-        assert_eq!(kernel_names(toeplitz_module(256), 256).len(), 3);
+        assert_eq!(kernel_names(toeplitz_module(256), 256).len(), 5);
+        assert_eq!(kernel_names(toeplitz_module(128), 128).len(), 3);
         assert_eq!(kernel_names(toeplitz_dot_module(256), 256).len(), 1);
         assert_eq!(std::mem::size_of::<Map>(), 56);
     }
