@@ -185,12 +185,17 @@ extern "C" __global__ void cg_update(float2* x, float2* p, const float2* __restr
 }
 
 // out[0] = sum of count partials, by one block, in a fixed order.
+// SUM_THREADS threads (vector.rs): the Toeplitz product's last pass leaves
+// 32,768 parts at 256^3 (2 lines a block), which 256 threads read in 10 us,
+// their loads too few in flight.
+#define SUM_THREADS 1024
 extern "C" __global__ void sum_partials(double* out, const double* __restrict__ partial, int count)
 {
     prior_grids();
+    __shared__ double s[SUM_THREADS / 32];
     double acc = 0.0;
-    for (int i = threadIdx.x; i < count; i += REDUCE_THREADS) acc += partial[i];
-    block_sum_to(out, acc);
+    for (int i = threadIdx.x; i < count; i += SUM_THREADS) acc += partial[i];
+    block_sum<SUM_THREADS>(out, acc, s);
 }
 
 // (W^H W x)[i] at voxel (X, Y, Z), W the weighted stencil

@@ -77,6 +77,9 @@ fn slots_of(r: Ratio) -> [i32; 3] {
     [r.num, r.den, r.floor].map(|v| v as i32)
 }
 
+/// Threads of `sum_partials`'s one block (vector.cu's SUM_THREADS).
+const SUM_THREADS: u32 = 1024;
+
 /// The first pass of a reduction: a partial sum per block.
 fn reduce_cfg() -> LaunchConfig {
     LaunchConfig {
@@ -254,7 +257,8 @@ impl Device {
         b.buf_mut(&mut out).buf(partial).arg(&count);
         let one = LaunchConfig {
             grid_dim: (1, 1, 1),
-            ..reduce_cfg()
+            block_dim: (SUM_THREADS, 1, 1),
+            shared_mem_bytes: 0,
         };
         unsafe { b.launch(one) }
             .at("launch sum_partials")
