@@ -400,3 +400,17 @@ fn whw_args<'a>(
     };
     b.arg(&n[0]).arg(&n[1]).arg(&n[2]);
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sum_partials_launches_the_threads_its_kernel_strides_by() {
+        // A launch of fewer threads than vector.cu's loop strides by
+        // would leave parts out of the sum.
+        let define = format!("#define SUM_THREADS {}", super::SUM_THREADS);
+        assert!(
+            include_str!("../kernels/vector.cu").contains(&define),
+            "{define}"
+        );
+    }
+}
