@@ -22,9 +22,9 @@
 // slower). Lines along y or z ("wide" kernels, and toeplitz_columns) are
 // strided: a warp's load takes C points of each of 32 / C rows, so C is at
 // least 8 where a block of 512 threads allows (L = 512: 64 bytes a row,
-// against 32 with the narrow C of 4). Nsight Compute, 256^3: the z columns
+// against 32 with C = 4, the narrow blocks' count before). Nsight Compute, 256^3: the z columns
 // 25% faster (with the real FFT(Q)), the y lines 7 to 10%; at L = 256 a
-// wider C than the narrow 8 measured slower. Everything is compiled per
+// wider C than 8 measured slower. Everything is compiled per
 // line length, so that the passes, strides and twiddle steps are
 // constants: a kernel with them as run-time values needed 156 registers a
 // thread.
