@@ -81,7 +81,9 @@ pub struct Options {
     /// The kernels of lines.cu and vector.cu (the Toeplitz product's passes
     /// and the vector updates, all of a CG iteration's) chained by
     /// programmatic dependent launch where the GPU has it (sm_90 on;
-    /// launch.rs); `false`: launched plainly, for comparison.
+    /// launch.rs); `false`: launched plainly, for comparison. Read when
+    /// [`CudaBackend::new`](crate::CudaBackend::new) opens the GPUs: a
+    /// change afterwards takes effect on a backend opened anew.
     pub chained_launches: bool,
     /// Where compiled kernels are kept across processes (recon's cache
     /// folder); `None`: compiled by every process that needs them.
