@@ -53,8 +53,9 @@ fn map_dot<B: Backend>(
 fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
     // Covered shapes (every doubled length has line kernels; along z the
     // columns kernel at 16, 96, 160, 256 and 512, the last two with the
-    // product in registers), non-cubic so that the axes' symbols cannot be
-    // swapped unseen; and one that the product takes by pieces. Three
+    // product in registers; along x lines of 256 points, two to a block),
+    // non-cubic so that the axes' symbols cannot be swapped unseen; and one
+    // that the product takes by pieces. Three
     // vectors each through one operator, to catch state the first leaves
     // (the partial sums); the third scaled by 1e15, so that products of
     // its values pass float32's range (the dot's sums run in double: a
@@ -65,6 +66,7 @@ fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
         ([48, 80, 8], true),
         ([16, 8, 128], true),
         ([8, 8, 256], true),
+        ([128, 8, 16], true),
         ([10, 8, 16], false),
     ];
     let Some(pruned) = gpu(Options::default()) else {

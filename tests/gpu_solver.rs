@@ -204,8 +204,8 @@ fn chained_launches_compute_the_bits_of_plain_ones() {
     // Kernels chained by programmatic dependent launch wait at their start
     // for the kernel before (launch.rs), so a CG solve takes the same bits
     // as with plain launches: on a grid the pruned product covers (every
-    // pass chained; 96 x 64 x 128 doubled, tens of thousands of blocks a
-    // pass), with the uniform prior folded into the product and without.
+    // pass chained; 96 x 64 x 128 doubled, hundreds of blocks a pass), with
+    // the uniform prior folded into the product and without.
     let Some(chained) = gpu(Options::default()) else {
         return;
     };
