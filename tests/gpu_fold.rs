@@ -3,12 +3,14 @@
 //! product (its stencil's symbol beside FFT(Q), the grid's faces mended by
 //! the dot's pass), without a prior (its dot, too, in the last pass), and
 //! with a weighted prior, which takes the product and the prior's own
-//! pass. Without a usable GPU each test prints that it was skipped.
+//! pass; and CG's updates made in the product's first pass, which keep
+//! the bits of their own pass. Without a usable GPU each test prints that
+//! it was skipped.
 
 use crate::common::*;
 use crate::gpu_solver::hermitian;
 use recon_cg::{Normal, Regularised, Toeplitz};
-use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid, Stencil};
+use recon_core::{metrics::nrmse, Backend, CgStep, Complex, CpuBackend, Grid, Ratio, Stencil};
 use recon_cuda::Options;
 
 /// `A = T + lambda W^H W` (T the Toeplitz product of `q`) applied to each
@@ -133,6 +135,102 @@ fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
                     "{what} {n:?}: the fold ran where it should {}",
                     if folded { "have" } else { "not have" }
                 );
+            }
+        }
+    }
+}
+
+#[test]
+fn cg_updates_made_in_the_products_first_pass_give_the_bits_of_their_own_pass() {
+    // CG's updates x = x + c p, p = r + d p, then the map and dot of the
+    // new p (`toeplitz_update_dot`): where the pruned product covers the
+    // shape, its first pass makes the updates as it reads p, one launch
+    // fewer, with the same arithmetic, so x, p, A p and <p, A p> keep
+    // every bit of `cg_update` followed by `toeplitz_dot`. Shapes with
+    // x lines of 96 points (blocks of 4 lines) and 256 (2 a block); with
+    // the uniform prior folded and without; coefficients from the
+    // scalars, and with the floor above them (both 0: p becomes r, x
+    // stays); each operator twice, to catch state the first call leaves.
+    let Some(b) = gpu(Options::default()) else {
+        return;
+    };
+    for n in [[48, 32, 64], [128, 8, 16]] {
+        let grid = Grid::new(n, [200.0; 3]).unwrap();
+        let len = grid.len();
+        let mut rng = Rng::new(21);
+        let q = down(&hermitian(&rng.complex(8 * len), grid.doubled()));
+        let d = grid.doubled();
+        let plan = b.toeplitz_plan(n).unwrap();
+        let fq = b.fft_q(&q, d).unwrap();
+        let w = b.upload_weights(&Stencil::uniform(n)).unwrap();
+        let work = || b.zeros(d.iter().product()).unwrap();
+        let (mut work1, mut work2) = (work(), work());
+        let r = b.upload(&down(&rng.complex(len))).unwrap();
+        // s: the floor, <r_old, r_old>, <p, A p>, <r, r>, and the slot the
+        // dot goes to; step = s[1] / s[2], beta = s[3] / s[1].
+        let step = Ratio {
+            num: 1,
+            den: 2,
+            floor: 0,
+        };
+        let beta = Ratio {
+            num: 3,
+            den: 1,
+            floor: 0,
+        };
+        for (floor, prior) in [(0.0, None), (0.0, Some((3.0, &w))), (10.0, Some((3.0, &w)))] {
+            let init = [floor, 2.0, 3.0, 1.5, 0.0];
+            let (mut s1, mut s2) = (b.scalars(&init).unwrap(), b.scalars(&init).unwrap());
+            let x0 = down(&rng.complex(len));
+            let p0 = down(&rng.complex(len));
+            let (mut x1, mut p1) = (b.upload(&x0).unwrap(), b.upload(&p0).unwrap());
+            let (mut x2, mut p2) = (b.upload(&x0).unwrap(), b.upload(&p0).unwrap());
+            let (mut out1, mut out2) = (b.zeros(len).unwrap(), b.zeros(len).unwrap());
+            for round in 0..2 {
+                let before = b.line_and_vector_launches();
+                let u = CgStep {
+                    x: &mut x1,
+                    a: 1.0,
+                    step,
+                    r: &r,
+                    beta,
+                };
+                b.toeplitz_update_dot(
+                    &plan, u, &mut out1, &mut p1, &fq, &mut work1, prior, &mut s1, 4,
+                )
+                .unwrap();
+                let fused = b.line_and_vector_launches() - before;
+                let before = b.line_and_vector_launches();
+                b.cg_update(&mut x2, 1.0, step, &mut p2, &r, beta, &s2)
+                    .unwrap();
+                b.toeplitz_dot(&plan, &mut out2, &p2, &fq, &mut work2, prior, &mut s2, 4)
+                    .unwrap();
+                let apart = b.line_and_vector_launches() - before;
+                let what = format!(
+                    "{n:?}, floor {floor}, prior {}, round {round}",
+                    prior.is_some()
+                );
+                println!("{what}: {fused} launches against {apart}");
+                assert_eq!(
+                    fused + 1,
+                    apart,
+                    "{what}: the updates were not made in the first pass"
+                );
+                let host = |v| b.to_host(v).unwrap();
+                for (name, a, c) in [("x", &x1, &x2), ("p", &p1, &p2), ("A p", &out1, &out2)] {
+                    let (a, c) = (host(a), host(c));
+                    let differ = a.iter().zip(&c).filter(|(a, c)| a != c).count();
+                    assert_eq!(differ, 0, "{what}: {differ} values of {name} differ");
+                }
+                let (mut h1, mut h2) = ([0.0; 5], [0.0; 5]);
+                b.read_scalars(&mut h1, &s1).unwrap();
+                b.read_scalars(&mut h2, &s2).unwrap();
+                assert_eq!(h1, h2, "{what}: the scalars differ");
+                if floor > 0.0 {
+                    // Gated: p is r and x is as it was.
+                    assert_eq!(host(&p1), host(&r), "{what}");
+                    assert_eq!(host(&x1), x0, "{what}");
+                }
             }
         }
     }

@@ -29,7 +29,7 @@ pub use problem::Problem;
 pub use solve::{solve, Info, Params};
 pub use sparse::{Sparse, SparseAlgorithm, SparseParams};
 
-use recon_core::{Backend, Complex, Error, Grid, Real, Result, Stencil};
+use recon_core::{Backend, CgStep, Complex, Error, Grid, Real, Result, Stencil};
 
 /// A Hermitian positive (semi-)definite operator `A`, applied as `out = A x`.
 pub trait Normal<B: Backend> {
@@ -70,6 +70,38 @@ pub trait Normal<B: Backend> {
     ) -> Result<()> {
         self.apply(backend, out, x)?;
         backend.add_whw_dot_to(out, a, x, w, s, slot)
+    }
+    /// CG's updates `u` ([`Backend::cg_update`]: the iterate, and the
+    /// direction `p` from the residual), then [`Normal::apply_dot`] of the
+    /// new `p`: a product whose first pass reads p may make the updates
+    /// there.
+    fn update_apply_dot(
+        &mut self,
+        backend: &B,
+        u: CgStep<'_, B::Vector>,
+        out: &mut B::Vector,
+        p: &mut B::Vector,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        backend.cg_update(u.x, u.a, u.step, p, u.r, u.beta, s)?;
+        self.apply_dot(backend, out, p, s, slot)
+    }
+    /// As [`Normal::update_apply_dot`], with [`Normal::apply_whw_dot`]'s map.
+    #[allow(clippy::too_many_arguments)]
+    fn update_apply_whw_dot(
+        &mut self,
+        backend: &B,
+        u: CgStep<'_, B::Vector>,
+        out: &mut B::Vector,
+        p: &mut B::Vector,
+        a: f64,
+        w: &B::Weights,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        backend.cg_update(u.x, u.a, u.step, p, u.r, u.beta, s)?;
+        self.apply_whw_dot(backend, out, p, a, w, s, slot)
     }
 }
 
@@ -122,6 +154,30 @@ impl<B: Backend> Normal<B> for Box<dyn DataTerm<B> + '_> {
         slot: usize,
     ) -> Result<()> {
         (**self).apply_whw_dot(backend, out, x, a, w, s, slot)
+    }
+    fn update_apply_dot(
+        &mut self,
+        backend: &B,
+        u: CgStep<'_, B::Vector>,
+        out: &mut B::Vector,
+        p: &mut B::Vector,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        (**self).update_apply_dot(backend, u, out, p, s, slot)
+    }
+    fn update_apply_whw_dot(
+        &mut self,
+        backend: &B,
+        u: CgStep<'_, B::Vector>,
+        out: &mut B::Vector,
+        p: &mut B::Vector,
+        a: f64,
+        w: &B::Weights,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        (**self).update_apply_whw_dot(backend, u, out, p, a, w, s, slot)
     }
 }
 
@@ -231,6 +287,37 @@ impl<B: Backend> Normal<B> for Toeplitz<B> {
         let (plan, fq) = (&self.plan, &self.fq);
         backend.toeplitz_dot(plan, out, x, fq, &mut self.work, Some((a, w)), s, slot)
     }
+
+    fn update_apply_dot(
+        &mut self,
+        backend: &B,
+        u: CgStep<'_, B::Vector>,
+        out: &mut B::Vector,
+        p: &mut B::Vector,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        // CG's updates, out = T p, s[slot] = <p, out>: the backend may make
+        // the updates in the product's first pass
+        let (plan, fq) = (&self.plan, &self.fq);
+        backend.toeplitz_update_dot(plan, u, out, p, fq, &mut self.work, None, s, slot)
+    }
+
+    fn update_apply_whw_dot(
+        &mut self,
+        backend: &B,
+        u: CgStep<'_, B::Vector>,
+        out: &mut B::Vector,
+        p: &mut B::Vector,
+        a: f64,
+        w: &B::Weights,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        let (plan, fq) = (&self.plan, &self.fq);
+        let prior = Some((a, w));
+        backend.toeplitz_update_dot(plan, u, out, p, fq, &mut self.work, prior, s, slot)
+    }
 }
 
 /// `A + lambda W^H W`, around a data term `A` it borrows (F^H F as a
@@ -290,6 +377,25 @@ impl<B: Backend, A: Normal<B>> Normal<B> for Regularised<'_, B, A> {
             self.data.apply_whw_dot(backend, out, x, a, w, s, slot)
         } else {
             self.data.apply_dot(backend, out, x, s, slot)
+        }
+    }
+
+    fn update_apply_dot(
+        &mut self,
+        backend: &B,
+        u: CgStep<'_, B::Vector>,
+        out: &mut B::Vector,
+        p: &mut B::Vector,
+        s: &mut B::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        // as apply_dot, the updates handed on with it
+        if self.lambda > 0.0 {
+            let (a, w) = (self.lambda, &self.weights);
+            self.data
+                .update_apply_whw_dot(backend, u, out, p, a, w, s, slot)
+        } else {
+            self.data.update_apply_dot(backend, u, out, p, s, slot)
         }
     }
 }

@@ -2,7 +2,7 @@
 //! queues iterations and reads the scalars every [`Backend::read_every`].
 
 use crate::Normal;
-use recon_core::{Backend, Error, Ratio, Result};
+use recon_core::{Backend, CgStep, Error, Ratio, Result};
 
 /// Solver settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -165,25 +165,40 @@ pub(crate) fn iterate<B: Backend, A: Normal<B>>(
         }
     }
     let every = backend.read_every().max(1);
+    // Iteration i's step alpha = <r, z> / <p, A p> and the next
+    // direction's beta = <r, z> / <r_old, z_old>.
+    let alpha = |i| Slots::ratio(Slots::rr(i - 1), Slots::pap(i));
+    let beta = |i| Slots::ratio(Slots::rr(i), Slots::rr(i - 1));
+    let mut last = 0;
     for it in 1..=params.iterations {
-        // alpha = <r, z> / <p, A p>
-        a.apply_dot(backend, ap, p, &mut s, Slots::pap(it))?;
-        let alpha = Slots::ratio(Slots::rr(it - 1), Slots::pap(it));
-        // beta = <r, z> / <r_old, z_old>
-        let beta = Slots::ratio(Slots::rr(it), Slots::rr(it - 1));
+        last = it;
+        if it == 1 {
+            a.apply_dot(backend, ap, p, &mut s, Slots::pap(it))?;
+        } else {
+            // x = x + alpha p, p = z + beta p (the last iteration's), then A
+            // p and <p, A p>: the product may make the updates as it reads p
+            let r = match z.as_ref() {
+                Some((_, z)) => &**z,
+                None => &*r,
+            };
+            let u = CgStep {
+                x: &mut *x,
+                a: 1.0,
+                step: alpha(it - 1),
+                r,
+                beta: beta(it - 1),
+            };
+            a.update_apply_dot(backend, u, ap, p, &mut s, Slots::pap(it))?;
+        }
         match z.as_mut() {
             Some((m, z)) => {
-                backend.axpy_ratio(r, -1.0, alpha, &s, ap)?; // r = r - alpha A p
+                backend.axpy_ratio(r, -1.0, alpha(it), &s, ap)?; // r = r - alpha A p
                 m.apply(backend, z, r)?;
                 backend.dot_re_to(&mut s, Slots::rr(it), r, z)?;
-                // x = x + alpha p, p = z + beta p
-                backend.cg_update(x, 1.0, alpha, p, z, beta, &s)?;
             }
             None => {
                 // r = r - alpha A p, <r, r>
-                backend.axpy_norm_to(r, -1.0, alpha, &mut s, ap, Slots::rr(it))?;
-                // x = x + alpha p, p = r + beta p
-                backend.cg_update(x, 1.0, alpha, p, r, beta, &s)?;
+                backend.axpy_norm_to(r, -1.0, alpha(it), &mut s, ap, Slots::rr(it))?;
             }
         }
         if it % every == 0 || it == params.iterations {
@@ -192,6 +207,11 @@ pub(crate) fn iterate<B: Backend, A: Normal<B>>(
                 break;
             }
         }
+    }
+    // The last iteration's x = x + alpha p (its p = z + beta p is not
+    // needed).
+    if last > 0 {
+        backend.axpy_ratio(x, 1.0, alpha(last), &s, p)?;
     }
     if params.iterations == 0 {
         backend.read_scalars(&mut host, &s)?;

@@ -23,7 +23,7 @@ mod stencil;
 
 pub use backend::{
     fft_q_by_pieces, toeplitz_by_pieces, toeplitz_coil_by_pieces, toeplitz_dot_by_pieces, Backend,
-    CoilOp, Direction, GroupProx, NufftUse, Ratio, Sign, Targets, Workload,
+    CgStep, CoilOp, Direction, GroupProx, NufftUse, Ratio, Sign, Targets, Workload,
 };
 pub use cpu::{CpuBackend, Plan3};
 pub use error::Error;

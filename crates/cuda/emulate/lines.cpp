@@ -1,5 +1,5 @@
-// lines.cu's kernels for one line length, both modules (plain and the
-// Toeplitz product's), run on the CPU (gpu.h) and compared with DFTs
+// lines.cu's kernels for one line length, all three modules (plain, the
+// Toeplitz product's and CG's), run on the CPU (gpu.h) and compared with DFTs
 // summed in double: prints each relative L2 error for lines.rs's test to
 // check. Built as
 //     c++ -std=c++20 -pthread -DLENGTH=L -DTOEPLITZ=L -DTOEPLITZ_DOT=L -DLINES_CU='"lines.cu"' lines.cpp
@@ -120,6 +120,38 @@ int main()
     launch((count + Cn - 1) / Cn, Cn * L / 8,
            [&] { NAME(fft_lines_crop_, LENGTH)(out.data(), src.data(), first_half, full, count, tw.data(), 1.0f); });
     std::printf("crop %.3e\n", lines_error(out, h, src, L, count, L, 1.0));
+
+    // The padded forward with CG's updates (fft_lines_pad_update_L): each
+    // point of p becomes r + d p and x gets c times the old p (c = a
+    // s[1] / s[2], d = s[3] / s[1]), then the lines of the new p are
+    // transformed as fft_lines_pad_L's. With s[0], the floor, above s[1]
+    // both coefficients are 0: x stays, p becomes r.
+    for (const double floor : {0.0, 1.0}) {
+        const double sc[4] = {floor, 0.6, 1.5, 0.9}, a = -0.5;
+        const double c = floor > 0 ? 0.0 : a * sc[1] / sc[2], d = floor > 0 ? 0.0 : sc[3] / sc[1];
+        std::vector<float2> p(count * h), r(count * h), x(count * h);
+        for (auto* v : {&p, &r, &x})
+            for (auto& e : *v) e = {u(gen), u(gen)};
+        std::vector<float2> p1 = p, x1 = x;
+        launch((count + Cn - 1) / Cn, Cn * L / 8, [&] {
+            NAME(fft_lines_pad_update_, LENGTH)(dst.data(), p1.data(), full, first_half, count, tw.data(), x1.data(),
+                                                r.data(), a, sc, 1, 2, 3, 1, 0);
+        });
+        std::vector<float2> want_p(count * h);
+        double ex = 0, nx = 0, ep = 0, np = 0;
+        for (int i = 0; i < count * h; i++) {
+            const cd pi(p[i].x, p[i].y), ri(r[i].x, r[i].y), xi(x[i].x, x[i].y);
+            const cd wx = xi + c * pi, wp = ri + d * pi;
+            want_p[i] = {(float)wp.real(), (float)wp.imag()};
+            ex += std::norm(cd(x1[i].x, x1[i].y) - wx);
+            nx += std::norm(wx);
+            ep += std::norm(cd(p1[i].x, p1[i].y) - wp);
+            np += std::norm(wp);
+        }
+        std::printf("pad and update, floor %.0f, x %.3e\n", floor, std::sqrt(ex / nx));
+        std::printf("pad and update, floor %.0f, p %.3e\n", floor, std::sqrt(ep / np));
+        std::printf("pad and update, floor %.0f, lines %.3e\n", floor, lines_error(dst, L, want_p, h, count, L, -1.0));
+    }
 
     // The cropped inverse with CG's dot (fft_lines_crop_dot_L): an image of
     // h x ny x nz, its rows the lines; out = crop(IDFT(line)) - a b x, b

@@ -19,6 +19,7 @@
 // Each kernel is Stockham FFTs along its lines (stockham.cuh: the passes,
 // their layout in shared memory, the maps), with its own reads and writes.
 
+#include "ratio.cuh"
 #include "reduce.cuh"
 #include "stockham.cuh"
 
@@ -184,6 +185,70 @@ __device__ __forceinline__ void crop_dot(double* partial, float2* dst, const flo
     block_sum<C * L / 8>(&partial[blockIdx.x], line.acc, reinterpret_cast<double*>(b.S));
 }
 
+// CG's updates made in the Toeplitz product's first pass (toeplitz.rs):
+// the x lines of fft_lines_pad_L read p (mi: the image's rows), and each
+// point read first becomes p = r + d p, with x = x + c p of the old p on
+// the way, both written back (vector.cu's cg_update, the same arithmetic:
+// cg_step). The pass reads each point of p once, so this replaces
+// cg_update's pass, and the product reads p no more than before.
+struct UpdateLine : LineT<false> {
+    float2* p;
+    float2* x;
+    const float2* r;
+    float c, d;
+    __device__ __forceinline__ UpdateLine(float2* p_, float2* dst_, const Map& mi_, const Map& mo_, int q,
+                                          bool inside_, int len_, float2* x_, const float2* r_, float c_,
+                                          float d_)
+        : LineT<false>(p_, dst_, mi_, mo_, q, inside_, len_), p(p_), x(x_), r(r_), c(c_), d(d_)
+    {
+    }
+    // The padded first pass asks for points i < L/2 only, which the map
+    // (rows of L/2 points, lines.rs) holds at in + i. A group's points are
+    // all read before any is written: point by point, each write waited
+    // for its reads before the next point's were issued.
+    template <int N, int G>
+    __device__ __forceinline__ void load_group(float2* v, int j) const
+    {
+        if (!inside) {
+#pragma unroll
+            for (int k = 0; k < N; k++) v[k] = make_float2(0.0f, 0.0f);
+            return;
+        }
+        float2 xs[N], ps[N], rs[N];
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            const long long at = in + j + k * G;
+            xs[k] = x[at];
+            ps[k] = p[at];
+            rs[k] = r[at];
+        }
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            const long long at = in + j + k * G;
+            const CgStepped t = cg_step(xs[k], ps[k], rs[k], c, d);
+            x[at] = t.x;
+            p[at] = t.p;
+            v[k] = t.p;
+        }
+    }
+};
+
+// fft_lines_pad_L with UpdateLine's loads: c = a ratio(s; step), d =
+// ratio(s; beta), as cg_update takes them. The scalars are read after
+// block(), which waits for the kernel that wrote them.
+template <int L, int C>
+__device__ __forceinline__ void pad_update(float2* dst, float2* p, Map mo, Map mi, int count,
+                                           const float2* __restrict__ twiddles, float2* x, const float2* r, double a,
+                                           const double* s, int step_num, int step_den, int beta_num, int beta_den,
+                                           int floor)
+{
+    const Block b = block<L, C, 8>(twiddles);
+    const float c = (float)(a * ratio(s, step_num, step_den, floor));
+    const float d = (float)ratio(s, beta_num, beta_den, floor);
+    const UpdateLine line(p, dst, mi, mo, (int)b.line, b.line < count, L, x, r, c, d);
+    fft_columns<L, C, 8, 1, GLOBAL, GLOBAL, true, false>(b.S, b.tw, b.c, b.tj, -1.0f, line, nullptr, nullptr);
+}
+
 // The kernels of one line length L (one of lines.rs's LENGTHS), in three
 // modules, so that a run compiles only the set it launches (side by side):
 // -DLENGTH=L, plain FFTs (the NUFFT's fine grid, FFT(Q)): fft_lines_L and
@@ -191,8 +256,9 @@ __device__ __forceinline__ void crop_dot(double* partial, float2* dst, const flo
 // twins (strided lines); -DTOEPLITZ=L, the Toeplitz product's (toeplitz.rs):
 // toeplitz_columns_L, and its x and y lines, zero-padded forward
 // (fft_lines_pad_L) and cropped inverse (fft_lines_crop_L), with _wide
-// twins for the y lines; -DTOEPLITZ_DOT=L, the cropped inverse x lines
-// with CG's dot (fft_lines_crop_dot_L). SENSE's x lines through a coil
+// twins for the y lines; -DTOEPLITZ_DOT=L, CG's x lines: the cropped
+// inverse with CG's dot (fft_lines_crop_dot_L) and the padded forward with
+// CG's updates (fft_lines_pad_update_L). SENSE's x lines through a coil
 // map take the plain fft_lines_coil_L: pruned twins of those cost the
 // module's compile (kept once per machine, but a cold start's longest)
 // more than they would gain. (The CPU emulation defines all three.)
@@ -235,15 +301,23 @@ __device__ __forceinline__ void crop_dot(double* partial, float2* dst, const flo
         columns<L>(work, fq, tw, P, nz, scale, symbol, lam);                                                 \
     }                                                                                                        \
     PRUNED_KERNELS(L, false, )
-// The x lines with CG's dot, a module of their own (-DTOEPLITZ_DOT=L),
-// compiled beside the product's: in its module it made that module's
-// compile, a cold start's longest, 40% longer (bench/h100-2026-11-27-warp-sums).
+// CG's x lines, a module of their own (-DTOEPLITZ_DOT=L), compiled beside
+// the product's: the dot in its module made that module's compile, a cold
+// start's longest, 40% longer (bench/h100-2026-11-27-warp-sums).
 #define TOEPLITZ_DOT_KERNEL(L)                                                                               \
     extern "C" __global__ void BOUNDS(L, false)                                                              \
         fft_lines_crop_dot_##L(double* partial, float2* dst, const float2* src, Map mo, Map mi, int count,     \
                                const float2* __restrict__ tw, const float2* __restrict__ x, float a, int ny, int nz) \
     {                                                                                                        \
         crop_dot<L, columns_for(L, false)>(partial, dst, src, mo, mi, count, tw, x, a, ny, nz);              \
+    }                                                                                                        \
+    extern "C" __global__ void BOUNDS(L, false)                                                              \
+        fft_lines_pad_update_##L(float2* __restrict__ dst, float2* __restrict__ p, Map mo, Map mi, int count,     \
+                                 const float2* __restrict__ tw, float2* __restrict__ x, const float2* __restrict__ r, double a, const double* __restrict__ s, \
+                                 int step_num, int step_den, int beta_num, int beta_den, int floor)            \
+    {                                                                                                        \
+        pad_update<L, columns_for(L, false)>(dst, p, mo, mi, count, tw, x, r, a, s, step_num, step_den, beta_num, \
+                                             beta_den, floor);                                               \
     }
 
 #if !defined(LENGTH) && !defined(TOEPLITZ) && !defined(TOEPLITZ_DOT)

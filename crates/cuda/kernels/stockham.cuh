@@ -187,6 +187,15 @@ struct LineT {
         if (COIL && mi.s) v = cmul(mi.s[at], v);
         return v;
     }
+    // A first pass's N points of one group, j + r G for r < N, into v (a
+    // line may read them all before it writes anything: lines.cu's
+    // UpdateLine).
+    template <int N, int G>
+    __device__ __forceinline__ void load_group(float2* v, int j) const
+    {
+#pragma unroll
+        for (int r = 0; r < N; r++) v[r] = load(j + r * G);
+    }
     __device__ __forceinline__ void store(int i, float2 v) const
     {
         const int k = point_of(mo, i, len);
@@ -270,12 +279,13 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
         if (j < GROUPS) {
             const int kstep = (j % NS) * STEP;
             const int rb = at<C, R1>(j, c);
+            // The first pass (NS = 1: no twiddles) reads global memory a
+            // group at a time.
+            if constexpr (SRC == GLOBAL) col.template load_group<PADDED ? R / 2 : R, GROUPS>(v[g], j);
 #pragma unroll
-            for (int r = 0; r < (PADDED ? R / 2 : R); r++) {
+            for (int r = 0; r < (PADDED ? R / 2 : R) && SRC != GLOBAL; r++) {
                 float2 a;
-                if constexpr (SRC == GLOBAL)
-                    a = col.load(j + r * GROUPS);
-                else if constexpr (SRC == REGS)
+                if constexpr (SRC == REGS)
                     a = regs[r];
                 else if constexpr (READ_SHIFTS)
                     a = S[rb + at_shift<C, R1>(r * GROUPS)];

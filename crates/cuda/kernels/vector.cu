@@ -3,17 +3,8 @@
 // run in two fixed passes, so a dot product is the same on every run.
 
 #include "chain.cuh"
+#include "ratio.cuh"
 #include "reduce.cuh"
-
-// A CG coefficient s[num] / s[den] from scalars on the device; 0 unless
-// s[num] is finite and above s[floor] and s[den] is finite and positive.
-// Mirrors recon_core::Ratio::of. A null s gives 1.
-__device__ double ratio(const double* __restrict__ s, int num, int den, int floor)
-{
-    if (!s) return 1.0;
-    const double a = s[num], b = s[den];
-    return (isfinite(a) && a > s[floor] && isfinite(b) && b > 0.0) ? a / b : 0.0;
-}
 
 extern "C" __global__ void axpy(float2* y, double a, const double* __restrict__ s, int num, int den, int floor,
                                 const float2* __restrict__ x, long long n)
@@ -178,9 +169,9 @@ extern "C" __global__ void cg_update(float2* x, float2* p, const float2* __restr
     const float c = (float)(a * ratio(s, step_num, step_den, floor));
     const float d = (float)ratio(s, beta_num, beta_den, floor);
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        float2 v = x[i], q = p[i], u = r[i];
-        x[i] = make_float2(fmaf(c, q.x, v.x), fmaf(c, q.y, v.y));
-        p[i] = make_float2(fmaf(d, q.x, u.x), fmaf(d, q.y, u.y));
+        const CgStepped t = cg_step(x[i], p[i], r[i], c, d);
+        x[i] = t.x;
+        p[i] = t.p;
     }
 }
 

@@ -4,8 +4,8 @@
 
 use crate::{device, engine, error, modules, CudaBackend, CudaFft3, CudaToeplitz, CudaWeights};
 use recon_core::{
-    Backend, CoilOp, Complex, Direction, Error, GroupProx, Progress, Ratio, Result, Sign, Stencil,
-    Targets, Workload,
+    Backend, CgStep, CoilOp, Complex, Direction, Error, GroupProx, Progress, Ratio, Result, Sign,
+    Stencil, Targets, Workload,
 };
 
 impl Backend for CudaBackend {
@@ -308,6 +308,21 @@ impl Backend for CudaBackend {
         slot: usize,
     ) -> Result<()> {
         self.toeplitz_dot_by(plan, out, x, fq, work, prior, s, slot)
+    }
+
+    fn toeplitz_update_dot(
+        &self,
+        plan: &Self::ToeplitzPlan,
+        u: CgStep<'_, Self::Vector>,
+        out: &mut Self::Vector,
+        p: &mut Self::Vector,
+        fq: &Self::Vector,
+        work: &mut Self::Vector,
+        prior: Option<(f64, &Self::Weights)>,
+        s: &mut Self::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        self.toeplitz_update_dot_by(plan, u, out, p, fq, work, prior, s, slot)
     }
 
     fn toeplitz_coil(

@@ -62,6 +62,8 @@ pub(crate) struct Device {
     /// Whether it chains kernels by programmatic dependent launch (asked
     /// for, and sm_90 on; launch.rs).
     pub(crate) pdl: bool,
+    /// Kernels launched through `Chained` (launch.rs) so far.
+    pub(crate) chained_count: std::sync::atomic::AtomicU64,
 }
 
 impl Device {
@@ -119,6 +121,7 @@ impl Device {
             peers: false,
             pool,
             pdl: chained && major >= 9,
+            chained_count: Default::default(),
         })
     }
 

@@ -20,6 +20,7 @@ use cudarc::driver::{
 };
 use std::ffi::c_void;
 use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
 
 /// The most buffer arguments a chained kernel takes.
 const MAX_BUFFERS: usize = 8;
@@ -110,6 +111,7 @@ impl<'a> Chained<'a> {
             attrs: &mut attr,
             numAttrs: self.dev.pdl as u32,
         };
+        self.dev.chained_count.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the parameters point at values and device addresses that
         // live until this call returns (the driver copies them); the rest
         // is the caller's promise.
@@ -163,7 +165,7 @@ mod tests {
                 "{name}"
             );
         }
-        // lines.cu: each kernel is one of three templates, each of which
+        // lines.cu: each kernel is one of four templates, each of which
         // starts with block(), which waits first.
         let stockham = include_str!("../kernels/stockham.cuh");
         assert_eq!(
@@ -171,7 +173,12 @@ mod tests {
             "prior_grids();"
         );
         let lines = include_str!("../kernels/lines.cu");
-        for template in ["void columns(", "void lines(", "void crop_dot("] {
+        for template in [
+            "void columns(",
+            "void lines(",
+            "void crop_dot(",
+            "void pad_update(",
+        ] {
             let first = first_statement(lines, template);
             assert!(
                 first.starts_with("const Block b = block<"),
@@ -179,13 +186,13 @@ mod tests {
             );
         }
         let kernels = lines.matches("__global__").count();
-        let calls = ["lines<L, ", "columns<L>(", "crop_dot<L, "]
+        let calls = ["lines<L, ", "columns<L>(", "crop_dot<L, ", "pad_update<L, "]
             .iter()
             .map(|c| lines.matches(c).count())
             .sum::<usize>();
         assert_eq!(
             kernels, calls,
-            "a kernel of lines.cu that is none of the three"
+            "a kernel of lines.cu that is none of the four"
         );
     }
 }

@@ -48,6 +48,7 @@ mod wavelet;
 
 use device::Device;
 use recon_core::{Error, Result};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub use engine::{Lattice, Sample};
@@ -171,6 +172,15 @@ impl CudaBackend {
     /// (sm_90 on).
     pub fn chained_launches(&self) -> bool {
         self.devices.iter().all(|d| d.pdl)
+    }
+
+    /// How many kernels of lines.cu and vector.cu (the Toeplitz product's
+    /// passes and the vector updates: every kernel of a CG iteration) the
+    /// GPUs have launched so far, chained or not: for tests and benchmarks
+    /// to count what a step launches.
+    pub fn line_and_vector_launches(&self) -> u64 {
+        let count = |d: &Arc<Device>| d.chained_count.load(Ordering::Relaxed);
+        self.devices.iter().map(count).sum()
     }
 
     /// The first device's peak of special-function results: one sin and one

@@ -7,8 +7,9 @@
 
 use crate::device::Device;
 use crate::error::Ctx;
+use crate::vector::slots_of;
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig};
-use recon_core::{Error, Result};
+use recon_core::{CgStep, Error, Result};
 
 /// The line lengths with kernels (`fft_lines_L`, `toeplitz_columns_L`),
 /// as in lines.cu: multiples of 8 from 16 to 1024 with no prime factor
@@ -18,8 +19,9 @@ pub(crate) const LENGTHS: [usize; 14] = [
 ];
 
 /// The kernel families of lines.cu, each compiled for a length of
-/// [`LENGTHS`] when a pass first needs it, in one of two modules per length
-/// ([`LineKernel::module`]): the plain FFTs, and the Toeplitz product's.
+/// [`LENGTHS`] when a pass first needs it, in one of three modules per
+/// length ([`LineKernel::module`]): the plain FFTs, the Toeplitz product's,
+/// and CG's x lines.
 /// `Fft`, `FftCoil`, `Pad` and `Crop` come in both widths;
 /// `ToeplitzColumns` (lines along z) is always wide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +42,11 @@ pub(crate) enum LineKernel {
     /// less `a b x` at the grid's faces and CG's `Re <x, out>` summed by
     /// block (toeplitz.rs). Narrow only.
     CropDot,
+    /// `fft_lines_pad_update_L`: `Pad` along x from the image p, each
+    /// point read first taking CG's updates `x = x + c p`, `p = r + d p`
+    /// (vector.cu's `cg_update`), both written back (toeplitz.rs). Narrow
+    /// only.
+    PadUpdate,
     /// `toeplitz_columns_L`: the Toeplitz product's last axis.
     ToeplitzColumns,
 }
@@ -58,7 +65,7 @@ pub(crate) enum Lines {
 
 impl LineKernel {
     #[cfg(test)]
-    const ALL: [(LineKernel, Lines); 10] = [
+    const ALL: [(LineKernel, Lines); 11] = [
         (LineKernel::Fft, Lines::Along),
         (LineKernel::Fft, Lines::Across),
         (LineKernel::FftCoil, Lines::Along),
@@ -68,6 +75,7 @@ impl LineKernel {
         (LineKernel::Crop, Lines::Along),
         (LineKernel::Crop, Lines::Across),
         (LineKernel::CropDot, Lines::Along),
+        (LineKernel::PadUpdate, Lines::Along),
         (LineKernel::ToeplitzColumns, Lines::Across),
     ];
 
@@ -76,7 +84,7 @@ impl LineKernel {
     pub(crate) fn module(self, l: usize) -> crate::kernels::Module {
         match self {
             LineKernel::Fft | LineKernel::FftCoil => module(l),
-            LineKernel::CropDot => toeplitz_dot_module(l),
+            LineKernel::CropDot | LineKernel::PadUpdate => toeplitz_dot_module(l),
             _ => toeplitz_module(l),
         }
     }
@@ -98,6 +106,7 @@ impl LineKernel {
             LineKernel::Pad => format!("fft_lines_pad_{l}{wide}"),
             LineKernel::Crop => format!("fft_lines_crop_{l}{wide}"),
             LineKernel::CropDot => format!("fft_lines_crop_dot_{l}"),
+            LineKernel::PadUpdate => format!("fft_lines_pad_update_{l}"),
             LineKernel::ToeplitzColumns => format!("toeplitz_columns_{l}"),
         }
     }
@@ -115,8 +124,9 @@ pub(crate) fn toeplitz_module(l: usize) -> crate::kernels::Module {
     crate::kernels::Module::instance(crate::kernels::LINES, "TOEPLITZ", l)
 }
 
-/// lines.cu's module of the x lines with CG's dot for length `l`
-/// (`-DTOEPLITZ_DOT=l`), compiled beside [`toeplitz_module`]'s.
+/// lines.cu's module of CG's x lines for length `l` (`-DTOEPLITZ_DOT=l`:
+/// the cropped inverse with its dot, the padded forward with its
+/// updates), compiled beside [`toeplitz_module`]'s.
 pub(crate) fn toeplitz_dot_module(l: usize) -> crate::kernels::Module {
     crate::kernels::Module::instance(crate::kernels::LINES, "TOEPLITZ_DOT", l)
 }
@@ -302,7 +312,7 @@ impl Map {
 fn pruned_maps(family: LineKernel, len: usize, mo: &Map, mi: &Map) -> Result<()> {
     let half = |m: &Map| m.n as usize == len / 2 && m.centred == 0;
     let (what, ok) = match family {
-        LineKernel::Pad => ("read", half(mi)),
+        LineKernel::Pad | LineKernel::PadUpdate => ("read", half(mi)),
         LineKernel::Crop | LineKernel::CropDot => ("written", half(mo)),
         _ => return Ok(()),
     };
@@ -334,6 +344,21 @@ impl Pass {
     /// Its launch's blocks.
     pub(crate) fn blocks(&self) -> usize {
         self.cfg.grid_dim.0 as usize
+    }
+
+    /// Fails unless it is a `family` pass over the rows of images of
+    /// shape `n`, a line each.
+    fn check_rows(&self, family: LineKernel, n: [usize; 3]) -> Result<()> {
+        if self.family == family && self.count as usize == n[1] * n[2] {
+            return Ok(());
+        }
+        Err(Error::Invalid {
+            what: "line pass",
+            reason: format!(
+                "a {:?} pass of {} lines is not the {family:?} pass of images of {n:?}",
+                self.family, self.count
+            ),
+        })
     }
 }
 
@@ -414,15 +439,7 @@ impl Device {
     ) -> Result<()> {
         let [nx, ny, nz] = n;
         // The pass first: the maps' and lengths' checks assume its kind.
-        if p.family != LineKernel::CropDot || p.count as usize != ny * nz {
-            return Err(Error::Invalid {
-                what: "crop_dot pass",
-                reason: format!(
-                    "a {:?} pass of {} lines does not fit images of {n:?}",
-                    p.family, p.count
-                ),
-            });
-        }
+        p.check_rows(LineKernel::CropDot, n)?;
         let mo = Map::rows(nx, nx);
         pruned_maps(p.family, p.len, &mo, &mi)?;
         Error::check_len("crop_dot output", 2 * nx * ny * nz, out.len())?;
@@ -444,6 +461,56 @@ impl Device {
             .arg(&nz);
         unsafe { b.launch(p.cfg) }
             .at("launch fft_lines_crop_dot")
+            .map(|_| ())
+    }
+
+    /// The forward FFTs of a [`LineKernel::PadUpdate`] pass `p` into `dst`
+    /// (through `mo`), read from the rows of the image `dir` (CG's
+    /// direction p) of shape `n`, zero-padded, each point read first
+    /// taking CG's updates `u`: `x = x + a c p`, `p = r + d p`
+    /// ([`Device::cg_update`]'s arithmetic), both written back.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn pad_update(
+        &self,
+        p: &Pass,
+        dst: &mut CudaSlice<f32>,
+        mo: Map,
+        u: CgStep<'_, CudaSlice<f32>>,
+        dir: &mut CudaSlice<f32>,
+        n: [usize; 3],
+        s: &CudaSlice<f64>,
+    ) -> Result<()> {
+        let [nx, ny, nz] = n;
+        // The pass first: the maps' and lengths' checks assume its kind.
+        p.check_rows(LineKernel::PadUpdate, n)?;
+        let mi = Map::rows(nx, nx);
+        pruned_maps(p.family, p.len, &mo, &mi)?;
+        let len = 2 * nx * ny * nz;
+        Error::check_len("pad_update direction", len, dir.len())?;
+        Error::check_len("pad_update iterate", len, u.x.len())?;
+        Error::check_len("pad_update residual", len, u.r.len())?;
+        u.step.check(s.len())?;
+        u.beta.check(s.len())?;
+        let [step_num, step_den, floor] = slots_of(u.step);
+        let [beta_num, beta_den, _] = slots_of(u.beta);
+        let mut b = self.chained(&p.kernel);
+        b.buf_mut(dst)
+            .buf_mut(dir)
+            .arg(&mo)
+            .arg(&mi)
+            .arg(&p.count)
+            .buf(&p.twiddles)
+            .buf_mut(u.x)
+            .buf(u.r)
+            .arg(&u.a)
+            .buf(s)
+            .arg(&step_num)
+            .arg(&step_den)
+            .arg(&beta_num)
+            .arg(&beta_den)
+            .arg(&floor);
+        unsafe { b.launch(p.cfg) }
+            .at("launch fft_lines_pad_update")
             .map(|_| ())
     }
 }
@@ -503,14 +570,15 @@ mod tests {
         let wide: Vec<usize> = LENGTHS.into_iter().filter(|l| has_wide(*l)).collect();
         assert_eq!(wide, [256, 320, 384, 512, 640, 768, 1024]);
         // plain: fft_lines, fft_lines_coil (and _wide); Toeplitz: the
-        // columns, pad, crop (and pad, crop _wide); its dot: crop_dot
+        // columns, pad, crop (and pad, crop _wide); CG's: crop_dot,
+        // pad_update
         assert_eq!(kernel_names(module(512), 512).len(), 4);
         assert_eq!(kernel_names(module(256), 256).len(), 4);
         assert_eq!(kernel_names(module(128), 128).len(), 2);
         assert_eq!(kernel_names(toeplitz_module(512), 512).len(), 5);
         assert_eq!(kernel_names(toeplitz_module(256), 256).len(), 5);
         assert_eq!(kernel_names(toeplitz_module(128), 128).len(), 3);
-        assert_eq!(kernel_names(toeplitz_dot_module(256), 256).len(), 1);
+        assert_eq!(kernel_names(toeplitz_dot_module(256), 256).len(), 2);
         assert_eq!(std::mem::size_of::<Map>(), 56);
     }
 
@@ -539,9 +607,10 @@ mod tests {
                 r#"LINES_CU="../kernels/lines.cu""#.to_string(),
             ];
             // float32 FFTs of a few hundred points round to ~1e-7
-            // relative, and the dot's sums (double) to less; a wrong index
-            // or twiddle gives order 1, a face missed 1e-3 or more.
-            if !crate::emulate::check("lines.cpp", &defines, &format!("L = {l}"), 17, 1e-5) {
+            // relative, and the dot's sums (double) to less, CG's updates
+            // (one fma a value) to ~3e-8; a wrong index or twiddle gives
+            // order 1, a face missed or a coefficient swapped 1e-3 or more.
+            if !crate::emulate::check("lines.cpp", &defines, &format!("L = {l}"), 23, 1e-5) {
                 return;
             }
         }

@@ -5,10 +5,11 @@
 //! there only.
 
 use crate::device::Device;
+use crate::toeplitz::Passes;
 use crate::CudaBackend;
 use cudarc::cufft::CudaFft;
 use cudarc::driver::CudaSlice;
-use recon_core::{Direction, Error, Result};
+use recon_core::{Backend, CgStep, Direction, Error, Result};
 
 /// A cuFFT plan for 3-D FFTs of one shape.
 pub struct CudaFft3 {
@@ -122,11 +123,63 @@ impl CudaBackend {
         s: &mut CudaSlice<f64>,
         slot: usize,
     ) -> Result<()> {
-        let by_pieces = |out, work, s| {
-            recon_core::toeplitz_dot_by_pieces(self, plan, out, x, fq, work, prior, s, slot)
-        };
+        match self.fused_dot(plan, out, x, fq, work, prior, s, slot)? {
+            Some((p, a)) => self
+                .dev0()
+                .toeplitz_dot(p, out, x, fq, work, plan.n, a, s, slot),
+            None => {
+                recon_core::toeplitz_dot_by_pieces(self, plan, out, x, fq, work, prior, s, slot)
+            }
+        }
+    }
+
+    /// [`recon_core::Backend::toeplitz_update_dot`] by `plan`: CG's updates
+    /// made in the fused product's first pass
+    /// ([`Device::toeplitz_update_dot`]) where [`CudaBackend::toeplitz_dot_by`]
+    /// takes the fused passes; else the updates' own pass, then that.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn toeplitz_update_dot_by(
+        &self,
+        plan: &CudaToeplitz,
+        u: CgStep<'_, CudaSlice<f32>>,
+        out: &mut CudaSlice<f32>,
+        dir: &mut CudaSlice<f32>,
+        fq: &CudaSlice<f32>,
+        work: &mut CudaSlice<f32>,
+        prior: Option<(f64, &crate::CudaWeights)>,
+        s: &mut CudaSlice<f64>,
+        slot: usize,
+    ) -> Result<()> {
+        match self.fused_dot(plan, out, dir, fq, work, prior, s, slot)? {
+            Some((p, a)) => {
+                let dev = self.dev0();
+                dev.toeplitz_update_dot(p, u, out, dir, fq, work, plan.n, a, s, slot)
+            }
+            None => {
+                self.cg_update(u.x, u.a, u.step, dir, u.r, u.beta, s)?;
+                self.toeplitz_dot_by(plan, out, dir, fq, work, prior, s, slot)
+            }
+        }
+    }
+
+    /// The fused passes of `plan` and the folded prior's weight (0: none),
+    /// with the vectors checked, where CG's map and dot take them: the plan
+    /// has them, and there is no prior or the uniform stencil. `None`: by
+    /// the pieces.
+    #[allow(clippy::too_many_arguments)]
+    fn fused_dot<'p>(
+        &self,
+        plan: &'p CudaToeplitz,
+        out: &CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+        fq: &CudaSlice<f32>,
+        work: &CudaSlice<f32>,
+        prior: Option<(f64, &crate::CudaWeights)>,
+        s: &CudaSlice<f64>,
+        slot: usize,
+    ) -> Result<Option<(&'p Passes, f32)>> {
         let How::Fused(p) = &plan.how else {
-            return by_pieces(out, work, s);
+            return Ok(None);
         };
         let a = match prior {
             None => 0.0,
@@ -143,7 +196,7 @@ impl CudaBackend {
                 }
                 a as f32
             }
-            Some(_) => return by_pieces(out, work, s),
+            Some(_) => return Ok(None),
         };
         check_toeplitz(
             [("Toeplitz input", x), ("Toeplitz output", out)],
@@ -153,8 +206,7 @@ impl CudaBackend {
             plan.n,
         )?;
         Error::check_index("solver scalars", slot, s.len())?;
-        self.dev0()
-            .toeplitz_dot(p, out, x, fq, work, plan.n, a, s, slot)
+        Ok(Some((p, a)))
     }
 }
 

@@ -13,7 +13,10 @@
 //! (its stencil is a convolution but at the grid's faces: its symbol joins
 //! FFT(Q)), and pass 5 mends the faces and takes CG's dot `<x, out>` as it
 //! writes: where the stencil's own pass read x and out, rewrote out and
-//! gathered six neighbours a voxel, pass 5 reads x once more.
+//! gathered six neighbours a voxel, pass 5 reads x once more. And
+//! [`Device::toeplitz_update_dot`] makes CG's updates of the iterate and
+//! the direction in pass 1, as it reads the direction: where a pass of
+//! their own read and wrote it and pass 1 read it again.
 //!
 //! The grid is held as its lower half in z only. Each pass reads and writes
 //! global memory once and skips the points that are zero or not needed: in
@@ -26,7 +29,7 @@ use crate::device::Device;
 use crate::error::Ctx;
 use crate::lines::{covered, LineKernel, Lines, Map, Pass};
 use cudarc::driver::CudaSlice;
-use recon_core::{Complex, Result};
+use recon_core::{CgStep, Complex, Result};
 use std::sync::Mutex;
 
 /// What the fused path needs per grid shape, made once by the operator
@@ -45,6 +48,8 @@ pub(crate) struct Passes {
     /// value per block.
     x_dot: Pass,
     partial: Mutex<CudaSlice<f64>>,
+    /// x lines, forward (padded) with CG's updates made as they read.
+    x_update: Pass,
     /// y lines: forward (padded), inverse (cropped).
     y: [Pass; 2],
     z: Pass,
@@ -87,6 +92,7 @@ impl Device {
             x_coil: self.pass(LineKernel::FftCoil, 2 * nx, ny * nz, Lines::Along)?,
             x_dot,
             partial,
+            x_update: self.pass(LineKernel::PadUpdate, 2 * nx, ny * nz, Lines::Along)?,
             y: both(2 * ny, 2 * nx * nz, Lines::Across)?,
             z,
             symbol: self.upload(&symbol)?,
@@ -119,7 +125,9 @@ impl Device {
             ),
             None => (&p.x[0], &p.x[1], image_rows(n), image_rows(n)),
         };
-        self.forward_and_columns(p, xf, read, x, fq, work, n, None)?;
+        // 1. x: FFT of x's rows (times s) zero-padded to 2nx
+        self.lines(xf, work, Some(x), work_rows(n, 2 * n[0]), read, -1.0)?;
+        self.yz(p, fq, work, n, None)?;
         // 5. x: inverse FFT of the rows y < ny, cropped into out (times
         // conj(s), added)
         self.lines(xi, out, Some(work), write, work_rows(n, 2 * n[0]), 1.0)
@@ -151,8 +159,58 @@ impl Device {
         s: &mut CudaSlice<f64>,
         slot: usize,
     ) -> Result<()> {
-        let stencil = (a != 0.0).then_some(a);
-        self.forward_and_columns(p, &p.x[0], image_rows(n), x, fq, work, n, stencil)?;
+        // 1. x: FFT of x's rows zero-padded to 2nx
+        self.lines(
+            &p.x[0],
+            work,
+            Some(x),
+            work_rows(n, 2 * n[0]),
+            image_rows(n),
+            -1.0,
+        )?;
+        self.yz_crop_dot(p, out, x, fq, work, n, a, s, slot)
+    }
+
+    /// CG's updates `u` (`x = x + a c dir`, `dir = r + d dir`, as
+    /// [`Device::cg_update`]), then [`Device::toeplitz_dot`] of the new
+    /// direction `dir`: pass 1 makes the updates as it reads `dir`
+    /// (`fft_lines_pad_update`), which spares the updates' own pass a
+    /// read and write of `dir`, and the bits are the same.
+    #[allow(clippy::too_many_arguments)]
+    pub fn toeplitz_update_dot(
+        &self,
+        p: &Passes,
+        u: CgStep<'_, CudaSlice<f32>>,
+        out: &mut CudaSlice<f32>,
+        dir: &mut CudaSlice<f32>,
+        fq: &CudaSlice<f32>,
+        work: &mut CudaSlice<f32>,
+        n: [usize; 3],
+        a: f32,
+        s: &mut CudaSlice<f64>,
+        slot: usize,
+    ) -> Result<()> {
+        // 1. x: the updates, and the FFT of the new direction's rows
+        // zero-padded to 2nx
+        self.pad_update(&p.x_update, work, work_rows(n, 2 * n[0]), u, dir, n, s)?;
+        self.yz_crop_dot(p, out, dir, fq, work, n, a, s, slot)
+    }
+
+    /// Passes 2 to 5 of [`Device::toeplitz_dot`], pass 1 made.
+    #[allow(clippy::too_many_arguments)]
+    fn yz_crop_dot(
+        &self,
+        p: &Passes,
+        out: &mut CudaSlice<f32>,
+        x: &CudaSlice<f32>,
+        fq: &CudaSlice<f32>,
+        work: &mut CudaSlice<f32>,
+        n: [usize; 3],
+        a: f32,
+        s: &mut CudaSlice<f64>,
+        slot: usize,
+    ) -> Result<()> {
+        self.yz(p, fq, work, n, (a != 0.0).then_some(a))?;
         // 5. x: inverse FFT of the rows y < ny, cropped into out, less a b
         // x at the faces, and the dot's parts
         let mut partial = p.partial.lock().expect("partial sums poisoned");
@@ -161,16 +219,12 @@ impl Device {
         self.sum_partials_to(s, slot, &partial)
     }
 
-    /// Passes 1 to 4 (module docs), x's rows read by `xf` through `read`;
-    /// with `stencil = Some(a)`, pass 3's multiplier also takes `a` times
-    /// the uniform stencil's symbol (see [`Device::toeplitz_dot`]).
-    #[allow(clippy::too_many_arguments)]
-    fn forward_and_columns(
+    /// Passes 2 to 4 (module docs), pass 1 made into `work`; with `stencil
+    /// = Some(a)`, pass 3's multiplier also takes `a` times the uniform
+    /// stencil's symbol (see [`Device::toeplitz_dot`]).
+    fn yz(
         &self,
         p: &Passes,
-        xf: &Pass,
-        read: Map,
-        x: &CudaSlice<f32>,
         fq: &CudaSlice<f32>,
         work: &mut CudaSlice<f32>,
         n: [usize; 3],
@@ -181,8 +235,6 @@ impl Device {
         let plane = px * py;
         // y lines of work: line q = z px + x.
         let work_ys = |n| Map::new(px, plane, 1, px, n);
-        // 1. x: FFT of x's rows zero-padded to 2nx (times s)
-        self.lines(xf, work, Some(x), work_rows(n, px), read, -1.0)?;
         // 2. y: FFT, points y >= ny zero
         self.lines(&p.y[0], work, None, work_ys(py), work_ys(ny), -1.0)?;
         // 3. z: FFT, product with FFT(Q) / (2n)^3, inverse FFT

@@ -73,7 +73,7 @@ impl Kernels {
 }
 
 /// A coefficient's slots `[num, den, floor]` as the kernels take them.
-fn slots_of(r: Ratio) -> [i32; 3] {
+pub(crate) fn slots_of(r: Ratio) -> [i32; 3] {
     [r.num, r.den, r.floor].map(|v| v as i32)
 }
 

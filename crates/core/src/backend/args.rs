@@ -124,6 +124,21 @@ impl Ratio {
     }
 }
 
+/// CG's updates from one direction to the next, `x = x + a c p` and
+/// `p = r + d p` with `c = step.of(s)` and `d = beta.of(s)`
+/// ([`Backend::cg_update`](super::Backend::cg_update)), handed to the map
+/// of the new direction
+/// ([`Backend::toeplitz_update_dot`](super::Backend::toeplitz_update_dot)):
+/// a device whose product reads p anyway may make them on that read. `r`
+/// stands for the preconditioned residual where there is one.
+pub struct CgStep<'v, V> {
+    pub x: &'v mut V,
+    pub a: f64,
+    pub step: Ratio,
+    pub r: &'v V,
+    pub beta: Ratio,
+}
+
 /// What a run will compute, told to the backend before it starts
 /// ([`Backend::prepare`](super::Backend::prepare)): a GPU compiles the kernels these need side by
 /// side, instead of one after another as each is first launched.

@@ -5,7 +5,7 @@
 mod args;
 mod pieces;
 
-pub use args::{CoilOp, Direction, GroupProx, NufftUse, Ratio, Sign, Targets, Workload};
+pub use args::{CgStep, CoilOp, Direction, GroupProx, NufftUse, Ratio, Sign, Targets, Workload};
 pub use pieces::{
     fft_q_by_pieces, toeplitz_by_pieces, toeplitz_coil_by_pieces, toeplitz_dot_by_pieces,
 };
@@ -277,6 +277,28 @@ pub trait Backend: Send + Sync {
         slot: usize,
     ) -> Result<()> {
         toeplitz_dot_by_pieces(self, plan, out, x, fq, work, prior, s, slot)
+    }
+
+    /// CG's updates `u` of the iterate and the direction p, then
+    /// [`Backend::toeplitz_dot`] of the new p. By default
+    /// [`Backend::cg_update`], then the map; a device may make the updates
+    /// in the product's first pass, which reads p anyway (one pass over
+    /// p fewer).
+    #[allow(clippy::too_many_arguments)]
+    fn toeplitz_update_dot(
+        &self,
+        plan: &Self::ToeplitzPlan,
+        u: CgStep<'_, Self::Vector>,
+        out: &mut Self::Vector,
+        p: &mut Self::Vector,
+        fq: &Self::Vector,
+        work: &mut Self::Vector,
+        prior: Option<(f64, &Self::Weights)>,
+        s: &mut Self::Scalars,
+        slot: usize,
+    ) -> Result<()> {
+        self.cg_update(u.x, u.a, u.step, p, u.r, u.beta, s)?;
+        self.toeplitz_dot(plan, out, p, fq, work, prior, s, slot)
     }
 
     // --- coils ----------------------------------------------------------
