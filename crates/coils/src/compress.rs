@@ -18,7 +18,7 @@ pub enum Keep {
 /// The K x C compression mix of `data` (`[C, M]`) and the fraction of
 /// the energy the K virtual coils keep.
 pub fn compression(data: &[C64], coils: usize, keep: Keep) -> Result<(Mix, f64)> {
-    if coils == 0 || data.len() % coils != 0 || data.is_empty() {
+    if coils == 0 || !data.len().is_multiple_of(coils) || data.is_empty() {
         return Err(Error::Invalid {
             what: "coil compression",
             reason: format!("{} values are not {coils} coils of samples", data.len()),

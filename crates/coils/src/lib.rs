@@ -85,7 +85,7 @@ impl Mix {
 
     /// Mixes `[C, M]` data (coil after coil) into `[K, M]`.
     pub fn data(&self, data: &[C64]) -> Result<Vec<C64>> {
-        if self.cols == 0 || data.len() % self.cols != 0 {
+        if self.cols == 0 || !data.len().is_multiple_of(self.cols) {
             return Err(Error::Invalid {
                 what: "coil mix",
                 reason: format!(

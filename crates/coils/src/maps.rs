@@ -65,7 +65,7 @@ pub fn estimate_maps_from_cells(
 }
 
 fn check_params(p: &MapParams) -> Result<()> {
-    if p.smoothing % 2 == 0
+    if p.smoothing.is_multiple_of(2)
         || p.cell == 0
         || !(p.floor.is_finite() && p.floor >= 0.0 && p.floor < 1.0)
     {

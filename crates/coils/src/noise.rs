@@ -9,7 +9,7 @@ use recon_core::{Error, Result};
 /// The noise covariance `Psi = (1/K) sum_k n_k n_k^H` (C x C, row-major)
 /// of `K` noise samples per coil (`[C, K]`, coil after coil).
 pub fn covariance(noise: &[C64], coils: usize) -> Result<Vec<C64>> {
-    if coils == 0 || noise.len() % coils != 0 || noise.is_empty() {
+    if coils == 0 || !noise.len().is_multiple_of(coils) || noise.is_empty() {
         return Err(Error::Invalid {
             what: "noise samples",
             reason: format!("{} values are not {coils} coils of samples", noise.len()),

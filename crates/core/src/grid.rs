@@ -46,7 +46,7 @@ impl Grid {
     pub fn new(n: [usize; 3], fov_mm: [f64; 3]) -> Result<Self> {
         for d in 0..3 {
             let flat = d == 2 && n[d] == 1;
-            if !flat && (n[d] < 2 || n[d] % 2 != 0 || n[d] > crate::MAX_N) {
+            if !flat && (n[d] < 2 || !n[d].is_multiple_of(2) || n[d] > crate::MAX_N) {
                 return Err(Error::Invalid {
                     what: "grid matrix",
                     reason: format!(
@@ -167,7 +167,7 @@ pub fn undoubled(d: [usize; 3]) -> [usize; 3] {
 /// The rule `n` breaks, if it cannot be a reconstruction matrix: `Nx` and
 /// `Ny` even, from 4 to [`crate::MAX_N`]; `Nz` the same, or 1 (a 2-D grid).
 pub fn matrix_problem(n: [usize; 3]) -> Option<String> {
-    let ok = |v: usize| (4..=crate::MAX_N).contains(&v) && v % 2 == 0;
+    let ok = |v: usize| (4..=crate::MAX_N).contains(&v) && v.is_multiple_of(2);
     if ok(n[0]) && ok(n[1]) && (ok(n[2]) || n[2] == 1) {
         return None;
     }

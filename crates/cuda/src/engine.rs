@@ -220,8 +220,8 @@ impl Device {
         let rows_ok = |r0: usize, len: usize| {
             matches!(job.targets, TargetSpec::Lattice(_))
                 && row % vpt as usize == 0
-                && (first + r0) % row == 0
-                && len % row == 0
+                && (first + r0).is_multiple_of(row)
+                && len.is_multiple_of(row)
         };
         let sum = self.sum()?;
         let kernel_for = |r0: usize, len: usize| sum.get(job.variant, rows_ok(r0, len), vpt);

@@ -37,7 +37,7 @@ impl Stack {
     /// `None` otherwise (or on a 2-D grid, which is one plane already).
     pub fn detect(grid: &Grid, traj: &[[f64; 3]]) -> Option<Stack> {
         let nz = grid.n[2];
-        if grid.is_2d() || traj.is_empty() || traj.len() % nz != 0 {
+        if grid.is_2d() || traj.is_empty() || !traj.len().is_multiple_of(nz) {
             return None;
         }
         let mut order = vec![Vec::with_capacity(traj.len() / nz); nz];

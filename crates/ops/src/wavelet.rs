@@ -25,7 +25,7 @@ fn passes(n: [usize; 3]) -> Vec<([usize; 3], usize)> {
     let mut e = n;
     loop {
         let axes: Vec<usize> = (0..3)
-            .filter(|&a| e[a] % 2 == 0 && e[a] / 2 >= MIN_COARSE)
+            .filter(|&a| e[a].is_multiple_of(2) && e[a] / 2 >= MIN_COARSE)
             .collect();
         if axes.is_empty() {
             return passes;
@@ -120,7 +120,7 @@ impl<B: Backend> LinearOp<B> for Wavelet<B> {
     fn forward(&mut self, backend: &B, out: &mut B::Vector, x: &B::Vector) -> Result<()> {
         self.check(backend, out, x)?;
         // shift into the buffer from which the passes, alternating, end in out
-        let (mut cur, mut next) = if self.passes.len() % 2 == 0 {
+        let (mut cur, mut next) = if self.passes.len().is_multiple_of(2) {
             (out, &mut self.work)
         } else {
             (&mut self.work, out)

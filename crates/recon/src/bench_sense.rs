@@ -100,7 +100,7 @@ pub fn run(args: &BenchSenseArgs) -> Result<()> {
     if !(1..=128).contains(&args.coils) {
         anyhow::bail!("--coils must be 1 to 128, got {}", args.coils);
     }
-    if args.matrix < 4 || args.matrix % 2 != 0 || args.matrix > recon_core::MAX_N {
+    if args.matrix < 4 || !args.matrix.is_multiple_of(2) || args.matrix > recon_core::MAX_N {
         anyhow::bail!(
             "--matrix must be even, from 4 to {}, got {}",
             recon_core::MAX_N,

@@ -92,7 +92,7 @@ pub fn group_factor(norm: f64, t: f64, kind: GroupProx) -> f64 {
 
 /// Fails unless `len` values split into groups of `components`.
 pub fn check_groups(len: usize, components: usize) -> Result<()> {
-    if components == 0 || len % components != 0 {
+    if components == 0 || !len.is_multiple_of(components) {
         return Err(Error::Invalid {
             what: "group shrinkage",
             reason: format!("{len} values do not split into groups of {components}"),

@@ -25,7 +25,7 @@ pub fn daubechies2() -> ([f64; 4], [f64; 4]) {
 /// along `axis` where one is given.
 pub fn check_extent(n: [usize; 3], extent: [usize; 3], axis: Option<usize>) -> Result<()> {
     let bad = (0..3).any(|a| extent[a] == 0 || extent[a] > n[a])
-        || axis.is_some_and(|a| a > 2 || extent[a] % 2 != 0);
+        || axis.is_some_and(|a| a > 2 || !extent[a].is_multiple_of(2));
     if bad {
         return Err(Error::Invalid {
             what: "wavelet level",
@@ -151,7 +151,7 @@ pub fn shrink_outside<T: Real>(
 /// number (one or more) of its images.
 pub fn check_images(len: usize, n: [usize; 3]) -> Result<usize> {
     let image: usize = n.iter().product();
-    if image == 0 || len == 0 || len % image != 0 {
+    if image == 0 || len == 0 || !len.is_multiple_of(image) {
         return Err(Error::Invalid {
             what: "wavelet coefficients",
             reason: format!("{len} values are not a whole number of {n:?} images"),

@@ -175,7 +175,7 @@ impl Config {
                 format!("must be positive (cycles/FOV), got {}", s.calibration),
             );
         }
-        if s.smoothing % 2 == 0 || s.smoothing > 63 {
+        if s.smoothing.is_multiple_of(2) || s.smoothing > 63 {
             return fail(
                 "sense.smoothing",
                 format!("must be odd, from 1 to 63 voxels, got {}", s.smoothing),
@@ -315,7 +315,7 @@ impl Config {
                 format!("must be 1, 2, 4 or 8, got {}", e.per_thread()),
             );
         }
-        if !(32..=1024).contains(&e.block()) || e.block() % 32 != 0 {
+        if !(32..=1024).contains(&e.block()) || !e.block().is_multiple_of(32) {
             return fail(
                 "engine.block",
                 format!(
