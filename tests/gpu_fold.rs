@@ -141,52 +141,63 @@ fn cg_map_and_dot_with_the_uniform_prior_folded_match_cpu_f64() {
 }
 
 #[test]
-fn cg_updates_made_in_the_products_first_pass_give_the_bits_of_their_own_pass() {
+fn cg_updates_made_in_the_products_first_pass_keep_their_bits_and_match_cpu_f64() {
     // CG's updates x = x + c p, p = r + d p, then the map and dot of the
     // new p (`toeplitz_update_dot`): where the pruned product covers the
     // shape, its first pass makes the updates as it reads p, one launch
     // fewer, with the same arithmetic, so x, p, A p and <p, A p> keep
-    // every bit of `cg_update` followed by `toeplitz_dot`. Shapes with
-    // x lines of 96 points (blocks of 4 lines) and 256 (2 a block); with
-    // the uniform prior folded and without; coefficients from the
-    // scalars, and with the floor above them (both 0: p becomes r, x
-    // stays); each operator twice, to catch state the first call leaves.
+    // every bit of `cg_update` followed by `toeplitz_dot`; and they match
+    // the CPU's in float64 (its default: the two calls). Shapes with x
+    // lines of 96 points (blocks of 4 lines) and 256 (2 a block); with the
+    // uniform prior folded and without; coefficients from the scalars,
+    // and with the floor above them (both 0: p becomes r, x stays); each
+    // operator twice, to catch state the first call leaves.
     let Some(b) = gpu(Options::default()) else {
         return;
     };
+    let cpu = CpuBackend::<f64>::new();
+    // s: the floor, <r_old, r_old>, <p, A p>, <r, r>, and the slot the
+    // dot goes to; step = s[1] / s[2], beta = s[3] / s[1].
+    let step = Ratio {
+        num: 1,
+        den: 2,
+        floor: 0,
+    };
+    let beta = Ratio {
+        num: 3,
+        den: 1,
+        floor: 0,
+    };
     for n in [[48, 32, 64], [128, 8, 16]] {
         let grid = Grid::new(n, [200.0; 3]).unwrap();
-        let len = grid.len();
+        let (len, d) = (grid.len(), grid.doubled());
         let mut rng = Rng::new(21);
-        let q = down(&hermitian(&rng.complex(8 * len), grid.doubled()));
-        let d = grid.doubled();
+        let q64 = hermitian(&rng.complex(8 * len), d);
         let plan = b.toeplitz_plan(n).unwrap();
-        let fq = b.fft_q(&q, d).unwrap();
+        let fq = b.fft_q(&down(&q64), d).unwrap();
         let w = b.upload_weights(&Stencil::uniform(n)).unwrap();
+        let (plan64, fq64) = (cpu.toeplitz_plan(n).unwrap(), cpu.fft_q(&q64, d).unwrap());
+        let w64 = cpu.upload_weights(&Stencil::uniform(n)).unwrap();
         let work = || b.zeros(d.iter().product()).unwrap();
         let (mut work1, mut work2) = (work(), work());
-        let r = b.upload(&down(&rng.complex(len))).unwrap();
-        // s: the floor, <r_old, r_old>, <p, A p>, <r, r>, and the slot the
-        // dot goes to; step = s[1] / s[2], beta = s[3] / s[1].
-        let step = Ratio {
-            num: 1,
-            den: 2,
-            floor: 0,
-        };
-        let beta = Ratio {
-            num: 3,
-            den: 1,
-            floor: 0,
-        };
-        for (floor, prior) in [(0.0, None), (0.0, Some((3.0, &w))), (10.0, Some((3.0, &w)))] {
+        let mut work64 = cpu.zeros(d.iter().product()).unwrap();
+        let r32 = down(&rng.complex(len));
+        let (r, r64) = (b.upload(&r32).unwrap(), cpu.upload(&up(&r32)).unwrap());
+        for (floor, lambda) in [(0.0, None), (0.0, Some(3.0)), (10.0, Some(3.0))] {
+            let prior = lambda.map(|a| (a, &w));
+            let prior64 = lambda.map(|a| (a, &w64));
             let init = [floor, 2.0, 3.0, 1.5, 0.0];
             let (mut s1, mut s2) = (b.scalars(&init).unwrap(), b.scalars(&init).unwrap());
-            let x0 = down(&rng.complex(len));
-            let p0 = down(&rng.complex(len));
+            let mut s64 = cpu.scalars(&init).unwrap();
+            let (x0, p0) = (down(&rng.complex(len)), down(&rng.complex(len)));
             let (mut x1, mut p1) = (b.upload(&x0).unwrap(), b.upload(&p0).unwrap());
             let (mut x2, mut p2) = (b.upload(&x0).unwrap(), b.upload(&p0).unwrap());
+            let mut x64 = cpu.upload(&up(&x0)).unwrap();
+            let mut p64 = cpu.upload(&up(&p0)).unwrap();
             let (mut out1, mut out2) = (b.zeros(len).unwrap(), b.zeros(len).unwrap());
+            let mut out64 = cpu.zeros(len).unwrap();
             for round in 0..2 {
+                let what = format!("{n:?}, floor {floor}, prior {lambda:?}, round {round}");
                 let before = b.line_and_vector_launches();
                 let u = CgStep {
                     x: &mut x1,
@@ -206,10 +217,25 @@ fn cg_updates_made_in_the_products_first_pass_give_the_bits_of_their_own_pass() 
                 b.toeplitz_dot(&plan, &mut out2, &p2, &fq, &mut work2, prior, &mut s2, 4)
                     .unwrap();
                 let apart = b.line_and_vector_launches() - before;
-                let what = format!(
-                    "{n:?}, floor {floor}, prior {}, round {round}",
-                    prior.is_some()
-                );
+                let u = CgStep {
+                    x: &mut x64,
+                    a: 1.0,
+                    step,
+                    r: &r64,
+                    beta,
+                };
+                cpu.toeplitz_update_dot(
+                    &plan64,
+                    u,
+                    &mut out64,
+                    &mut p64,
+                    &fq64,
+                    &mut work64,
+                    prior64,
+                    &mut s64,
+                    4,
+                )
+                .unwrap();
                 println!("{what}: {fused} launches against {apart}");
                 assert_eq!(
                     fused + 1,
@@ -217,18 +243,38 @@ fn cg_updates_made_in_the_products_first_pass_give_the_bits_of_their_own_pass() 
                     "{what}: the updates were not made in the first pass"
                 );
                 let host = |v| b.to_host(v).unwrap();
-                for (name, a, c) in [("x", &x1, &x2), ("p", &p1, &p2), ("A p", &out1, &out2)] {
+                for (name, a, c, want) in [
+                    ("x", &x1, &x2, &x64),
+                    ("p", &p1, &p2, &p64),
+                    ("A p", &out1, &out2, &out64),
+                ] {
                     let (a, c) = (host(a), host(c));
                     let differ = a.iter().zip(&c).filter(|(a, c)| a != c).count();
                     assert_eq!(differ, 0, "{what}: {differ} values of {name} differ");
+                    let err = nrmse(&up(&a), &cpu.to_host(want).unwrap());
+                    println!("{what}: {name} against the CPU in float64 {err:.2e}");
+                    // float32 updates round to ~6e-8, the products' FFTs
+                    // to a few 1e-7 (as the fold's test); a coefficient
+                    // or point wrong gives 1e-2 or more.
+                    assert!(err < 1e-5, "{what}: {name} {err:e}");
                 }
-                let (mut h1, mut h2) = ([0.0; 5], [0.0; 5]);
+                let (mut h1, mut h2, mut h64) = ([0.0; 5], [0.0; 5], [0.0; 5]);
                 b.read_scalars(&mut h1, &s1).unwrap();
                 b.read_scalars(&mut h2, &s2).unwrap();
+                cpu.read_scalars(&mut h64, &s64).unwrap();
                 assert_eq!(h1, h2, "{what}: the scalars differ");
+                // The dot against |p| |A p| (Q here is Hermitian but not
+                // positive, so <p, A p> itself may be small): rounding of
+                // float32 products summed in double.
+                let norm =
+                    |v: &Vec<Complex<f64>>| v.iter().map(|z| z.norm_sqr()).sum::<f64>().sqrt();
+                let scale = norm(&cpu.to_host(&p64).unwrap()) * norm(&cpu.to_host(&out64).unwrap());
+                let dot_err = (h1[4] - h64[4]).abs() / scale;
+                println!("{what}: <p, A p> against the CPU in float64 {dot_err:.2e}");
+                assert!(dot_err < 1e-6, "{what}: <p, A p> {dot_err:e}");
                 if floor > 0.0 {
                     // Gated: p is r and x is as it was.
-                    assert_eq!(host(&p1), host(&r), "{what}");
+                    assert_eq!(host(&p1), r32, "{what}");
                     assert_eq!(host(&x1), x0, "{what}");
                 }
             }
