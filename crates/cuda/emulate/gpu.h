@@ -6,6 +6,7 @@
 #pragma once
 #include <atomic>
 #include <barrier>
+#include <cstring>
 #include <math.h>
 #include <thread>
 #include <vector>
@@ -59,6 +60,24 @@ inline double __shfl_xor_sync(unsigned, double v, int mask)
     shuffle_slots[threadIdx.x] = v;
     __syncthreads();
     const double r = shuffle_slots[threadIdx.x ^ mask];
+    __syncthreads();
+    return r;
+}
+
+// The same for a float among groups of `width` lanes (a mask below the
+// width keeps the exchange within the group, as nufft.cu's interpolation
+// uses it).
+inline float __shfl_xor_sync(unsigned m, float v, int mask, int) { return (float)__shfl_xor_sync(m, (double)v, mask); }
+// Lane `src` of each group of `width` lanes, to every lane of the group.
+inline long long shuffle_bits[1024];
+template <class T>
+T __shfl_sync(unsigned, T v, int src, int width)
+{
+    static_assert(sizeof(T) <= sizeof(long long));
+    std::memcpy(&shuffle_bits[threadIdx.x], &v, sizeof(T));
+    __syncthreads();
+    T r;
+    std::memcpy(&r, &shuffle_bits[threadIdx.x / width * width + src], sizeof(T));
     __syncthreads();
     return r;
 }

@@ -3,8 +3,8 @@
 // of the upsampled ("fine") grid; type 1 spreads each bin's points into a
 // shared-memory copy of the bin and its kernel overhang (a subproblem of at
 // most `maxsub` points), then adds that copy into the fine grid; type 2
-// interpolates from the fine grid, thread per sorted point, so that
-// neighbouring threads read neighbouring cells. The deconvolution by the
+// interpolates from the fine grid, a group of lanes per sorted point
+// reading each row of its footprint together. The deconvolution by the
 // kernel's transform and the shift between centred modes and the FFT's
 // order are one kernel each way.
 //
@@ -334,62 +334,103 @@ __device__ void spread_global(float2* __restrict__ fine, const float2* __restric
     }
 }
 
-// Type 2 interpolation, thread per sorted point: out[perm[i]] = sum over
-// the footprint of fine * kernel. A row of the footprint is read as P
-// pairs of cells from the even x at or below its first, 16 bytes each
-// (the fine grid's sizes are even, so a pair never wraps apart): 4 loads
-// a row instead of 7 at width 7, the kernel's values shifted by one cell
-// where the first is odd and 0 on the cell outside. The kernel waits on
-// its loads (Nsight Compute: bench/h100-2026-11-27-nufft-full), and L1
-// serves a warp's load a line of cells at a time.
+// Type 2 interpolation: out[perm[i]] = sum over the footprint of fine *
+// kernel, Q lanes a sorted point (a group), lane q reading the q-th pair
+// of cells of each of the footprint's W x W rows (16 bytes), so that a
+// group reads a row as one run of 16 Q bytes and a warp's load touches
+// 32 / Q rows, not 32: L1 serves a load a line of cells at a time, and
+// read thread per point (a row's pairs one after another in each thread)
+// the kernel was bound by those lines (Nsight Compute:
+// bench/h100-2026-11-27-interp-pairs). A row's P pairs start at the even
+// x at or below its first (the fine grid's sizes are even, so a pair
+// never wraps apart), the kernel's values shifted by one cell where the
+// first is odd and 0 on the cells outside; lanes past P read the last
+// pair with weight 0. What every lane of a group needs, the kernel's
+// values along y and z and the rows' places, is computed a share a lane
+// and passed round by shuffles, and the group's sums meet by shuffles. A
+// block's threads go through the points together (a point clamped to
+// the last where the block runs past it), so that every lane takes part
+// in each shuffle.
+template <int W>
+__host__ __device__ constexpr int interpolate_lanes()
+{
+    return (W + 2) / 2 <= 2 ? 2 : (W + 2) / 2 <= 4 ? 4 : 8;
+}
+
+// The kernel's value at offset j - W/2 + a (kernel_values' j-th).
+template <int W>
+__device__ inline float kernel_value(int j, float a, float beta)
+{
+    const float z = (2.0f * (j + a) - W) / W;
+    const float s = 1.0f - z * z;
+    return s > 0.0f ? expf(beta * (sqrtf(s) - 1.0f)) : 0.0f;
+}
+
 template <int W>
 __device__ void interpolate(float2* __restrict__ out, const float2* __restrict__ fine, const int* __restrict__ first,
                             const float* __restrict__ frac, const unsigned* __restrict__ perm, long long M, float beta,
                             Geometry g)
 {
     constexpr int P = (W + 2) / 2;  // pairs a row: W cells from an odd first need W + 1
+    constexpr int Q = interpolate_lanes<W>();
+    constexpr int S = (W + Q - 1) / Q;  // a lane's share of the W values along y and z
     const float4* pairs = (const float4*)fine;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < M; i += (long long)gridDim.x * blockDim.x) {
-        float kx[W], ky[W], kz[W];
-        kernel_values<W>(kx, frac[3 * i], beta);
-        kernel_values<W>(ky, frac[3 * i + 1], beta);
-        kernel_values<W>(kz, frac[3 * i + 2], beta);
-        // The row's 2P cells from the even x at or below the first: their
-        // weights, and the pairs' places (halved x, wrapped).
-        const int fx = first[3 * i], odd = fx & 1;
-        float kp[2 * P];
+    const int q = threadIdx.x % Q, half = g.n[0] / 2;
+    const long long groups = blockDim.x / Q;
+    for (long long base = blockIdx.x * groups; base < M; base += gridDim.x * groups) {
+        const long long at = base + threadIdx.x / Q;
+        const long long i = at < M ? at : M - 1;
+        // This lane's share: the kernel's values and the rows' places (in
+        // pairs) at j = s Q + q.
+        const int fy = first[3 * i + 1], fz = first[3 * i + 2];
+        const float ay = frac[3 * i + 1], az = frac[3 * i + 2];
+        float vy[S], vz[S];
+        int oy[S], oz[S];
 #pragma unroll
-        for (int j = 0; j < 2 * P; j++) {
-            const float a = j < W ? kx[j] : 0.0f, b = j >= 1 && j <= W ? kx[j - 1] : 0.0f;
-            kp[j] = odd ? b : a;
+        for (int s = 0; s < S; s++) {
+            const int j = s * Q + q;
+            vy[s] = kernel_value<W>(j, ay, beta);
+            vz[s] = kernel_value<W>(j, az, beta);
+            oy[s] = wrap(fy + j, g.n[1]) * half;
+            oz[s] = wrap(fz + j, g.n[2]);
         }
-        int xp[P];
+        float ky[W];
+        int yo[W];
 #pragma unroll
-        for (int q = 0; q < P; q++) xp[q] = wrap(fx - odd + 2 * q, g.n[0]) / 2;
+        for (int j = 0; j < W; j++) {
+            ky[j] = __shfl_sync(0xffffffffu, vy[j / Q], j % Q, Q);
+            yo[j] = __shfl_sync(0xffffffffu, oy[j / Q], j % Q, Q);
+        }
+        // This lane's cells of each row: the footprint's j0 and j0 + 1,
+        // j0 = 2q - odd (from -1: the cell below an odd first).
+        const int fx = first[3 * i], odd = fx & 1, j0 = 2 * min(q, P - 1) - odd;
+        const float ax = frac[3 * i];
+        const float k0 = q < P && j0 >= 0 ? kernel_value<W>(j0, ax, beta) : 0.0f;
+        const float k1 = q < P && j0 + 1 < W ? kernel_value<W>(j0 + 1, ax, beta) : 0.0f;
+        const int xp = wrap(fx + j0, g.n[0]) / 2;
         float accr = 0.0f, acci = 0.0f;
 #pragma unroll
         for (int jz = 0; jz < W; jz++) {
-            long long zi = wrap(first[3 * i + 2] + jz, g.n[2]);
+            const float kz = __shfl_sync(0xffffffffu, vz[jz / Q], jz % Q, Q);
+            const int zi = __shfl_sync(0xffffffffu, oz[jz / Q], jz % Q, Q);
+            const float4* plane = pairs + (long long)zi * g.n[1] * half + xp;
             float zr = 0.0f, zim = 0.0f;
 #pragma unroll
             for (int jy = 0; jy < W; jy++) {
-                const float4* row = pairs + (zi * g.n[1] + wrap(first[3 * i + 1] + jy, g.n[1])) * (g.n[0] / 2);
-                float rr = 0.0f, ri = 0.0f;
-#pragma unroll
-                for (int q = 0; q < P; q++) {
-                    const float4 v = row[xp[q]];
-                    rr = fmaf(kp[2 * q], v.x, rr);
-                    ri = fmaf(kp[2 * q], v.y, ri);
-                    rr = fmaf(kp[2 * q + 1], v.z, rr);
-                    ri = fmaf(kp[2 * q + 1], v.w, ri);
-                }
+                const float4 v = plane[yo[jy]];
+                const float rr = fmaf(k1, v.z, k0 * v.x), ri = fmaf(k1, v.w, k0 * v.y);
                 zr = fmaf(ky[jy], rr, zr);
                 zim = fmaf(ky[jy], ri, zim);
             }
-            accr = fmaf(kz[jz], zr, accr);
-            acci = fmaf(kz[jz], zim, acci);
+            accr = fmaf(kz, zr, accr);
+            acci = fmaf(kz, zim, acci);
         }
-        out[perm[i]] = make_float2(accr, acci);
+#pragma unroll
+        for (int o = Q / 2; o > 0; o >>= 1) {
+            accr += __shfl_xor_sync(0xffffffffu, accr, o, Q);
+            acci += __shfl_xor_sync(0xffffffffu, acci, o, Q);
+        }
+        if (q == 0 && at < M) out[perm[i]] = make_float2(accr, acci);
     }
 }
 
@@ -411,7 +452,7 @@ __device__ void interpolate(float2* __restrict__ out, const float2* __restrict__
         spread_global<W>(fine, c, first, frac, perm, M, beta, g);                                                          \
     }
 #define INTERPOLATE_KERNEL(W)                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256, 3)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256, 4)                                                                  \
         nufft_interpolate_##W(float2* out, const float2* fine, const int* first, const float* frac,                        \
                               const unsigned* perm, long long M, float beta, Geometry g)                                   \
     {                                                                                                                      \

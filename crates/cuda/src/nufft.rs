@@ -4,8 +4,9 @@
 //! its points into bins on the device once (count, scan, place). Type 1
 //! spreads into shared-memory subproblems of at most [`NufftOptions::maxsub`]
 //! points per block, or straight into the fine grid where a subproblem
-//! would not fit in shared memory; type 2 interpolates thread per sorted
-//! point. cuFFT transforms the fine grid in place.
+//! would not fit in shared memory; type 2 interpolates by a group of
+//! lanes per sorted point, a lane per pair of cells of each row. cuFFT
+//! transforms the fine grid in place.
 //!
 //! Spreading adds by atomics, so the order of float additions, and with it
 //! the last bits of a result, may differ from run to run.
