@@ -136,16 +136,21 @@ extern "C" __global__ void nufft_subproblems(int* __restrict__ sub_bin, int* __r
 
 #endif  // FAMILY_MODULE
 
+// The kernel's value at offset j - W/2 + a.
+template <int W>
+__device__ inline float kernel_value(int j, float a, float beta)
+{
+    const float z = (2.0f * (j + a) - W) / W;
+    const float s = 1.0f - z * z;
+    return s > 0.0f ? expf(beta * (sqrtf(s) - 1.0f)) : 0.0f;
+}
+
 // The kernel's W values at offsets j - W/2 + a.
 template <int W>
 __device__ inline void kernel_values(float* k, float a, float beta)
 {
 #pragma unroll
-    for (int j = 0; j < W; j++) {
-        float z = (2.0f * (j + a) - W) / W;
-        float s = 1.0f - z * z;
-        k[j] = s > 0.0f ? expf(beta * (sqrtf(s) - 1.0f)) : 0.0f;
-    }
+    for (int j = 0; j < W; j++) k[j] = kernel_value<W>(j, a, beta);
 }
 
 // fine += (re, im), atomically: one vector atomic on Hopper and later.
@@ -355,15 +360,6 @@ template <int W>
 __host__ __device__ constexpr int interpolate_lanes()
 {
     return (W + 2) / 2 <= 2 ? 2 : (W + 2) / 2 <= 4 ? 4 : 8;
-}
-
-// The kernel's value at offset j - W/2 + a (kernel_values' j-th).
-template <int W>
-__device__ inline float kernel_value(int j, float a, float beta)
-{
-    const float z = (2.0f * (j + a) - W) / W;
-    const float s = 1.0f - z * z;
-    return s > 0.0f ? expf(beta * (sqrtf(s) - 1.0f)) : 0.0f;
 }
 
 template <int W>
