@@ -4,9 +4,9 @@
 //! block exits instead of after the driver has seen it finish. The kernel
 //! waits first for the one before and its writes (`prior_grids()`,
 //! chain.cuh), so it computes what a plain launch would; only kernels that
-//! do may be launched so. A CG iteration is nine short launches, and a
-//! gap of a microsecond or two before each was 4% of one at 128^3
-//! (bench/h100-2026-11-27-pdl).
+//! do may be launched so. A CG iteration is eight short launches, and a
+//! gap of a microsecond or two before each of the nine it had then was 4%
+//! of one at 128^3 (bench/h100-2026-11-27-pdl).
 //!
 //! cudarc's launch builder takes no launch attributes: [`Chained`] is one
 //! that does, for the chained kernels' launchers. Arguments are values
