@@ -33,11 +33,6 @@ struct int2 {
 };
 inline int2 make_int2(int a, int b) { return {a, b}; }
 inline int min(int a, int b) { return a < b ? a : b; }
-template <class T>
-T __ldg(const T* p)
-{
-    return *p;
-}
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 
 struct Dim3 {

@@ -192,14 +192,13 @@ __device__ __forceinline__ void crop_dot(double* partial, float2* dst, const flo
 // cg_step). The pass reads each point of p once, so this replaces
 // cg_update's pass, and the product reads p no more than before.
 struct UpdateLine : LineT<false> {
-    float2* p;
+    float2* p;  // src, writable
     float2* x;
     const float2* r;
-    float c, d;
+    CgCoefficients k;
     __device__ __forceinline__ UpdateLine(float2* p_, float2* dst_, const Map& mi_, const Map& mo_, int q,
-                                          bool inside_, int len_, float2* x_, const float2* r_, float c_,
-                                          float d_)
-        : LineT<false>(p_, dst_, mi_, mo_, q, inside_, len_), p(p_), x(x_), r(r_), c(c_), d(d_)
+                                          bool inside_, int len_, float2* x_, const float2* r_, CgCoefficients k_)
+        : LineT<false>(p_, dst_, mi_, mo_, q, inside_, len_), p(p_), x(x_), r(r_), k(k_)
     {
     }
     // The padded first pass asks for points i < L/2 only, which the map
@@ -211,31 +210,31 @@ struct UpdateLine : LineT<false> {
     {
         if (!inside) {
 #pragma unroll
-            for (int k = 0; k < N; k++) v[k] = make_float2(0.0f, 0.0f);
+            for (int m = 0; m < N; m++) v[m] = make_float2(0.0f, 0.0f);
             return;
         }
         float2 xs[N], ps[N], rs[N];
 #pragma unroll
-        for (int k = 0; k < N; k++) {
-            const long long at = in + j + k * G;
-            xs[k] = x[at];
-            ps[k] = p[at];
-            rs[k] = r[at];
+        for (int m = 0; m < N; m++) {
+            const long long at = in + j + m * G;
+            xs[m] = x[at];
+            ps[m] = p[at];
+            rs[m] = r[at];
         }
 #pragma unroll
-        for (int k = 0; k < N; k++) {
-            const long long at = in + j + k * G;
-            const CgStepped t = cg_step(xs[k], ps[k], rs[k], c, d);
+        for (int m = 0; m < N; m++) {
+            const long long at = in + j + m * G;
+            const CgStepped t = cg_step(xs[m], ps[m], rs[m], k.c, k.d);
             x[at] = t.x;
             p[at] = t.p;
-            v[k] = t.p;
+            v[m] = t.p;
         }
     }
 };
 
-// fft_lines_pad_L with UpdateLine's loads: c = a ratio(s; step), d =
-// ratio(s; beta), as cg_update takes them. The scalars are read after
-// block(), which waits for the kernel that wrote them.
+// fft_lines_pad_L with UpdateLine's loads, the coefficients taken as
+// cg_update takes them. The scalars are read after block(), which waits
+// for the kernel that wrote them.
 template <int L, int C>
 __device__ __forceinline__ void pad_update(float2* dst, float2* p, Map mo, Map mi, int count,
                                            const float2* __restrict__ twiddles, float2* x, const float2* r, double a,
@@ -243,9 +242,8 @@ __device__ __forceinline__ void pad_update(float2* dst, float2* p, Map mo, Map m
                                            int floor)
 {
     const Block b = block<L, C, 8>(twiddles);
-    const float c = (float)(a * ratio(s, step_num, step_den, floor));
-    const float d = (float)ratio(s, beta_num, beta_den, floor);
-    const UpdateLine line(p, dst, mi, mo, (int)b.line, b.line < count, L, x, r, c, d);
+    const CgCoefficients k = cg_coefficients(a, s, step_num, step_den, beta_num, beta_den, floor);
+    const UpdateLine line(p, dst, mi, mo, (int)b.line, b.line < count, L, x, r, k);
     fft_columns<L, C, 8, 1, GLOBAL, GLOBAL, true, false>(b.S, b.tw, b.c, b.tj, -1.0f, line, nullptr, nullptr);
 }
 

@@ -13,6 +13,17 @@ __device__ __forceinline__ double ratio(const double* __restrict__ s, int num, i
     return (isfinite(a) && a > s[floor] && isfinite(b) && b > 0.0) ? a / b : 0.0;
 }
 
+// cg_update's coefficients, c = a ratio(s; step) for x and d = ratio(s;
+// beta) for p, shared by vector.cu's pass and lines.cu's first read of p.
+struct CgCoefficients {
+    float c, d;
+};
+__device__ __forceinline__ CgCoefficients cg_coefficients(double a, const double* __restrict__ s, int step_num,
+                                                          int step_den, int beta_num, int beta_den, int floor)
+{
+    return {(float)(a * ratio(s, step_num, step_den, floor)), (float)ratio(s, beta_num, beta_den, floor)};
+}
+
 // cg_update's arithmetic at one point, shared by vector.cu's pass and
 // lines.cu's first read of p, so that both give the same bits: the new x
 // = x + c p and the new p = r + d p.

@@ -279,23 +279,26 @@ __device__ __forceinline__ void pass(float2* S, const float2* tw, int c, int tj,
         if (j < GROUPS) {
             const int kstep = (j % NS) * STEP;
             const int rb = at<C, R1>(j, c);
-            // The first pass (NS = 1: no twiddles) reads global memory a
-            // group at a time.
-            if constexpr (SRC == GLOBAL) col.template load_group<PADDED ? R / 2 : R, GROUPS>(v[g], j);
+            if constexpr (SRC == GLOBAL) {
+                // The first pass (NS = 1: no twiddles) reads global memory
+                // a group at a time.
+                col.template load_group<PADDED ? R / 2 : R, GROUPS>(v[g], j);
+            } else {
 #pragma unroll
-            for (int r = 0; r < (PADDED ? R / 2 : R) && SRC != GLOBAL; r++) {
-                float2 a;
-                if constexpr (SRC == REGS)
-                    a = regs[r];
-                else if constexpr (READ_SHIFTS)
-                    a = S[rb + at_shift<C, R1>(r * GROUPS)];
-                else
-                    a = S[at<C, R1>(j + r * GROUPS, c)];
-                if (r > 0 && NS > 1) {
-                    float2 w = tw[kstep * r];
-                    a = cmul(a, make_float2(w.x, s * w.y));
+                for (int r = 0; r < R; r++) {
+                    float2 a;
+                    if constexpr (SRC == REGS)
+                        a = regs[r];
+                    else if constexpr (READ_SHIFTS)
+                        a = S[rb + at_shift<C, R1>(r * GROUPS)];
+                    else
+                        a = S[at<C, R1>(j + r * GROUPS, c)];
+                    if (r > 0 && NS > 1) {
+                        float2 w = tw[kstep * r];
+                        a = cmul(a, make_float2(w.x, s * w.y));
+                    }
+                    v[g][r] = a;
                 }
-                v[g][r] = a;
             }
             if constexpr (PADDED)
                 dft_pad<R>(v[g], s);

@@ -166,10 +166,9 @@ extern "C" __global__ void cg_update(float2* x, float2* p, const float2* __restr
                                      int beta_den, int floor, long long n)
 {
     prior_grids();
-    const float c = (float)(a * ratio(s, step_num, step_den, floor));
-    const float d = (float)ratio(s, beta_num, beta_den, floor);
+    const CgCoefficients k = cg_coefficients(a, s, step_num, step_den, beta_num, beta_den, floor);
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const CgStepped t = cg_step(x[i], p[i], r[i], c, d);
+        const CgStepped t = cg_step(x[i], p[i], r[i], k.c, k.d);
         x[i] = t.x;
         p[i] = t.p;
     }
