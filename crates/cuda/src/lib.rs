@@ -25,6 +25,7 @@
 //! the trait on them, a method at a time.
 
 mod backend;
+mod cg_lines;
 mod device;
 #[cfg(test)]
 mod emulate;

@@ -4,12 +4,14 @@
 //! through one [`Map`] and written through another, so that zero padding,
 //! cropping, picking modes and per-axis factors ride along with the
 //! transform instead of costing passes over memory of their own.
+//! [`Device::lines`] launches a pass; CG's x lines, which take more than
+//! the lines (its dot, its updates), have launchers of their own in
+//! cg_lines.rs.
 
 use crate::device::Device;
 use crate::error::Ctx;
-use crate::vector::slots_of;
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig};
-use recon_core::{CgStep, Error, Result};
+use recon_core::{Error, Result};
 
 /// The line lengths with kernels (`fft_lines_L`, `toeplitz_columns_L`),
 /// as in lines.cu: multiples of 8 from 16 to 1024 with no prime factor
@@ -335,7 +337,7 @@ pub(crate) struct Pass {
     pub kernel: CudaFunction,
     pub twiddles: CudaSlice<f32>,
     pub cfg: LaunchConfig,
-    count: i32,
+    pub count: i32,
     family: LineKernel,
     len: usize,
 }
@@ -347,18 +349,26 @@ impl Pass {
     }
 
     /// Fails unless it is a `family` pass over the rows of images of
-    /// shape `n`, a line each.
-    fn check_rows(&self, family: LineKernel, n: [usize; 3]) -> Result<()> {
-        if self.family == family && self.count as usize == n[1] * n[2] {
-            return Ok(());
+    /// shape `n`, a line each, read through `mi` and written through `mo`
+    /// as its kernel takes them (its family first: the maps' check
+    /// assumes it).
+    pub(crate) fn check_rows(
+        &self,
+        family: LineKernel,
+        n: [usize; 3],
+        mo: &Map,
+        mi: &Map,
+    ) -> Result<()> {
+        if self.family != family || self.count as usize != n[1] * n[2] {
+            return Err(Error::Invalid {
+                what: "line pass",
+                reason: format!(
+                    "a {:?} pass of {} lines is not the {family:?} pass of images of {n:?}",
+                    self.family, self.count
+                ),
+            });
         }
-        Err(Error::Invalid {
-            what: "line pass",
-            reason: format!(
-                "a {:?} pass of {} lines is not the {family:?} pass of images of {n:?}",
-                self.family, self.count
-            ),
-        })
+        pruned_maps(family, self.len, mo, mi)
     }
 }
 
@@ -417,100 +427,6 @@ impl Device {
         b.arg(&mo).arg(&mi).arg(&p.count).buf(&p.twiddles).arg(&s);
         unsafe { b.launch(p.cfg) }
             .at("launch fft_lines")
-            .map(|_| ())
-    }
-
-    /// The inverse FFTs of a [`LineKernel::CropDot`] pass `p`, read from
-    /// `src` through `mi`, cropped into the rows of the image `out` of
-    /// shape `n` (line q its row q), each value less `a b x` at a voxel on
-    /// b of the grid's faces, and `partial[block]` the block's part of
-    /// `Re <x, out>` (x laid out as out), for [`Device::sum_partials_to`].
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn crop_dot(
-        &self,
-        p: &Pass,
-        out: &mut CudaSlice<f32>,
-        src: &CudaSlice<f32>,
-        mi: Map,
-        x: &CudaSlice<f32>,
-        a: f32,
-        n: [usize; 3],
-        partial: &mut CudaSlice<f64>,
-    ) -> Result<()> {
-        let [nx, ny, nz] = n;
-        // The pass first: the maps' and lengths' checks assume its kind.
-        p.check_rows(LineKernel::CropDot, n)?;
-        let mo = Map::rows(nx, nx);
-        pruned_maps(p.family, p.len, &mo, &mi)?;
-        Error::check_len("crop_dot output", 2 * nx * ny * nz, out.len())?;
-        Error::check_len("crop_dot input", out.len(), x.len())?;
-        // every value of `partial` is summed afterwards: one per block
-        Error::check_len("crop_dot partial sums", p.blocks(), partial.len())?;
-        let (ny, nz) = (ny as i32, nz as i32);
-        let mut b = self.chained(&p.kernel);
-        b.buf_mut(partial)
-            .buf_mut(out)
-            .buf(src)
-            .arg(&mo)
-            .arg(&mi)
-            .arg(&p.count)
-            .buf(&p.twiddles)
-            .buf(x)
-            .arg(&a)
-            .arg(&ny)
-            .arg(&nz);
-        unsafe { b.launch(p.cfg) }
-            .at("launch fft_lines_crop_dot")
-            .map(|_| ())
-    }
-
-    /// The forward FFTs of a [`LineKernel::PadUpdate`] pass `p` into `dst`
-    /// (through `mo`), read from the rows of the image `dir` (CG's
-    /// direction p) of shape `n`, zero-padded, each point read first
-    /// taking CG's updates `u`: `x = x + a c p`, `p = r + d p`
-    /// ([`Device::cg_update`]'s arithmetic), both written back.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn pad_update(
-        &self,
-        p: &Pass,
-        dst: &mut CudaSlice<f32>,
-        mo: Map,
-        u: CgStep<'_, CudaSlice<f32>>,
-        dir: &mut CudaSlice<f32>,
-        n: [usize; 3],
-        s: &CudaSlice<f64>,
-    ) -> Result<()> {
-        let [nx, ny, nz] = n;
-        // The pass first: the maps' and lengths' checks assume its kind.
-        p.check_rows(LineKernel::PadUpdate, n)?;
-        let mi = Map::rows(nx, nx);
-        pruned_maps(p.family, p.len, &mo, &mi)?;
-        let len = 2 * nx * ny * nz;
-        Error::check_len("pad_update direction", len, dir.len())?;
-        Error::check_len("pad_update iterate", len, u.x.len())?;
-        Error::check_len("pad_update residual", len, u.r.len())?;
-        u.step.check(s.len())?;
-        u.beta.check(s.len())?;
-        let [step_num, step_den, floor] = slots_of(u.step);
-        let [beta_num, beta_den, _] = slots_of(u.beta);
-        let mut b = self.chained(&p.kernel);
-        b.buf_mut(dst)
-            .buf_mut(dir)
-            .arg(&mo)
-            .arg(&mi)
-            .arg(&p.count)
-            .buf(&p.twiddles)
-            .buf_mut(u.x)
-            .buf(u.r)
-            .arg(&u.a)
-            .buf(s)
-            .arg(&step_num)
-            .arg(&step_den)
-            .arg(&beta_num)
-            .arg(&beta_den)
-            .arg(&floor);
-        unsafe { b.launch(p.cfg) }
-            .at("launch fft_lines_pad_update")
             .map(|_| ())
     }
 }

@@ -136,7 +136,8 @@ impl CudaBackend {
     /// [`recon_core::Backend::toeplitz_update_dot`] by `plan`: CG's updates
     /// made in the fused product's first pass
     /// ([`Device::toeplitz_update_dot`]) where [`CudaBackend::toeplitz_dot_by`]
-    /// takes the fused passes; else the updates' own pass, then that.
+    /// takes the fused passes; else the updates' own pass, then the
+    /// product by pieces.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn toeplitz_update_dot_by(
         &self,
@@ -157,7 +158,7 @@ impl CudaBackend {
             }
             None => {
                 self.cg_update(u.x, u.a, u.step, dir, u.r, u.beta, s)?;
-                self.toeplitz_dot_by(plan, out, dir, fq, work, prior, s, slot)
+                recon_core::toeplitz_dot_by_pieces(self, plan, out, dir, fq, work, prior, s, slot)
             }
         }
     }
