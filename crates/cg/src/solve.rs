@@ -177,7 +177,7 @@ pub(crate) fn iterate<B: Backend, A: Normal<B>>(
         } else {
             // x = x + alpha p, p = z + beta p (the last iteration's), then A
             // p and <p, A p>: the product may make the updates as it reads p
-            let r = match z.as_ref() {
+            let z_or_r = match z.as_ref() {
                 Some((_, z)) => &**z,
                 None => &*r,
             };
@@ -185,7 +185,7 @@ pub(crate) fn iterate<B: Backend, A: Normal<B>>(
                 x: &mut *x,
                 a: 1.0,
                 step: alpha(it - 1),
-                r,
+                r: z_or_r,
                 beta: beta(it - 1),
             };
             a.update_apply_dot(backend, u, ap, p, &mut s, Slots::pap(it))?;

@@ -111,7 +111,6 @@ impl<'a> Chained<'a> {
             attrs: &mut attr,
             numAttrs: self.dev.pdl as u32,
         };
-        self.dev.chained_count.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the parameters point at values and device addresses that
         // live until this call returns (the driver copies them); the rest
         // is the caller's promise.
@@ -123,7 +122,9 @@ impl<'a> Chained<'a> {
                 std::ptr::null_mut(),
             )
         }
-        .result()
+        .result()?;
+        self.dev.chained_count.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 }
 
