@@ -84,7 +84,7 @@ pub trait Normal<B: Backend> {
         s: &mut B::Scalars,
         slot: usize,
     ) -> Result<()> {
-        backend.cg_update(u.x, u.a, u.step, p, u.r, u.beta, s)?;
+        u.apply(backend, p, s)?;
         self.apply_dot(backend, out, p, s, slot)
     }
     /// As [`Normal::update_apply_dot`], with [`Normal::apply_whw_dot`]'s map.
@@ -100,7 +100,7 @@ pub trait Normal<B: Backend> {
         s: &mut B::Scalars,
         slot: usize,
     ) -> Result<()> {
-        backend.cg_update(u.x, u.a, u.step, p, u.r, u.beta, s)?;
+        u.apply(backend, p, s)?;
         self.apply_whw_dot(backend, out, p, a, w, s, slot)
     }
 }

@@ -9,7 +9,7 @@ use crate::toeplitz::Passes;
 use crate::CudaBackend;
 use cudarc::cufft::CudaFft;
 use cudarc::driver::CudaSlice;
-use recon_core::{Backend, CgStep, Direction, Error, Result};
+use recon_core::{CgStep, Direction, Error, Result};
 
 /// A cuFFT plan for 3-D FFTs of one shape.
 pub struct CudaFft3 {
@@ -157,7 +157,7 @@ impl CudaBackend {
                 dev.toeplitz_update_dot(p, u, out, dir, fq, work, plan.n, a, s, slot)
             }
             None => {
-                self.cg_update(u.x, u.a, u.step, dir, u.r, u.beta, s)?;
+                u.apply(self, dir, s)?;
                 recon_core::toeplitz_dot_by_pieces(self, plan, out, dir, fq, work, prior, s, slot)
             }
         }

@@ -139,6 +139,19 @@ pub struct CgStep<'v, V> {
     pub beta: Ratio,
 }
 
+impl<V> CgStep<'_, V> {
+    /// The updates by a pass of their own, the direction `p`
+    /// ([`Backend::cg_update`](super::Backend::cg_update)).
+    pub fn apply<B: super::Backend<Vector = V> + ?Sized>(
+        self,
+        backend: &B,
+        p: &mut V,
+        s: &B::Scalars,
+    ) -> Result<()> {
+        backend.cg_update(self.x, self.a, self.step, p, self.r, self.beta, s)
+    }
+}
+
 /// What a run will compute, told to the backend before it starts
 /// ([`Backend::prepare`](super::Backend::prepare)): a GPU compiles the kernels these need side by
 /// side, instead of one after another as each is first launched.

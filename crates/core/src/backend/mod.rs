@@ -297,7 +297,7 @@ pub trait Backend: Send + Sync {
         s: &mut Self::Scalars,
         slot: usize,
     ) -> Result<()> {
-        self.cg_update(u.x, u.a, u.step, p, u.r, u.beta, s)?;
+        u.apply(self, p, s)?;
         self.toeplitz_dot(plan, out, p, fq, work, prior, s, slot)
     }
 
