@@ -34,6 +34,28 @@ struct int2 {
 inline int2 make_int2(int a, int b) { return {a, b}; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+// Wraps on overflow, as the GPU's does.
+inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
+inline unsigned atomicMax(unsigned* p, unsigned v)
+{
+    std::atomic_ref<unsigned> a(*p);
+    unsigned old = a.load();
+    while (old < v && !a.compare_exchange_weak(old, v)) {
+    }
+    return old;
+}
+template <class To, class From>
+inline To bits_as(From v)
+{
+    static_assert(sizeof(To) == sizeof(From));
+    To t;
+    memcpy(&t, &v, sizeof t);
+    return t;
+}
+inline int __float_as_int(float v) { return bits_as<int>(v); }
+inline unsigned __float_as_uint(float v) { return bits_as<unsigned>(v); }
+inline float __int_as_float(int v) { return bits_as<float>(v); }
+inline float __uint_as_float(unsigned v) { return bits_as<float>(v); }
 
 struct Dim3 {
     int x, y, z;

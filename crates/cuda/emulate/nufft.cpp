@@ -1,7 +1,8 @@
-// nufft.cu's shared-memory spreading and its interpolation for one kernel
-// width, run on the CPU (gpu.h) and compared with the same sums taken point
-// by point in double: prints "spread BINS GRID error" and "interpolate
-// BINS GRID error" per case for nufft.rs's test to check. The points are
+// nufft.cu's shared-memory spreadings (float and fixed point) and its
+// interpolation for one kernel width, run on the CPU (gpu.h) and compared
+// with the same sums taken point by point in double: prints "spread BINS
+// GRID error", "spread-fixed-point BINS GRID error" and "interpolate BINS GRID
+// error" per case for nufft.rs's test to check. The points are
 // sorted and cut into subproblems here as the plan's kernels do on the
 // device. Built as
 //     c++ -std=c++20 -pthread -DSPREAD_SHARED=W -DNUFFT_CU='"nufft.cu"' nufft.cpp
@@ -24,7 +25,12 @@ const int W = SPREAD_SHARED;
 // Relative L2 error of the kernel's spreading of m random points onto a
 // fine grid n in bins bs, subproblems of at most maxsub points, and of its
 // interpolation of a random fine grid at the same points.
-std::pair<double, double> errors(const int n[3], const int bins[3], int m, int maxsub, unsigned seed)
+struct Errors {
+    double spread, spread_fixed, interpolate;
+};
+
+Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int maxsub,
+                                 unsigned seed)
 {
     std::mt19937 gen(seed);
     std::uniform_real_distribution<double> u(-3 * M_PI, 3 * M_PI);
@@ -42,12 +48,27 @@ std::pair<double, double> errors(const int n[3], const int bins[3], int m, int m
         g.n[d] = n[d];
         g.bs[d] = std::min(bins[d], n[d]);
         g.nb[d] = (n[d] + g.bs[d] - 1) / g.bs[d];
+        g.bt[d] = std::min(tiles[d], g.nb[d]);
     }
     const int nbins = g.nb[0] * g.nb[1] * g.nb[2];
+    // The sort key is a bijection of the bins onto 0 .. nbins - 1, and
+    // key_bin its inverse.
+    std::vector<char> seen(nbins, 0);
+    for (int bz = 0; bz < g.nb[2]; bz++)
+        for (int by = 0; by < g.nb[1]; by++)
+            for (int bx = 0; bx < g.nb[0]; bx++) {
+                const int k = bin_key(bx, by, bz, g);
+                int b[3];
+                if (k >= 0 && k < nbins) key_bin(b, k, g);
+                if (k < 0 || k >= nbins || seen[k]++ || b[0] != bx || b[1] != by || b[2] != bz) {
+                    fprintf(stderr, "bin (%d, %d, %d) has key %d, not a bijection's\n", bx, by, bz, k);
+                    exit(1);
+                }
+            }
     // Sort by bin, as nufft_count, nufft_scan and nufft_place do (here in
     // the points' order within a bin; there in the atomics').
     std::vector<int> bin(m), count(nbins, 0), start(nbins + 1, 0);
-    for (int i = 0; i < m; i++) count[bin[i] = bin_of_point(x.data(), i, g.n, g.bs, g.nb)]++;
+    for (int i = 0; i < m; i++) count[bin[i] = bin_of_point(x.data(), i, g)]++;
     for (int b = 0; b < nbins; b++) start[b + 1] = start[b] + count[b];
     std::vector<int> first(3 * m), fill(start.begin(), start.end() - 1);
     std::vector<float> frac(3 * m);
@@ -77,11 +98,17 @@ std::pair<double, double> errors(const int n[3], const int bins[3], int m, int m
         exit(1);
     }
     const long long cells = (long long)n[0] * n[1] * n[2];
-    std::vector<float2> fine(cells, make_float2(0, 0));
     const float beta = 2.3f * W;
+    // Both shared-memory spreadings: in float (spread_shared) and in fixed
+    // point (spread_fixed_point).
+    std::vector<float2> fine(cells, make_float2(0, 0)), fixed(cells, make_float2(0, 0));
     launch((int)sub_bin.size(), SPREAD_THREADS, [&] {
         NAME(nufft_spread_shared_, SPREAD_SHARED)(fine.data(), c.data(), first.data(), frac.data(), perm.data(),
                                                   sub_bin.data(), sub_first.data(), start.data(), maxsub, beta, g);
+    });
+    launch((int)sub_bin.size(), SPREAD_THREADS, [&] {
+        spread_fixed_point<W>(fixed.data(), c.data(), first.data(), frac.data(), perm.data(), sub_bin.data(),
+                        sub_first.data(), start.data(), maxsub, beta, g);
     });
 
     // Sorted point s's footprint, cell by cell: f(cell, weight in double
@@ -106,13 +133,16 @@ std::pair<double, double> errors(const int n[3], const int bins[3], int m, int m
             want[2 * at + 1] += w * cs.y;
         });
     }
-    double num = 0, den = 0;
-    for (long long i = 0; i < cells; i++) {
-        const double dr = fine[i].x - want[2 * i], di = fine[i].y - want[2 * i + 1];
-        num += dr * dr + di * di;
-        den += want[2 * i] * want[2 * i] + want[2 * i + 1] * want[2 * i + 1];
-    }
-    const double spread = std::sqrt(num / den);
+    auto spread_error = [&](const std::vector<float2>& got) {
+        double num = 0, den = 0;
+        for (long long i = 0; i < cells; i++) {
+            const double dr = got[i].x - want[2 * i], di = got[i].y - want[2 * i + 1];
+            num += dr * dr + di * di;
+            den += want[2 * i] * want[2 * i] + want[2 * i + 1] * want[2 * i + 1];
+        }
+        return std::sqrt(num / den);
+    };
+    const double spread = spread_error(fine), spread_fixed = spread_error(fixed);
 
     // Interpolation of a random fine grid, thread per sorted point.
     for (auto& f : fine) f = {v(gen), v(gen)};
@@ -120,7 +150,7 @@ std::pair<double, double> errors(const int n[3], const int bins[3], int m, int m
     launch((m + 255) / 256, 256, [&] {
         interpolate<W>(got.data(), fine.data(), first.data(), frac.data(), perm.data(), m, beta, g);
     });
-    num = den = 0;
+    double num = 0, den = 0;
     for (int s = 0; s < m; s++) {
         double re = 0, im = 0;
         footprint(s, [&](long long at, double w) {
@@ -131,26 +161,31 @@ std::pair<double, double> errors(const int n[3], const int bins[3], int m, int m
         num += (o.x - re) * (o.x - re) + (o.y - im) * (o.y - im);
         den += re * re + im * im;
     }
-    return {spread, std::sqrt(num / den)};
+    return {spread, spread_fixed, std::sqrt(num / den)};
 }
 
 int main()
 {
-    // The default bins on a grid of several bins per axis; small bins on a
-    // grid smaller than a bin's copy (its rows wrap more than once) with
-    // subproblems of 16; bins odd along x; a flat z (2-D: one fine plane).
+    // The default bins and tiles on a grid of several bins per axis; small
+    // bins on a grid smaller than a bin's copy (its rows wrap more than
+    // once) with subproblems of 16, tiles cut short at the grid's end; bins
+    // odd along x, one tile; a flat z (2-D: one fine plane); tiles cut
+    // short along every axis.
     struct Case {
-        int n[3], bins[3], m, maxsub;
+        int n[3], bins[3], tiles[3], m, maxsub;
     } cases[] = {
-        {{48, 32, 24}, {16, 8, 8}, 2000, 128},
-        {{12, 10, 8}, {4, 4, 4}, 600, 16},
-        {{30, 34, 20}, {15, 12, 16}, 1500, 128},
-        {{32, 24, 1}, {16, 8, 8}, 800, 128},
+        {{48, 32, 24}, {16, 8, 8}, {4, 8, 8}, 2000, 128},
+        {{12, 10, 8}, {4, 4, 4}, {2, 2, 2}, 600, 16},
+        {{30, 34, 20}, {15, 12, 16}, {256, 256, 256}, 1500, 128},
+        {{32, 24, 1}, {16, 8, 8}, {4, 8, 8}, 800, 128},
+        {{40, 36, 28}, {4, 4, 4}, {3, 2, 3}, 2000, 32},
     };
     unsigned seed = 1;
     for (const Case& k : cases) {
-        const auto [spread, interpolate] = errors(k.n, k.bins, k.m, k.maxsub, seed++);
+        const auto [spread, spread_fixed, interpolate] = errors(k.n, k.bins, k.tiles, k.m, k.maxsub, seed++);
         printf("spread %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2], spread);
+        printf("spread-fixed-point %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2],
+               spread_fixed);
         printf("interpolate %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2],
                interpolate);
     }

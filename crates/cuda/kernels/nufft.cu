@@ -36,40 +36,77 @@ __device__ inline int footprint_first(double u, int W, float* a)
     return (int)f;
 }
 
-// Bin of a point: by the cell of u, in bins of bs cells.
-__device__ inline int bin_of_point(const double* x, long long m, const int* n, const int* bs, const int* nb)
-{
-    int b[3];
-    for (int d = 0; d < 3; d++) {
-        int cell = (int)fine_coord(x[3 * m + d], n[d]);
-        b[d] = min(cell / bs[d], nb[d] - 1);
-    }
-    return (b[2] * nb[1] + b[1]) * nb[0] + b[0];
-}
-
 struct Geometry {
     int n[3];   // fine grid
     int bs[3];  // bin size
     int nb[3];  // bins per axis
+    int bt[3];  // bins per tile of the sort order (each at most nb)
 };
 // The size `Geometry` in nufft.rs has (NVRTC has no offsetof; nufft.rs
 // also checks the fields' offsets).
-static_assert(sizeof(Geometry) == 36, "Geometry's size differs from nufft.rs");
+static_assert(sizeof(Geometry) == 48, "Geometry's size differs from nufft.rs");
+
+// The sort key of bin (bx, by, bz), a bijection onto 0 .. bins - 1: the
+// bins go a tile of bt bins at a time (tiles x fastest, those at the
+// grid's far ends cut short), x fastest within a tile. Points are sorted
+// and spread in this order, so that the points in flight together touch
+// one compact block of the fine grid, which L2 keeps between neighbouring
+// bins (in plain x-fastest order they sweep whole planes, and a bin's
+// overhang along z is read again from memory). With bt = nb it is the
+// plain order.
+__host__ __device__ inline int bin_key(int bx, int by, int bz, const Geometry& g)
+{
+    const int tx = bx / g.bt[0], ty = by / g.bt[1], tz = bz / g.bt[2];
+    const int dx = min(g.bt[0], g.nb[0] - tx * g.bt[0]), dy = min(g.bt[1], g.nb[1] - ty * g.bt[1]),
+              dz = min(g.bt[2], g.nb[2] - tz * g.bt[2]);
+    // Tiles before this one: whole layers of tiles, whole rows of this
+    // layer, tiles of this row; then the bin's place in its tile.
+    return tz * g.bt[2] * g.nb[1] * g.nb[0] + dz * ty * g.bt[1] * g.nb[0] + dz * dy * tx * g.bt[0] +
+           ((bz - tz * g.bt[2]) * dy + by - ty * g.bt[1]) * dx + bx - tx * g.bt[0];
+}
+
+// The bin (b[0], b[1], b[2]) of sort key k: bin_key's inverse.
+__host__ __device__ inline void key_bin(int* b, int k, const Geometry& g)
+{
+    const int layer = g.bt[2] * g.nb[1] * g.nb[0], tz = k / layer;
+    k -= tz * layer;
+    const int dz = min(g.bt[2], g.nb[2] - tz * g.bt[2]), row = dz * g.bt[1] * g.nb[0], ty = k / row;
+    k -= ty * row;
+    const int dy = min(g.bt[1], g.nb[1] - ty * g.bt[1]), tile = dz * dy * g.bt[0], tx = k / tile;
+    k -= tx * tile;
+    const int dx = min(g.bt[0], g.nb[0] - tx * g.bt[0]), lz = k / (dy * dx);
+    k -= lz * dy * dx;
+    b[0] = tx * g.bt[0] + k % dx;
+    b[1] = ty * g.bt[1] + k / dx;
+    b[2] = tz * g.bt[2] + lz;
+}
+
+// The sort key of a point's bin: by the cell of u, in bins of bs cells.
+__device__ inline int bin_of_point(const double* x, long long m, const Geometry& g)
+{
+    int b[3];
+    for (int d = 0; d < 3; d++) {
+        int cell = (int)fine_coord(x[3 * m + d], g.n[d]);
+        b[d] = min(cell / g.bs[d], g.nb[d] - 1);
+    }
+    return bin_key(b[0], b[1], b[2], g);
+}
 
 // One module holds the fixed kernels (nufft.cu compiled as it is); each
 // of the three families, for one kernel width W, is a module of its own,
-// nufft.cu compiled with -DSPREAD_SHARED=W, -DSPREAD_GLOBAL=W or
-// -DINTERPOLATE=W (kernels.rs): a run compiles only the widths it uses.
-#if defined(SPREAD_SHARED) || defined(SPREAD_GLOBAL) || defined(INTERPOLATE)
+// nufft.cu compiled with -DSPREAD_SHARED=W, -DSPREAD_FIXED_POINT=W,
+// -DSPREAD_GLOBAL=W or -DINTERPOLATE=W (kernels.rs): a run compiles only
+// the widths it uses.
+#if defined(SPREAD_SHARED) || defined(SPREAD_FIXED_POINT) || defined(SPREAD_GLOBAL) || defined(INTERPOLATE)
 #define FAMILY_MODULE
 #endif
 #ifndef FAMILY_MODULE
-// Counts the points per bin; rank[m]: the point's place within its bin.
+// Counts the points per bin (by sort key); rank[m]: the point's place within its bin.
 extern "C" __global__ void nufft_count(int* __restrict__ bin, int* __restrict__ rank, int* __restrict__ count,
                                        const double* __restrict__ x, long long M, Geometry g)
 {
     for (long long m = blockIdx.x * (long long)blockDim.x + threadIdx.x; m < M; m += (long long)gridDim.x * blockDim.x) {
-        int b = bin_of_point(x, m, g.n, g.bs, g.nb);
+        int b = bin_of_point(x, m, g);
         bin[m] = b;
         rank[m] = atomicAdd(&count[b], 1);
     }
@@ -212,8 +249,9 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
     static_assert(W <= SPREAD_WARPS, "a footprint's planes meet each warp at most once");
     extern __shared__ __align__(16) float shw[];
     const int b = sub_bin[blockIdx.x];
-    const int bx = b % g.nb[0], by = (b / g.nb[0]) % g.nb[1], bz = b / (g.nb[0] * g.nb[1]);
-    const int o[3] = {bx * g.bs[0] - W / 2, by * g.bs[1] - W / 2, bz * g.bs[2] - W / 2};
+    int bin[3];
+    key_bin(bin, b, g);
+    const int o[3] = {bin[0] * g.bs[0] - W / 2, bin[1] * g.bs[1] - W / 2, bin[2] * g.bs[2] - W / 2};
     const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
     const int cells = sx * sy * sz, plane = sx * sy, rows = sy * sz;
     float2* cell = (float2*)shw;                     // [cells]
@@ -303,6 +341,114 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
             const int at = row * sx + lx;
             const float2 v0 = lx >= 0 ? cell[at] : make_float2(0.0f, 0.0f);
             const float2 v1 = lx + 1 < sx ? cell[at + 1] : make_float2(0.0f, 0.0f);
+            if (v0.x != 0.0f || v0.y != 0.0f || v1.x != 0.0f || v1.y != 0.0f) add_pair(&fine[row_at[row] + gx], v0, v1);
+        }
+    }
+}
+
+// Type 1 spreading into a shared-memory copy of the bin as spread_shared,
+// but in fixed point: the copy is two planes of 32-bit integers (real and
+// imaginary parts), to which shared-memory integer atomics add natively
+// (float ones are compare-and-swap loops), so that any thread may add to
+// any cell and the work splits by point rather than by plane: a group of
+// 8 lanes (4 at widths up to 4) per point and footprint plane, lane jx
+// adding the column of W cells at x = jx, a real and an imaginary atomic
+// a cell. Each contribution is rounded to an integer after scaling by
+// LIMIT / m, m the largest part of any strength in the subproblem (the
+// kernel is at most 1), by one multiply-add with 1.5 2^23: the float's
+// low bits are then the rounded value (for values below 2^22). A cell's
+// sum is then exact, and within 2^31 for up to FIXED_POINTS points; each
+// contribution is off by at most half a unit, m / LIMIT / 2 (about 1.2e-7
+// m). The copy reaches the fine grid as spread_shared's does, scaled back.
+#define FIXED_MAGIC 12582912.0f  // 1.5 2^23, whose bits are 0x4B400000
+#define FIXED_LIMIT 4194000.0f   // below 2^22
+#define FIXED_POINTS 511         // (2^31 - 1) / FIXED_LIMIT
+template <int W>
+__device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __restrict__ c, const int* __restrict__ first,
+                             const float* __restrict__ frac, const unsigned* __restrict__ perm,
+                             const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
+                             const int* __restrict__ start, int maxsub, float beta, Geometry g)
+{
+    constexpr int G = W <= 4 ? 4 : 8;  // lanes a (point, plane)
+    extern __shared__ __align__(16) float shw[];
+    const int b = sub_bin[blockIdx.x];
+    int bin[3];
+    key_bin(bin, b, g);
+    const int o[3] = {bin[0] * g.bs[0] - W / 2, bin[1] * g.bs[1] - W / 2, bin[2] * g.bs[2] - W / 2};
+    const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
+    const int cells = sx * sy * sz, plane = sx * sy, rows = sy * sz;
+    int* re = (int*)shw;                             // [cells]
+    int* im = re + cells;                            // [cells]
+    float* ker = (float*)(im + cells);               // [maxsub][3][W]
+    float2* str = (float2*)(ker + ((3 * W * maxsub + 1) & ~1));  // [maxsub], 8-byte aligned
+    int* place = (int*)(str + maxsub);               // [maxsub]: base cell
+    unsigned* largest = (unsigned*)(place + maxsub); // the bits of m
+    long long* row_at = (long long*)ker;             // [rows], after the points
+    for (int i = threadIdx.x; i < cells; i += blockDim.x) re[i] = im[i] = 0;
+    if (threadIdx.x == 0) *largest = 0;
+    const int lo = sub_first[blockIdx.x], n = min(maxsub, start[b + 1] - lo);
+    for (int u = threadIdx.x; u < 3 * n; u += blockDim.x) kernel_values<W>(ker + u * W, frac[3 * lo + u], beta);
+    __syncthreads();
+    float m = 0.0f;
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        const int i = lo + t;
+        const float2 v = c[perm[i]];
+        str[t] = v;
+        // The largest part; NaN where a part is NaN (fmaxf would drop it).
+        const float a = fmaxf(fabsf(v.x), fabsf(v.y));
+        m = a > m || a != a ? a : m;
+        place[t] = ((first[3 * i + 2] - o[2]) * sy + first[3 * i + 1] - o[1]) * sx + first[3 * i] - o[0];
+    }
+    // Non-negative floats order as their bits (NaN above infinity).
+    atomicMax(largest, __float_as_uint(m));
+    __syncthreads();
+    m = __uint_as_float(*largest);
+    const bool finite = m <= 3.4e38f;
+    const float limit = fminf(FIXED_LIMIT, 2.0e9f / n);
+    const float scale = finite && m > 0.0f ? limit / m : 0.0f;
+    const int lane = threadIdx.x % G, jx = min(lane, W - 1);
+    for (int it = threadIdx.x / G; it < n * W; it += blockDim.x / G) {
+        const int t = it / W, jz = it - t * W;
+        const float* k = ker + 3 * W * t;
+        const float2 v = str[t];
+        const float kxz = k[jx] * k[2 * W + jz] * scale;
+        const float wr = v.x * kxz, wi = v.y * kxz;
+        int at = place[t] + jz * plane + jx;
+        if (lane < W) {
+#pragma unroll
+            for (int jy = 0; jy < W; jy++, at += sx) {
+                const float ky = k[W + jy];
+                atomicAdd(&re[at], __float_as_int(fmaf(ky, wr, FIXED_MAGIC)) - 0x4B400000);
+                atomicAdd(&im[at], __float_as_int(fmaf(ky, wi, FIXED_MAGIC)) - 0x4B400000);
+            }
+        }
+    }
+    __syncthreads();
+    // Each row's start in the fine grid, as in spread_shared.
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+        int gy = o[1] + r % sy, gz = o[2] + r / sy;
+        while (gy < 0) gy += g.n[1];
+        while (gy >= g.n[1]) gy -= g.n[1];
+        while (gz < 0) gz += g.n[2];
+        while (gz >= g.n[2]) gz -= g.n[2];
+        row_at[r] = ((long long)gz * g.n[1] + gy) * g.n[0];
+    }
+    __syncthreads();
+    // Back to floats (NaN everywhere in the copy if a strength was not
+    // finite), added as spread_shared adds its copy.
+    const float unit = finite ? (m > 0.0f ? m / limit : 0.0f) : __int_as_float(0x7fc00000);
+    const int warp = threadIdx.x >> 5, half = (threadIdx.x & 31) >> 4, hl = threadIdx.x & 15;
+    const int even = o[0] - (o[0] & 1);
+    const int pairs = (o[0] + sx - even + 1) / 2;
+    for (int p = hl; p < pairs; p += 16) {
+        const int lx = even + 2 * p - o[0];
+        int gx = even + 2 * p;
+        while (gx < 0) gx += g.n[0];
+        while (gx >= g.n[0]) gx -= g.n[0];
+        for (int row = 2 * warp + half; row < rows; row += 2 * SPREAD_WARPS) {
+            const int at = row * sx + lx;
+            const float2 v0 = lx >= 0 ? make_float2(re[at] * unit, im[at] * unit) : make_float2(0.0f, 0.0f);
+            const float2 v1 = lx + 1 < sx ? make_float2(re[at + 1] * unit, im[at + 1] * unit) : make_float2(0.0f, 0.0f);
             if (v0.x != 0.0f || v0.y != 0.0f || v1.x != 0.0f || v1.y != 0.0f) add_pair(&fine[row_at[row] + gx], v0, v1);
         }
     }
@@ -440,6 +586,13 @@ __device__ void interpolate(float2* __restrict__ out, const float2* __restrict__
     {                                                                                                                      \
         spread_shared<W>(fine, c, first, frac, perm, sub_bin, sub_first, start, maxsub, beta, g);                          \
     }
+#define SPREAD_FIXED_POINT_KERNEL(W)                                                                                       \
+    extern "C" __global__ void nufft_spread_fixed_point_##W(                                                               \
+        float2* fine, const float2* c, const int* first, const float* frac, const unsigned* perm, const int* sub_bin,      \
+        const int* sub_first, const int* start, int maxsub, float beta, Geometry g)                                         \
+    {                                                                                                                      \
+        spread_fixed_point<W>(fine, c, first, frac, perm, sub_bin, sub_first, start, maxsub, beta, g);                     \
+    }
 #define SPREAD_GLOBAL_KERNEL(W)                                                                                            \
     extern "C" __global__ void nufft_spread_global_##W(float2* fine, const float2* c, const int* first,                    \
                                                        const float* frac, const unsigned* perm, long long M,              \
@@ -458,6 +611,8 @@ __device__ void interpolate(float2* __restrict__ out, const float2* __restrict__
 
 #if defined(SPREAD_SHARED)
 INSTANTIATE(SPREAD_SHARED_KERNEL, SPREAD_SHARED)
+#elif defined(SPREAD_FIXED_POINT)
+INSTANTIATE(SPREAD_FIXED_POINT_KERNEL, SPREAD_FIXED_POINT)
 #elif defined(SPREAD_GLOBAL)
 INSTANTIATE(SPREAD_GLOBAL_KERNEL, SPREAD_GLOBAL)
 #elif defined(INTERPOLATE)
@@ -518,4 +673,4 @@ extern "C" __global__ void nufft_amplify(float2* __restrict__ fine, const float2
         fine[i] = v;
     }
 }
-#endif  // SPREAD_SHARED, SPREAD_GLOBAL, INTERPOLATE
+#endif  // SPREAD_SHARED, SPREAD_FIXED_POINT, SPREAD_GLOBAL, INTERPOLATE

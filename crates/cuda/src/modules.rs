@@ -119,7 +119,7 @@ impl Modules {
 /// costs eight times the shared one's compile.
 pub(crate) fn needed(work: &recon_core::Workload) -> Result<Vec<Module>> {
     use crate::lines;
-    use crate::nufft::{Step, WIDTHS};
+    use crate::nufft::{auto_step, Step, WIDTHS};
     let mut modules = vec![Module::whole(VECTOR)];
     let mut lengths = Vec::new();
     for &n in &work.toeplitz {
@@ -135,7 +135,7 @@ pub(crate) fn needed(work: &recon_core::Workload) -> Result<Vec<Module>> {
         let w = layout.kernel.width;
         if WIDTHS.contains(&w) {
             modules.push(Module::whole(NUFFT));
-            modules.push(Step::SpreadShared.module(w));
+            modules.push(auto_step(w).module(w));
             if n.type2 {
                 modules.push(Step::Interpolate.module(w));
             }
@@ -197,9 +197,12 @@ mod tests {
         let m = needed(&work).unwrap();
         let has = |m2: Module| m.contains(&m2);
         assert!(has(Module::whole(VECTOR)) && has(Module::whole(NUFFT)));
-        // tolerance 1e-6: width 8, spreading only; 1e-2: width 4, both ways
+        // tolerance 1e-6: width 8, spreading (in float) only; 1e-2: width
+        // 4, both ways (spreading in fixed point)
         assert!(has(Step::SpreadShared.module(8)) && !has(Step::Interpolate.module(8)));
-        assert!(has(Step::SpreadShared.module(4)) && has(Step::Interpolate.module(4)));
+        assert!(!has(Step::SpreadFixedPoint.module(8)));
+        assert!(has(Step::SpreadFixedPoint.module(4)) && has(Step::Interpolate.module(4)));
+        assert!(!has(Step::SpreadShared.module(4)));
         for w in 2..=8 {
             assert!(
                 !has(Step::SpreadGlobal.module(w)),

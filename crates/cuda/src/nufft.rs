@@ -34,16 +34,37 @@ pub(crate) use kernels::{Correction, Kernels, Step};
 /// need 3 to 8 cells.
 pub(crate) const WIDTHS: std::ops::RangeInclusive<usize> = 2..=8;
 
+/// The widest kernel Auto spreads in fixed point (`spread_fixed_point` in
+/// nufft.cu): its rounding, about 1e-6 of the fine grid, is a tenth of
+/// the tolerance 1e-5 a width of 7 serves; width 8 (1e-6) spreads in
+/// float, where fixed point is also slower
+/// (bench/h100-2026-11-28-sort-tiles/).
+const FIXED_WIDEST: usize = 7;
+
+/// The shared-memory spreading kernel that `Spreading::Auto` takes at width `w`.
+pub(crate) fn auto_step(w: usize) -> Step {
+    if w <= FIXED_WIDEST {
+        Step::SpreadFixedPoint
+    } else {
+        Step::SpreadShared
+    }
+}
+
 /// Threads per spreading block (one subproblem each): `SPREAD_THREADS` in nufft.cu.
 const SPREAD_THREADS: u32 = 256;
 
 /// How type 1 spreads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Spreading {
-    /// Shared-memory subproblems where they fit, else straight into the grid.
+    /// Shared-memory subproblems where they fit (in fixed point at widths
+    /// up to 7, tolerances 1e-5 and above), else straight into the grid.
     Auto,
     /// Shared-memory subproblems; a plan whose subproblem does not fit fails.
     Shared,
+    /// Shared-memory subproblems added in fixed point by integer atomics
+    /// (`spread_fixed_point` in nufft.cu); a plan whose subproblem does not fit
+    /// fails.
+    FixedPoint,
     /// Straight into the fine grid, by global atomics.
     Global,
 }
@@ -57,6 +78,11 @@ pub struct NufftOptions {
     /// Most points per shared-memory subproblem (each takes 3 w + 4
     /// floats of shared memory).
     pub maxsub: usize,
+    /// Bins per tile of the sort order per axis (each clipped to the bins
+    /// there are): points are sorted, spread and interpolated a tile of
+    /// bins at a time, so that those in flight together touch a compact
+    /// block of the fine grid (`bin_key` in nufft.cu).
+    pub tiles: [usize; 3],
 }
 
 impl Default for NufftOptions {
@@ -65,6 +91,7 @@ impl Default for NufftOptions {
             spreading: Spreading::Auto,
             bins: [16, 8, 8],
             maxsub: 128,
+            tiles: [4, 8, 8],
         }
     }
 }
@@ -76,6 +103,7 @@ pub(crate) struct Geometry {
     n: [i32; 3],
     bs: [i32; 3],
     nb: [i32; 3],
+    bt: [i32; 3],
 }
 
 // SAFETY: a plain #[repr(C)] struct of i32, laid out as in nufft.cu.
@@ -84,16 +112,18 @@ unsafe impl DeviceRepr for Geometry {}
 // The layout nufft.cu's `Geometry` has, whose size it checks (NVRTC has no
 // offsetof, so the offsets are checked here only).
 const _: () = assert!(
-    std::mem::size_of::<Geometry>() == 36
+    std::mem::size_of::<Geometry>() == 48
         && std::mem::offset_of!(Geometry, bs) == 12
         && std::mem::offset_of!(Geometry, nb) == 24
+        && std::mem::offset_of!(Geometry, bt) == 36
 );
 
 /// How a plan spreads, settled when it is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Method {
-    /// Dynamic shared memory per block, in bytes.
-    Shared(usize),
+    /// The kernel (SpreadShared or SpreadFixedPoint) and its dynamic shared
+    /// memory per block, in bytes.
+    Shared(Step, usize),
     Global,
 }
 
@@ -221,12 +251,12 @@ impl Device {
             });
         }
         recon_nufft::check_points(points, i32::MAX as usize)?;
-        if options.maxsub == 0 || options.bins.contains(&0) {
+        if options.maxsub == 0 || options.bins.contains(&0) || options.tiles.contains(&0) {
             return Err(Error::Invalid {
                 what: "GPU NUFFT options",
                 reason: format!(
-                    "bins {:?} and maxsub {} must be positive",
-                    options.bins, options.maxsub
+                    "bins {:?}, tiles {:?} and maxsub {} must be positive",
+                    options.bins, options.tiles, options.maxsub
                 ),
             });
         }
@@ -237,6 +267,7 @@ impl Device {
             n: n.map(|v| v as i32),
             bs: bs.map(|v| v as i32),
             nb: nb.map(|v| v as i32),
+            bt: [0, 1, 2].map(|d| options.tiles[d].min(nb[d]) as i32),
         };
         let bins: usize = nb.iter().product();
         if bins > i32::MAX as usize / 2 {
@@ -397,9 +428,14 @@ impl Device {
             .attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .at("shared memory per block")? as usize;
         let fits = bytes <= limit;
+        let step = match options.spreading {
+            Spreading::FixedPoint => Step::SpreadFixedPoint,
+            Spreading::Auto => auto_step(w),
+            Spreading::Shared | Spreading::Global => Step::SpreadShared,
+        };
         match (options.spreading, fits) {
             (Spreading::Global, _) | (Spreading::Auto, false) => Ok(Method::Global),
-            (Spreading::Shared, false) => Err(Error::Invalid {
+            (Spreading::Shared | Spreading::FixedPoint, false) => Err(Error::Invalid {
                 what: "GPU NUFFT spreading",
                 reason: format!(
                     "a subproblem of bins {bs:?} with width {w} needs {bytes} bytes of shared memory; the device has {limit}"
@@ -407,10 +443,10 @@ impl Device {
             }),
             (_, true) => {
                 use cudarc::driver::sys::CUfunction_attribute_enum as F;
-                self.nufft_kernel(Step::SpreadShared, w)?
+                self.nufft_kernel(step, w)?
                     .set_attribute(F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
                     .at("allow the spreading kernel its shared memory")?;
-                Ok(Method::Shared(bytes))
+                Ok(Method::Shared(step, bytes))
             }
         }
     }
@@ -420,12 +456,14 @@ impl Device {
 mod tests {
     use super::WIDTHS;
 
-    /// nufft.cu's shared-memory spreading and its interpolation run on the
-    /// CPU (emulate/) against the same sums taken point by point in
+    /// nufft.cu's shared-memory spreadings (float and fixed point) and its
+    /// interpolation run on the CPU (emulate/) against the same sums taken point by point in
     /// double, at widths 2, 5, 7 and 8 (lanes with no cell of a footprint's
     /// plane, one and two; rows of 2, 3, 4 and 5 pairs; the GPU tests take
-    /// every width): the default bins, bins of 4 on a grid smaller than a
-    /// bin's copy with subproblems of 16, bins odd along x, and a flat z.
+    /// every width): the default bins and tiles, bins of 4 on a grid
+    /// smaller than a bin's copy with subproblems of 16, bins odd along x
+    /// in one tile, a flat z, and tiles cut short along every axis; the
+    /// sort key checked a bijection of the bins on each.
     /// Checks the indices, planes and wraps where no GPU is; the GPU tests
     /// check the kernels on the device.
     #[test]
@@ -437,8 +475,10 @@ mod tests {
                 r#"NUFFT_CU="../kernels/nufft.cu""#.to_string(),
             ];
             // float32 sums of a few hundred terms a cell round to ~1e-7
-            // relative; a wrong cell or weight gives 1e-3 or more.
-            if !crate::emulate::check("nufft.cpp", &defines, &format!("width {w}"), 8, 1e-5) {
+            // relative, fixed point's to ~1e-6 at most (half a unit of
+            // 2^-22 of the largest strength a term); a wrong cell or
+            // weight gives 1e-3 or more.
+            if !crate::emulate::check("nufft.cpp", &defines, &format!("width {w}"), 15, 1e-5) {
                 return;
             }
         }

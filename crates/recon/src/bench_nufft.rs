@@ -49,12 +49,17 @@ pub struct BenchNufftArgs {
     /// CPU threads; 0 uses every core.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
-    /// GPU spreading: auto, shared or global.
+    /// GPU spreading: auto, shared, fixed-point or global.
     #[arg(long, default_value = "auto")]
     pub spreading: String,
     /// GPU bins in fine cells, e.g. 16x8x8.
     #[arg(long, default_value = "16x8x8")]
     pub bins: String,
+    /// GPU bins per tile of the sort order, e.g. 4x8x8 (clipped to the
+    /// bins there are: 256x256x256 is plain x-fastest order); default the
+    /// library's.
+    #[arg(long)]
+    pub tiles: Option<String>,
     /// GPU points per shared-memory subproblem.
     #[arg(long, default_value_t = recon_cuda::NufftOptions::default().maxsub)]
     pub maxsub: usize,
@@ -66,28 +71,35 @@ fn nufft_options(args: &BenchNufftArgs) -> Result<recon_cuda::NufftOptions> {
     let spreading = match args.spreading.as_str() {
         "auto" => Spreading::Auto,
         "shared" => Spreading::Shared,
+        "fixed-point" => Spreading::FixedPoint,
         "global" => Spreading::Global,
-        s => anyhow::bail!("--spreading must be auto, shared or global, got {s:?}"),
+        s => anyhow::bail!("--spreading must be auto, shared, fixed-point or global, got {s:?}"),
     };
-    let bins: Vec<usize> = args
-        .bins
-        .split('x')
-        .map(|v| v.parse::<usize>().ok().filter(|&b| (1..=256).contains(&b)))
-        .collect::<Option<_>>()
-        .filter(|v: &Vec<usize>| v.len() == 3)
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "--bins must be three sizes 1 to 256 like 16x16x8, got {:?}",
-                args.bins
-            )
-        })?;
+    let bins = three_sizes("--bins", &args.bins)?;
+    let tiles = match &args.tiles {
+        Some(t) => three_sizes("--tiles", t)?,
+        None => recon_cuda::NufftOptions::default().tiles,
+    };
     if !(1..=1 << 20).contains(&args.maxsub) {
         anyhow::bail!("--maxsub must be 1 to 2^20, got {}", args.maxsub);
     }
     Ok(recon_cuda::NufftOptions {
         spreading,
-        bins: [bins[0], bins[1], bins[2]],
+        bins,
         maxsub: args.maxsub,
+        tiles,
+    })
+}
+
+/// Three sizes 1 to 256 written like 16x8x8.
+fn three_sizes(flag: &str, text: &str) -> Result<[usize; 3]> {
+    let sizes: Vec<usize> = text
+        .split('x')
+        .map(|v| v.parse::<usize>().ok().filter(|&b| (1..=256).contains(&b)))
+        .collect::<Option<_>>()
+        .unwrap_or_default();
+    sizes.try_into().map_err(|_| {
+        anyhow::anyhow!("{flag} must be three sizes 1 to 256 like 16x8x8, got {text:?}")
     })
 }
 

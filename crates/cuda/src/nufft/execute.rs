@@ -23,9 +23,9 @@ impl Device {
         let w = p.layout.kernel.width;
         let beta = p.layout.kernel.beta as f32;
         match p.method {
-            Method::Shared(bytes) => {
+            Method::Shared(step, bytes) => {
                 let maxsub = p.maxsub as i32;
-                let f = self.nufft_kernel(Step::SpreadShared, w)?;
+                let f = self.nufft_kernel(step, w)?;
                 let mut b = self.stream.launch_builder(&f);
                 b.arg(fine).arg(c);
                 p.point_args(&mut b);
@@ -40,7 +40,7 @@ impl Device {
                     block_dim: (SPREAD_THREADS, 1, 1),
                     shared_mem_bytes: bytes as u32,
                 };
-                unsafe { b.launch(launch) }.at("launch nufft_spread_shared")?;
+                unsafe { b.launch(launch) }.at(&format!("launch {}", step.name(w)))?;
             }
             Method::Global => {
                 let m = p.points as i64;

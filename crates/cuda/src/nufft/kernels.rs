@@ -25,6 +25,8 @@ pub(crate) const FIXED: [&str; 6] = [
 pub(crate) enum Step {
     /// Type 1's spreading, a bin's subproblems in shared memory.
     SpreadShared,
+    /// The same in fixed point, by integer atomics.
+    SpreadFixedPoint,
     /// Type 1's spreading straight into the fine grid.
     SpreadGlobal,
     /// Type 2's interpolation.
@@ -33,12 +35,18 @@ pub(crate) enum Step {
 
 impl Step {
     #[cfg(test)]
-    pub(crate) const ALL: [Step; 3] = [Step::SpreadShared, Step::SpreadGlobal, Step::Interpolate];
+    pub(crate) const ALL: [Step; 4] = [
+        Step::SpreadShared,
+        Step::SpreadFixedPoint,
+        Step::SpreadGlobal,
+        Step::Interpolate,
+    ];
 
     /// The kernel of width `w`.
     pub(crate) fn name(self, w: usize) -> String {
         let step = match self {
             Step::SpreadShared => "spread_shared",
+            Step::SpreadFixedPoint => "spread_fixed_point",
             Step::SpreadGlobal => "spread_global",
             Step::Interpolate => "interpolate",
         };
@@ -50,6 +58,7 @@ impl Step {
     pub(crate) fn module(self, w: usize) -> Module {
         let m = match self {
             Step::SpreadShared => "SPREAD_SHARED",
+            Step::SpreadFixedPoint => "SPREAD_FIXED_POINT",
             Step::SpreadGlobal => "SPREAD_GLOBAL",
             Step::Interpolate => "INTERPOLATE",
         };
