@@ -223,6 +223,35 @@ __device__ inline int wrap(int i, int n)
 #define SPREAD_WARPS 8
 #define SPREAD_THREADS (32 * SPREAD_WARPS)
 
+// The last step of a shared-memory spreading: the bin's copy (sx cells a
+// row, `rows` rows starting in the fine grid at row_at; cell(at) its
+// value at cell at) added into the fine grid. A half-warp per row, its
+// lanes taking pairs of cells that start at an even global x (16-byte
+// aligned: the fine grid's sizes are even), added by one vector atomic
+// each. A lane's pair, and with it its x in the fine grid, is the same in
+// every row (the copy's x from -1 to sx: its cells outside are zero).
+template <class Cell>
+__device__ inline void add_copy(float2* __restrict__ fine, const long long* row_at, const int* o, int sx, int rows,
+                                const Geometry& g, Cell cell)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int half = lane >> 4, hl = lane & 15;
+    const int even = o[0] - (o[0] & 1);  // the even x at or below the copy's first
+    const int pairs = (o[0] + sx - even + 1) / 2;
+    for (int p = hl; p < pairs; p += 16) {
+        const int lx = even + 2 * p - o[0];  // the pair's first cell in the copy: -1 .. sx - 1
+        int gx = even + 2 * p;
+        while (gx < 0) gx += g.n[0];
+        while (gx >= g.n[0]) gx -= g.n[0];
+        for (int row = 2 * warp + half; row < rows; row += 2 * SPREAD_WARPS) {
+            const int at = row * sx + lx;
+            const float2 v0 = lx >= 0 ? cell(at) : make_float2(0.0f, 0.0f);
+            const float2 v1 = lx + 1 < sx ? cell(at + 1) : make_float2(0.0f, 0.0f);
+            if (v0.x != 0.0f || v0.y != 0.0f || v1.x != 0.0f || v1.y != 0.0f) add_pair(&fine[row_at[row] + gx], v0, v1);
+        }
+    }
+}
+
 // Type 1 spreading, one block per subproblem (at most maxsub points of one
 // bin), into a shared-memory copy of the bin with W/2 cells of overhang
 // below and (W+1)/2 above (bs + W cells per axis), then added into the
@@ -324,26 +353,7 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
         row_at[r] = ((long long)gz * g.n[1] + gy) * g.n[0];
     }
     __syncthreads();
-    // A half-warp per row, its lanes taking pairs of cells that start at
-    // an even global x (16-byte aligned: the fine grid's sizes are even),
-    // added by one vector atomic each. A lane's pair, and with it its x in
-    // the fine grid, is the same in every row (the copy's x from -1 to
-    // sx: its cells outside are zero).
-    const int half = lane >> 4, hl = lane & 15;
-    const int even = o[0] - (o[0] & 1);  // the even x at or below the copy's first
-    const int pairs = (o[0] + sx - even + 1) / 2;
-    for (int p = hl; p < pairs; p += 16) {
-        const int lx = even + 2 * p - o[0];  // the pair's first cell in the copy: -1 .. sx - 1
-        int gx = even + 2 * p;
-        while (gx < 0) gx += g.n[0];
-        while (gx >= g.n[0]) gx -= g.n[0];
-        for (int row = 2 * warp + half; row < rows; row += 2 * SPREAD_WARPS) {
-            const int at = row * sx + lx;
-            const float2 v0 = lx >= 0 ? cell[at] : make_float2(0.0f, 0.0f);
-            const float2 v1 = lx + 1 < sx ? cell[at + 1] : make_float2(0.0f, 0.0f);
-            if (v0.x != 0.0f || v0.y != 0.0f || v1.x != 0.0f || v1.y != 0.0f) add_pair(&fine[row_at[row] + gx], v0, v1);
-        }
-    }
+    add_copy(fine, row_at, o, sx, rows, g, [&](int at) { return cell[at]; });
 }
 
 // Type 1 spreading into a shared-memory copy of the bin as spread_shared,
@@ -435,23 +445,9 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     }
     __syncthreads();
     // Back to floats (NaN everywhere in the copy if a strength was not
-    // finite), added as spread_shared adds its copy.
+    // finite), added into the fine grid.
     const float unit = finite ? (m > 0.0f ? m / limit : 0.0f) : __int_as_float(0x7fc00000);
-    const int warp = threadIdx.x >> 5, half = (threadIdx.x & 31) >> 4, hl = threadIdx.x & 15;
-    const int even = o[0] - (o[0] & 1);
-    const int pairs = (o[0] + sx - even + 1) / 2;
-    for (int p = hl; p < pairs; p += 16) {
-        const int lx = even + 2 * p - o[0];
-        int gx = even + 2 * p;
-        while (gx < 0) gx += g.n[0];
-        while (gx >= g.n[0]) gx -= g.n[0];
-        for (int row = 2 * warp + half; row < rows; row += 2 * SPREAD_WARPS) {
-            const int at = row * sx + lx;
-            const float2 v0 = lx >= 0 ? make_float2(re[at] * unit, im[at] * unit) : make_float2(0.0f, 0.0f);
-            const float2 v1 = lx + 1 < sx ? make_float2(re[at + 1] * unit, im[at + 1] * unit) : make_float2(0.0f, 0.0f);
-            if (v0.x != 0.0f || v0.y != 0.0f || v1.x != 0.0f || v1.y != 0.0f) add_pair(&fine[row_at[row] + gx], v0, v1);
-        }
-    }
+    add_copy(fine, row_at, o, sx, rows, g, [&](int at) { return make_float2(re[at] * unit, im[at] * unit); });
 }
 
 // Type 1 spreading straight into the fine grid, thread per sorted point:
