@@ -32,6 +32,10 @@ struct int2 {
     int x, y;
 };
 inline int2 make_int2(int a, int b) { return {a, b}; }
+struct int4 {
+    int x, y, z, w;
+};
+inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 // Wraps on overflow, as the GPU's does.

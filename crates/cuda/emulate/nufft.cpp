@@ -82,10 +82,13 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
             frac[3 * s + d] = a;
         }
     }
-    std::vector<int> sub_bin, sub_first;
+    std::vector<int4> sub;
+    std::vector<int> sub_first;
     for (int b = 0; b < nbins; b++)
         for (int k = start[b]; k < start[b + 1]; k += maxsub) {
-            sub_bin.push_back(b);
+            int at[3];
+            key_bin(at, b, g);
+            sub.push_back(make_int4(at[0], at[1], at[2], std::min(maxsub, start[b + 1] - k)));
             sub_first.push_back(k);
         }
 
@@ -102,13 +105,13 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
     // Both shared-memory spreadings: in float (spread_shared) and in fixed
     // point (spread_fixed_point).
     std::vector<float2> fine(cells, make_float2(0, 0)), fixed(cells, make_float2(0, 0));
-    launch((int)sub_bin.size(), SPREAD_THREADS, [&] {
+    launch((int)sub.size(), SPREAD_THREADS, [&] {
         NAME(nufft_spread_shared_, SPREAD_SHARED)(fine.data(), c.data(), first.data(), frac.data(), perm.data(),
-                                                  sub_bin.data(), sub_first.data(), start.data(), maxsub, beta, g);
+                                                  sub.data(), sub_first.data(), maxsub, beta, g);
     });
-    launch((int)sub_bin.size(), SPREAD_THREADS, [&] {
-        spread_fixed_point<W>(fixed.data(), c.data(), first.data(), frac.data(), perm.data(), sub_bin.data(),
-                        sub_first.data(), start.data(), maxsub, beta, g);
+    launch((int)sub.size(), SPREAD_THREADS, [&] {
+        spread_fixed_point<W>(fixed.data(), c.data(), first.data(), frac.data(), perm.data(), sub.data(),
+                              sub_first.data(), maxsub, beta, g);
     });
 
     // Sorted point s's footprint, cell by cell: f(cell, weight in double

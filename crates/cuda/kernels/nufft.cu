@@ -158,14 +158,18 @@ extern "C" __global__ void nufft_place(int* __restrict__ first, float* __restric
     }
 }
 
-// The subproblems of each bin: at most maxsub points each.
-extern "C" __global__ void nufft_subproblems(int* __restrict__ sub_bin, int* __restrict__ sub_first,
+// The subproblems of each bin (by sort key): at most maxsub points each.
+// Subproblem s: sub[s] = (its bin's coordinates, its point count), and
+// its first sorted point sub_first[s].
+extern "C" __global__ void nufft_subproblems(int4* __restrict__ sub, int* __restrict__ sub_first,
                                              const int* __restrict__ count, const int* __restrict__ start,
-                                             const int* __restrict__ sub_start, int bins, int maxsub)
+                                             const int* __restrict__ sub_start, int bins, int maxsub, Geometry g)
 {
     for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < bins; b += gridDim.x * blockDim.x) {
+        int bin[3];
+        key_bin(bin, b, g);
         for (int s = sub_start[b], k = 0; s < sub_start[b + 1]; s++, k++) {
-            sub_bin[s] = b;
+            sub[s] = make_int4(bin[0], bin[1], bin[2], min(maxsub, count[b] - k * maxsub));
             sub_first[s] = start[b] + k * maxsub;
         }
     }
@@ -177,7 +181,7 @@ extern "C" __global__ void nufft_subproblems(int* __restrict__ sub_bin, int* __r
 template <int W>
 __device__ inline float kernel_value(int j, float a, float beta)
 {
-    const float z = (2.0f * (j + a) - W) / W;
+    const float z = (j + a) * (2.0f / W) - 1.0f;  // (2 (j + a) - W) / W
     const float s = 1.0f - z * z;
     return s > 0.0f ? expf(beta * (sqrtf(s) - 1.0f)) : 0.0f;
 }
@@ -272,15 +276,13 @@ __device__ inline void add_copy(float2* __restrict__ fine, const long long* row_
 template <int W>
 __device__ void spread_shared(float2* __restrict__ fine, const float2* __restrict__ c, const int* __restrict__ first,
                               const float* __restrict__ frac, const unsigned* __restrict__ perm,
-                              const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
-                              const int* __restrict__ start, int maxsub, float beta, Geometry g)
+                              const int4* __restrict__ sub, const int* __restrict__ sub_first, int maxsub, float beta,
+                              Geometry g)
 {
     static_assert(W <= SPREAD_WARPS, "a footprint's planes meet each warp at most once");
     extern __shared__ __align__(16) float shw[];
-    const int b = sub_bin[blockIdx.x];
-    int bin[3];
-    key_bin(bin, b, g);
-    const int o[3] = {bin[0] * g.bs[0] - W / 2, bin[1] * g.bs[1] - W / 2, bin[2] * g.bs[2] - W / 2};
+    const int4 sb = sub[blockIdx.x];
+    const int o[3] = {sb.x * g.bs[0] - W / 2, sb.y * g.bs[1] - W / 2, sb.z * g.bs[2] - W / 2};
     const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
     const int cells = sx * sy * sz, plane = sx * sy, rows = sy * sz;
     float2* cell = (float2*)shw;                     // [cells]
@@ -293,7 +295,7 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
     // The copy zeroed 16 bytes at a time, and an odd last cell.
     for (int i = threadIdx.x; i < cells / 2; i += blockDim.x) ((float4*)cell)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (threadIdx.x == 0 && (cells & 1)) cell[cells - 1] = make_float2(0.0f, 0.0f);
-    const int lo = sub_first[blockIdx.x], n = min(maxsub, start[b + 1] - lo);
+    const int lo = sub_first[blockIdx.x], n = sb.w;
     // The kernel values, a thread per point and axis (offsets read in order).
     for (int u = threadIdx.x; u < 3 * n; u += blockDim.x) kernel_values<W>(ker + u * W, frac[3 * lo + u], beta);
     for (int t = threadIdx.x; t < n; t += blockDim.x) {
@@ -360,31 +362,32 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
 // but in fixed point: the copy is two planes of 32-bit integers (real and
 // imaginary parts), to which shared-memory integer atomics add natively
 // (float ones are compare-and-swap loops), so that any thread may add to
-// any cell and the work splits by point rather than by plane: a group of
-// 8 lanes (4 at widths up to 4) per point and footprint plane, lane jx
-// adding the column of W cells at x = jx, a real and an imaginary atomic
-// a cell. Each contribution is rounded to an integer after scaling by
+// any cell and the work splits by point rather than by plane: a warp per
+// point, its groups of G = 8 lanes (4 at widths up to 4) taking its
+// planes, lane jx of a group the column of W cells at x = jx of each, a
+// real and an imaginary atomic a cell. (With the default bins at width 7
+// the four planes a warp adds to at once fall on distinct banks: their
+// pitch, 23 x 15 cells, is 25 mod 32.) Each contribution is rounded to an integer after scaling by
 // LIMIT / m, m the largest part of any strength in the subproblem (the
 // kernel is at most 1), by one multiply-add with 1.5 2^23: the float's
 // low bits are then the rounded value (for values below 2^22). A cell's
-// sum is then exact, and within 2^31 for up to FIXED_POINTS points; each
-// contribution is off by at most half a unit, m / LIMIT / 2 (about 1.2e-7
-// m). The copy reaches the fine grid as spread_shared's does, scaled back.
+// sum is then exact, and within 2^31 (LIMIT shrinks past 476 points a
+// subproblem to keep it so); each contribution is off by at most half a
+// unit, m / LIMIT / 2 (about 1.2e-7 m). The copy reaches the fine grid as
+// spread_shared's does, scaled back; a strength that is not finite makes
+// every cell of the copy NaN.
 #define FIXED_MAGIC 12582912.0f  // 1.5 2^23, whose bits are 0x4B400000
 #define FIXED_LIMIT 4194000.0f   // below 2^22
-#define FIXED_POINTS 511         // (2^31 - 1) / FIXED_LIMIT
 template <int W>
-__device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __restrict__ c, const int* __restrict__ first,
-                             const float* __restrict__ frac, const unsigned* __restrict__ perm,
-                             const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
-                             const int* __restrict__ start, int maxsub, float beta, Geometry g)
+__device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __restrict__ c,
+                                   const int* __restrict__ first, const float* __restrict__ frac,
+                                   const unsigned* __restrict__ perm, const int4* __restrict__ sub,
+                                   const int* __restrict__ sub_first, int maxsub, float beta, Geometry g)
 {
     constexpr int G = W <= 4 ? 4 : 8;  // lanes a (point, plane)
     extern __shared__ __align__(16) float shw[];
-    const int b = sub_bin[blockIdx.x];
-    int bin[3];
-    key_bin(bin, b, g);
-    const int o[3] = {bin[0] * g.bs[0] - W / 2, bin[1] * g.bs[1] - W / 2, bin[2] * g.bs[2] - W / 2};
+    const int4 sb = sub[blockIdx.x];
+    const int o[3] = {sb.x * g.bs[0] - W / 2, sb.y * g.bs[1] - W / 2, sb.z * g.bs[2] - W / 2};
     const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
     const int cells = sx * sy * sz, plane = sx * sy, rows = sy * sz;
     int* re = (int*)shw;                             // [cells]
@@ -394,9 +397,13 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     int* place = (int*)(str + maxsub);               // [maxsub]: base cell
     unsigned* largest = (unsigned*)(place + maxsub); // the bits of m
     long long* row_at = (long long*)ker;             // [rows], after the points
-    for (int i = threadIdx.x; i < cells; i += blockDim.x) re[i] = im[i] = 0;
-    if (threadIdx.x == 0) *largest = 0;
-    const int lo = sub_first[blockIdx.x], n = min(maxsub, start[b + 1] - lo);
+    // The copy zeroed 16 bytes at a time (2 cells is 16 bytes), and an odd last cell.
+    for (int i = threadIdx.x; i < cells / 2; i += blockDim.x) ((int4*)re)[i] = make_int4(0, 0, 0, 0);
+    if (threadIdx.x == 0) {
+        if (cells & 1) re[2 * cells - 2] = re[2 * cells - 1] = 0;
+        *largest = 0;
+    }
+    const int lo = sub_first[blockIdx.x], n = sb.w;
     for (int u = threadIdx.x; u < 3 * n; u += blockDim.x) kernel_values<W>(ker + u * W, frac[3 * lo + u], beta);
     __syncthreads();
     float m = 0.0f;
@@ -416,20 +423,33 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     const bool finite = m <= 3.4e38f;
     const float limit = fminf(FIXED_LIMIT, 2.0e9f / n);
     const float scale = finite && m > 0.0f ? limit / m : 0.0f;
-    const int lane = threadIdx.x % G, jx = min(lane, W - 1);
-    for (int it = threadIdx.x / G; it < n * W; it += blockDim.x / G) {
-        const int t = it / W, jz = it - t * W;
+    // A warp per point: its group q of G lanes takes the point's planes q,
+    // q + 32 / G, ... (consecutive planes in a warp's instruction), lane jx
+    // the column at x = jx of each.
+    constexpr int GW = 32 / G, P = (W + GW - 1) / GW;  // groups a warp, planes a lane
+    const int lane = threadIdx.x & 31, q = lane / G, jx = min(lane % G, W - 1);
+    const bool column = lane % G < W;
+    for (int t = threadIdx.x >> 5; t < n; t += blockDim.x >> 5) {
         const float* k = ker + 3 * W * t;
         const float2 v = str[t];
-        const float kxz = k[jx] * k[2 * W + jz] * scale;
-        const float wr = v.x * kxz, wi = v.y * kxz;
-        int at = place[t] + jz * plane + jx;
-        if (lane < W) {
+        const float kx = k[jx] * scale;
+        const float wr = v.x * kx, wi = v.y * kx;
+        float ky[W];
 #pragma unroll
-            for (int jy = 0; jy < W; jy++, at += sx) {
-                const float ky = k[W + jy];
-                atomicAdd(&re[at], __float_as_int(fmaf(ky, wr, FIXED_MAGIC)) - 0x4B400000);
-                atomicAdd(&im[at], __float_as_int(fmaf(ky, wi, FIXED_MAGIC)) - 0x4B400000);
+        for (int jy = 0; jy < W; jy++) ky[jy] = k[W + jy];
+        const int base = place[t] + jx;
+#pragma unroll
+        for (int pz = 0; pz < P; pz++) {
+            const int jz = q + pz * GW;
+            if (column && jz < W) {
+                const float kz = k[2 * W + jz];
+                const float zr = wr * kz, zi = wi * kz;
+                int at = base + jz * plane;
+#pragma unroll
+                for (int jy = 0; jy < W; jy++, at += sx) {
+                    atomicAdd(&re[at], __float_as_int(fmaf(ky[jy], zr, FIXED_MAGIC)) - 0x4B400000);
+                    atomicAdd(&im[at], __float_as_int(fmaf(ky[jy], zi, FIXED_MAGIC)) - 0x4B400000);
+                }
             }
         }
     }
@@ -577,17 +597,17 @@ __device__ void interpolate(float2* __restrict__ out, const float2* __restrict__
 // The extra level of macros expands the width before it is pasted.
 #define SPREAD_SHARED_KERNEL(W)                                                                                            \
     extern "C" __global__ void nufft_spread_shared_##W(                                                                    \
-        float2* fine, const float2* c, const int* first, const float* frac, const unsigned* perm, const int* sub_bin,      \
-        const int* sub_first, const int* start, int maxsub, float beta, Geometry g)                                         \
+        float2* fine, const float2* c, const int* first, const float* frac, const unsigned* perm, const int4* sub,         \
+        const int* sub_first, int maxsub, float beta, Geometry g)                                                          \
     {                                                                                                                      \
-        spread_shared<W>(fine, c, first, frac, perm, sub_bin, sub_first, start, maxsub, beta, g);                          \
+        spread_shared<W>(fine, c, first, frac, perm, sub, sub_first, maxsub, beta, g);                                     \
     }
 #define SPREAD_FIXED_POINT_KERNEL(W)                                                                                       \
     extern "C" __global__ void nufft_spread_fixed_point_##W(                                                               \
-        float2* fine, const float2* c, const int* first, const float* frac, const unsigned* perm, const int* sub_bin,      \
-        const int* sub_first, const int* start, int maxsub, float beta, Geometry g)                                         \
+        float2* fine, const float2* c, const int* first, const float* frac, const unsigned* perm, const int4* sub,         \
+        const int* sub_first, int maxsub, float beta, Geometry g)                                                          \
     {                                                                                                                      \
-        spread_fixed_point<W>(fine, c, first, frac, perm, sub_bin, sub_first, start, maxsub, beta, g);                     \
+        spread_fixed_point<W>(fine, c, first, frac, perm, sub, sub_first, maxsub, beta, g);                                \
     }
 #define SPREAD_GLOBAL_KERNEL(W)                                                                                            \
     extern "C" __global__ void nufft_spread_global_##W(float2* fine, const float2* c, const int* first,                    \

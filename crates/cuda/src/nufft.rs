@@ -139,10 +139,9 @@ pub struct CudaNufft {
     first: CudaSlice<i32>,
     frac: CudaSlice<f32>,
     perm: CudaSlice<u32>,
-    /// Sorted points of bin b start at `bin_start[b]` (one more entry at the end).
-    bin_start: CudaSlice<i32>,
-    /// Subproblem s: its bin and its first sorted point.
-    sub_bin: CudaSlice<i32>,
+    /// Subproblem s: its bin's coordinates and its point count (an `int4`
+    /// in nufft.cu), and its first sorted point.
+    sub: CudaSlice<i32>,
     sub_first: CudaSlice<i32>,
     subproblems: usize,
     correction: [CudaSlice<f32>; 3],
@@ -344,17 +343,18 @@ impl Device {
             ));
         }
         let subproblems = ends[1] as usize;
-        let mut sub_bin = self.zeros::<i32>(big(subproblems))?;
+        let mut sub = self.zeros::<i32>(4 * big(subproblems))?;
         let mut sub_first = self.zeros::<i32>(big(subproblems))?;
         if subproblems > 0 {
             let mut b = self.stream.launch_builder(&kernels.subproblems);
-            b.arg(&mut sub_bin)
+            b.arg(&mut sub)
                 .arg(&mut sub_first)
                 .arg(&count)
                 .arg(&bin_start)
                 .arg(&sub_start)
                 .arg(&nbins)
-                .arg(&maxsub);
+                .arg(&maxsub)
+                .arg(&geometry);
             unsafe { b.launch(self.cfg(bins)) }.at("launch nufft_subproblems")?;
         }
         // A flat z (one fine plane): every point sits at offset 0 there, so
@@ -401,8 +401,7 @@ impl Device {
             first,
             frac,
             perm,
-            bin_start,
-            sub_bin,
+            sub,
             sub_first,
             subproblems,
             correction: [cx?, cy?, cz?],

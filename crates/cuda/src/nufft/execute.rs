@@ -29,9 +29,8 @@ impl Device {
                 let mut b = self.stream.launch_builder(&f);
                 b.arg(fine).arg(c);
                 p.point_args(&mut b);
-                b.arg(&p.sub_bin)
+                b.arg(&p.sub)
                     .arg(&p.sub_first)
-                    .arg(&p.bin_start)
                     .arg(&maxsub)
                     .arg(&beta)
                     .arg(&p.geometry);
