@@ -1,15 +1,17 @@
 //! The NUFFT on the first GPU, in float32 (kernels in nufft.cu): a plan
 //! takes its kernel, fine grid and corrections from recon-nufft's
 //! [`Layout`], so that CPU and GPU plans agree by construction, and sorts
-//! its points into bins on the device once (count, scan, place). Type 1
-//! spreads into shared-memory subproblems of at most [`NufftOptions::maxsub`]
-//! points per block, or straight into the fine grid where a subproblem
-//! would not fit in shared memory; type 2 interpolates by a group of
-//! lanes per sorted point, a lane per pair of cells of each row. cuFFT
-//! transforms the fine grid in place.
+//! its points into bins on the device once (count, scan, place), a tile
+//! of bins at a time. Type 1 spreads into shared-memory subproblems of at
+//! most [`NufftOptions::maxsub`] points per block (in fixed point at
+//! widths up to 7, in float at 8), or straight into the fine grid where a
+//! subproblem would not fit in shared memory; type 2 interpolates by a
+//! group of lanes per sorted point, a lane per pair of cells of each row.
+//! cuFFT transforms the fine grid in place.
 //!
 //! Spreading adds by atomics, so the order of float additions, and with it
-//! the last bits of a result, may differ from run to run.
+//! the last bits of a result, may differ from run to run (not in fixed
+//! point, whose sums are exact, until the copies meet in the fine grid).
 //!
 //! This file makes plans; execute.rs runs them, coils.rs batches type 1
 //! over coils, and kernels.rs holds nufft.cu's kernels.

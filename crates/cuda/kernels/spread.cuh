@@ -1,0 +1,298 @@
+// Type 1's spreading kernels (included by nufft.cu, after its geometry,
+// kernel values and wrap): into a shared-memory copy of each subproblem's
+// bin in float (spread_shared) or in fixed point (spread_fixed_point),
+// added into the fine grid by add_copy, or straight into the fine grid
+// (spread_global). nufft.cu exports them, a module per family and width.
+#pragma once
+
+// fine += (re, im), atomically: one vector atomic on Hopper and later.
+__device__ inline void add_global(float2* fine, float re, float im)
+{
+#if __CUDA_ARCH__ >= 900
+    atomicAdd(fine, make_float2(re, im));
+#else
+    atomicAdd(&fine->x, re);
+    atomicAdd(&fine->y, im);
+#endif
+}
+
+// fine[0] += a and fine[1] += b, atomically; fine 16-byte aligned: one
+// vector atomic on Hopper and later.
+__device__ inline void add_pair(float2* fine, float2 a, float2 b)
+{
+#if __CUDA_ARCH__ >= 900
+    atomicAdd((float4*)fine, make_float4(a.x, a.y, b.x, b.y));
+#else
+    add_global(fine, a.x, a.y);
+    add_global(fine + 1, b.x, b.y);
+#endif
+}
+
+// Warps per spreading block; SPREAD_THREADS in nufft.rs is 32 times this.
+#define SPREAD_WARPS 8
+#define SPREAD_THREADS (32 * SPREAD_WARPS)
+
+// The last step of a shared-memory spreading: the bin's copy (sx cells a
+// row, sy rows a plane, `rows` rows; cell(at) its value at cell at) added
+// into the fine grid. First each row's start in the fine grid, y and z
+// wrapped, into row_at (shared memory the block no longer needs; the loops
+// run more than once only on grids smaller than a bin's copy; the steps
+// are written out: the same steps in a helper function made type 1 1.8%
+// slower on an H100, bench/h100-2026-11-27-review). Then a half-warp per
+// row, its lanes taking pairs of cells that start at an even global x
+// (16-byte aligned: the fine grid's sizes are even), added by one vector
+// atomic each. A lane's pair, and with it its x in the fine grid, is the
+// same in every row (the copy's x from -1 to sx: its cells outside are
+// zero).
+template <class Cell>
+__device__ inline void add_copy(float2* __restrict__ fine, long long* row_at, const int* o, int sx, int sy, int rows,
+                                const Geometry& g, Cell cell)
+{
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+        int gy = o[1] + r % sy, gz = o[2] + r / sy;
+        while (gy < 0) gy += g.n[1];
+        while (gy >= g.n[1]) gy -= g.n[1];
+        while (gz < 0) gz += g.n[2];
+        while (gz >= g.n[2]) gz -= g.n[2];
+        row_at[r] = ((long long)gz * g.n[1] + gy) * g.n[0];
+    }
+    __syncthreads();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int half = lane >> 4, hl = lane & 15;
+    const int even = o[0] - (o[0] & 1);  // the even x at or below the copy's first
+    const int pairs = (o[0] + sx - even + 1) / 2;
+    for (int p = hl; p < pairs; p += 16) {
+        const int lx = even + 2 * p - o[0];  // the pair's first cell in the copy: -1 .. sx - 1
+        int gx = even + 2 * p;
+        while (gx < 0) gx += g.n[0];
+        while (gx >= g.n[0]) gx -= g.n[0];
+        for (int row = 2 * warp + half; row < rows; row += 2 * SPREAD_WARPS) {
+            const int at = row * sx + lx;
+            const float2 v0 = lx >= 0 ? cell(at) : make_float2(0.0f, 0.0f);
+            const float2 v1 = lx + 1 < sx ? cell(at + 1) : make_float2(0.0f, 0.0f);
+            if (v0.x != 0.0f || v0.y != 0.0f || v1.x != 0.0f || v1.y != 0.0f) add_pair(&fine[row_at[row] + gx], v0, v1);
+        }
+    }
+}
+
+// Type 1 spreading, one block per subproblem (at most maxsub points of one
+// bin), into a shared-memory copy of the bin with W/2 cells of overhang
+// below and (W+1)/2 above (bs + W cells per axis), then added into the
+// fine grid (periodically wrapped) by global atomics.
+//
+// Float atomics on shared memory are compare-and-swap loops on current
+// GPUs, so the copy is written without them: first a thread per point and
+// axis puts its kernel values in shared memory, and a thread per point its
+// strength and place; then warp w adds every point's contribution to the
+// z-planes congruent to w modulo the warp count, its lanes taking one or
+// two (x, y) cells of the footprint each. No two warps touch one plane and no two lanes one cell,
+// so plain loads and stores suffice. The copy is complex (float2): a cell
+// is one 8-byte load and one store, half the instructions of separate
+// real and imaginary planes (the kernel is bound by its instructions
+// issued, Nsight Compute: bench/h100-2026-11-27-probe). A half-warp's 16
+// cells span whole rows of the footprint, bs + W cells apart; with bins
+// 16 cells wide those rows fall on consecutive banks.
+template <int W>
+__device__ void spread_shared(float2* __restrict__ fine, const float2* __restrict__ c, const int* __restrict__ first,
+                              const float* __restrict__ frac, const unsigned* __restrict__ perm,
+                              const int4* __restrict__ sub, const int* __restrict__ sub_first, int maxsub, float beta,
+                              Geometry g)
+{
+    static_assert(W <= SPREAD_WARPS, "a footprint's planes meet each warp at most once");
+    extern __shared__ __align__(16) float shw[];
+    const int4 sb = sub[blockIdx.x];
+    const int o[3] = {sb.x * g.bs[0] - W / 2, sb.y * g.bs[1] - W / 2, sb.z * g.bs[2] - W / 2};
+    const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
+    const int cells = sx * sy * sz, plane = sx * sy, rows = sy * sz;
+    float2* cell = (float2*)shw;                     // [cells]
+    float* ker = (float*)(cell + cells);             // [maxsub][3][W]
+    float2* str = (float2*)(ker + ((3 * W * maxsub + 1) & ~1));  // [maxsub], 8-byte aligned
+    int2* place = (int2*)(str + maxsub);              // [maxsub]: base cell, first z plane
+    // After the points: where each row of the copy starts in the fine grid,
+    // in their place (the shared memory of 4 blocks an SM at width 7).
+    long long* row_at = (long long*)ker;              // [rows]
+    // The copy zeroed 16 bytes at a time, and an odd last cell.
+    for (int i = threadIdx.x; i < cells / 2; i += blockDim.x) ((float4*)cell)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (threadIdx.x == 0 && (cells & 1)) cell[cells - 1] = make_float2(0.0f, 0.0f);
+    const int lo = sub_first[blockIdx.x], n = sb.w;
+    // The kernel values, a thread per point and axis (offsets read in order).
+    for (int u = threadIdx.x; u < 3 * n; u += blockDim.x) kernel_values<W>(ker + u * W, frac[3 * lo + u], beta);
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        const int i = lo + t;
+        str[t] = c[perm[i]];
+        const int lz = first[3 * i + 2] - o[2];
+        place[t] = make_int2((lz * sy + first[3 * i + 1] - o[1]) * sx + first[3 * i] - o[0], lz);
+    }
+    __syncthreads();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // This lane's (x, y) cells of the footprint: p = lane and lane + 32.
+    // (Branches, not a second update with weight 0 where a lane has one
+    // cell: the kernel is near the shared-memory pipe's limit, and the
+    // extra load and store cost more than the branches save:
+    // bench/h100-2026-11-27-spread-rows.)
+    const int p0 = min(lane, W * W - 1), p1 = min(lane + 32, W * W - 1);
+    const bool has0 = lane < W * W, has1 = lane + 32 < W * W;
+    const int x0 = p0 % W, y0 = p0 / W, x1 = p1 % W, y1 = p1 / W;
+    const int off0 = y0 * sx + x0, off1 = y1 * sx + x1;
+    for (int t = 0; t < n; t++) {
+        const int2 pl = place[t];
+        // The footprint's plane this warp owns, if any: z = pl.y + jz = warp (mod SPREAD_WARPS).
+        const int jz = (warp - pl.y) & (SPREAD_WARPS - 1);  // a power of two
+        if (jz < W) {
+            const float* k = ker + 3 * W * t;
+            const float2 v = str[t];
+            const float kz = k[2 * W + jz];
+            const float k0 = k[x0] * k[W + y0] * kz, k1 = k[x1] * k[W + y1] * kz;
+            const int at = pl.x + jz * plane;
+            if (has0) {
+                float2 a = cell[at + off0];
+                a.x = fmaf(v.x, k0, a.x);
+                a.y = fmaf(v.y, k0, a.y);
+                cell[at + off0] = a;
+            }
+            if (has1) {
+                float2 a = cell[at + off1];
+                a.x = fmaf(v.x, k1, a.x);
+                a.y = fmaf(v.y, k1, a.y);
+                cell[at + off1] = a;
+            }
+        }
+        // The next point's cells may be this point's, in other lanes.
+        __syncwarp();
+    }
+    __syncthreads();
+    add_copy(fine, row_at, o, sx, sy, rows, g, [&](int at) { return cell[at]; });
+}
+
+// Type 1 spreading into a shared-memory copy of the bin as spread_shared,
+// but in fixed point: the copy is two planes of 32-bit integers (real and
+// imaginary parts), to which shared-memory integer atomics add natively
+// (float ones are compare-and-swap loops), so that any thread may add to
+// any cell and the work splits by point rather than by plane: a warp per
+// point, its groups of G = 8 lanes (4 at widths up to 4) taking its
+// planes, lane jx of a group the column of W cells at x = jx of each, a
+// real and an imaginary atomic a cell. (With the default bins at width 7
+// the four planes a warp adds to at once fall on distinct banks: their
+// pitch, 23 x 15 cells, is 25 mod 32.) Each contribution is rounded to an integer after scaling by
+// LIMIT / m, m the largest part of any strength in the subproblem (the
+// kernel is at most 1), by one multiply-add with 1.5 2^23: the float's
+// low bits are then the rounded value (for values below 2^22). A cell's
+// sum is then exact, and within 2^31 (LIMIT shrinks past 476 points a
+// subproblem to keep it so); each contribution is off by at most half a
+// unit, m / LIMIT / 2 (about 1.2e-7 m). The copy reaches the fine grid as
+// spread_shared's does, scaled back; a strength that is not finite makes
+// every cell of the copy NaN.
+#define FIXED_MAGIC 12582912.0f  // 1.5 2^23, whose bits are 0x4B400000
+#define FIXED_LIMIT 4194000.0f   // below 2^22
+template <int W>
+__device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __restrict__ c,
+                                   const int* __restrict__ first, const float* __restrict__ frac,
+                                   const unsigned* __restrict__ perm, const int4* __restrict__ sub,
+                                   const int* __restrict__ sub_first, int maxsub, float beta, Geometry g)
+{
+    constexpr int G = W <= 4 ? 4 : 8;  // lanes a (point, plane)
+    extern __shared__ __align__(16) float shw[];
+    const int4 sb = sub[blockIdx.x];
+    const int o[3] = {sb.x * g.bs[0] - W / 2, sb.y * g.bs[1] - W / 2, sb.z * g.bs[2] - W / 2};
+    const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
+    const int cells = sx * sy * sz, plane = sx * sy, rows = sy * sz;
+    int* re = (int*)shw;                             // [cells]
+    int* im = re + cells;                            // [cells]
+    float* ker = (float*)(im + cells);               // [maxsub][3][W]
+    float2* str = (float2*)(ker + ((3 * W * maxsub + 1) & ~1));  // [maxsub], 8-byte aligned
+    int* place = (int*)(str + maxsub);               // [maxsub]: base cell
+    unsigned* largest = (unsigned*)(place + maxsub); // the bits of m
+    long long* row_at = (long long*)ker;             // [rows], after the points
+    // The copy zeroed 16 bytes at a time (2 cells is 16 bytes), and an odd last cell.
+    for (int i = threadIdx.x; i < cells / 2; i += blockDim.x) ((int4*)re)[i] = make_int4(0, 0, 0, 0);
+    if (threadIdx.x == 0) {
+        if (cells & 1) re[2 * cells - 2] = re[2 * cells - 1] = 0;
+        *largest = 0;
+    }
+    const int lo = sub_first[blockIdx.x], n = sb.w;
+    for (int u = threadIdx.x; u < 3 * n; u += blockDim.x) kernel_values<W>(ker + u * W, frac[3 * lo + u], beta);
+    __syncthreads();
+    float m = 0.0f;
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        const int i = lo + t;
+        const float2 v = c[perm[i]];
+        str[t] = v;
+        // The largest part; NaN where a part is NaN (fmaxf would drop it).
+        const float a = fmaxf(fabsf(v.x), fabsf(v.y));
+        m = a > m || a != a ? a : m;
+        place[t] = ((first[3 * i + 2] - o[2]) * sy + first[3 * i + 1] - o[1]) * sx + first[3 * i] - o[0];
+    }
+    // Non-negative floats order as their bits (NaN above infinity).
+    atomicMax(largest, __float_as_uint(m));
+    __syncthreads();
+    m = __uint_as_float(*largest);
+    const bool finite = m <= 3.4e38f;
+    const float limit = fminf(FIXED_LIMIT, 2.0e9f / n);
+    const float scale = finite && m > 0.0f ? limit / m : 0.0f;
+    // A warp per point: its group q of G lanes takes the point's planes q,
+    // q + 32 / G, ... (consecutive planes in a warp's instruction), lane jx
+    // the column at x = jx of each.
+    constexpr int GW = 32 / G, P = (W + GW - 1) / GW;  // groups a warp, planes a lane
+    const int lane = threadIdx.x & 31, q = lane / G, jx = min(lane % G, W - 1);
+    const bool column = lane % G < W;
+    for (int t = threadIdx.x >> 5; t < n; t += blockDim.x >> 5) {
+        const float* k = ker + 3 * W * t;
+        const float2 v = str[t];
+        const float kx = k[jx] * scale;
+        const float wr = v.x * kx, wi = v.y * kx;
+        float ky[W];
+#pragma unroll
+        for (int jy = 0; jy < W; jy++) ky[jy] = k[W + jy];
+        const int base = place[t] + jx;
+#pragma unroll
+        for (int pz = 0; pz < P; pz++) {
+            const int jz = q + pz * GW;
+            if (column && jz < W) {
+                const float kz = k[2 * W + jz];
+                const float zr = wr * kz, zi = wi * kz;
+                int at = base + jz * plane;
+#pragma unroll
+                for (int jy = 0; jy < W; jy++, at += sx) {
+                    atomicAdd(&re[at], __float_as_int(fmaf(ky[jy], zr, FIXED_MAGIC)) - 0x4B400000);
+                    atomicAdd(&im[at], __float_as_int(fmaf(ky[jy], zi, FIXED_MAGIC)) - 0x4B400000);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    // Back to floats (NaN everywhere in the copy if a strength was not
+    // finite), added into the fine grid.
+    const float unit = finite ? (m > 0.0f ? m / limit : 0.0f) : __int_as_float(0x7fc00000);
+    add_copy(fine, row_at, o, sx, sy, rows, g, [&](int at) { return make_float2(re[at] * unit, im[at] * unit); });
+}
+
+// Type 1 spreading straight into the fine grid, thread per sorted point:
+// the fallback where a subproblem would not fit in shared memory.
+template <int W>
+__device__ void spread_global(float2* __restrict__ fine, const float2* __restrict__ c, const int* __restrict__ first,
+                              const float* __restrict__ frac, const unsigned* __restrict__ perm, long long M,
+                              float beta, Geometry g)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < M; i += (long long)gridDim.x * blockDim.x) {
+        float kx[W], ky[W], kz[W];
+        kernel_values<W>(kx, frac[3 * i], beta);
+        kernel_values<W>(ky, frac[3 * i + 1], beta);
+        kernel_values<W>(kz, frac[3 * i + 2], beta);
+        float2 v = c[perm[i]];
+        int xi[W];
+#pragma unroll
+        for (int j = 0; j < W; j++) xi[j] = wrap(first[3 * i] + j, g.n[0]);
+#pragma unroll
+        for (int jz = 0; jz < W; jz++) {
+            long long zi = wrap(first[3 * i + 2] + jz, g.n[2]);
+            float2 vz = make_float2(v.x * kz[jz], v.y * kz[jz]);
+#pragma unroll
+            for (int jy = 0; jy < W; jy++) {
+                long long row = (zi * g.n[1] + wrap(first[3 * i + 1] + jy, g.n[1])) * g.n[0];
+                float2 vy = make_float2(vz.x * ky[jy], vz.y * ky[jy]);
+#pragma unroll
+                for (int jx = 0; jx < W; jx++) add_global(&fine[row + xi[jx]], vy.x * kx[jx], vy.y * kx[jx]);
+            }
+        }
+    }
+}
