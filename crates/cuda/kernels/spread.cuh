@@ -173,11 +173,11 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
 // planes, lane jx of a group the column of W cells at x = jx of each, a
 // real and an imaginary atomic a cell. (With the default bins at width 7
 // the four planes a warp adds to at once fall on distinct banks: their
-// pitch, 23 x 15 cells, is 25 mod 32.) Each contribution is rounded to an integer after scaling by
-// LIMIT / m, m the largest part of any strength in the subproblem (the
-// kernel is at most 1), by one multiply-add with 1.5 2^23: the float's
-// low bits are then the rounded value (for values below 2^22). A cell's
-// sum is then exact, and within 2^31 (LIMIT shrinks past 476 points a
+// pitch, 23 x 15 cells, is 25 mod 32.) Each contribution is rounded to an
+// integer after scaling by LIMIT / m, m the largest part of any strength
+// in the subproblem (the kernel is at most 1), by one multiply-add with
+// 1.5 2^23: the float's low bits are then the rounded value (for values
+// below 2^22). A cell's sum is then exact, and within 2^31 (LIMIT shrinks past 476 points a
 // subproblem to keep it so); each contribution is off by at most half a
 // unit, m / LIMIT / 2 (about 1.2e-7 m). The copy reaches the fine grid as
 // spread_shared's does, scaled back; a strength that is not finite makes
@@ -190,7 +190,7 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
                                    const unsigned* __restrict__ perm, const int4* __restrict__ sub,
                                    const int* __restrict__ sub_first, int maxsub, float beta, Geometry g)
 {
-    constexpr int G = W <= 4 ? 4 : 8;  // lanes a (point, plane)
+    constexpr int G = W <= 4 ? 4 : 8;  // lanes a group (the columns of a plane)
     extern __shared__ __align__(16) float shw[];
     const int4 sb = sub[blockIdx.x];
     const int o[3] = {sb.x * g.bs[0] - W / 2, sb.y * g.bs[1] - W / 2, sb.z * g.bs[2] - W / 2};

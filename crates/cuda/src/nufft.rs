@@ -1,13 +1,14 @@
-//! The NUFFT on the first GPU, in float32 (kernels in nufft.cu): a plan
-//! takes its kernel, fine grid and corrections from recon-nufft's
-//! [`Layout`], so that CPU and GPU plans agree by construction, and sorts
-//! its points into bins on the device once (count, scan, place), a tile
-//! of bins at a time. Type 1 spreads into shared-memory subproblems of at
-//! most [`NufftOptions::maxsub`] points per block (in fixed point at
-//! widths up to 7, in float at 8), or straight into the fine grid where a
-//! subproblem would not fit in shared memory; type 2 interpolates by a
-//! group of lanes per sorted point, a lane per pair of cells of each row.
-//! cuFFT transforms the fine grid in place.
+//! The NUFFT on the first GPU, in float32 (kernels in nufft.cu and
+//! spread.cuh): a plan takes its kernel, fine grid and corrections from
+//! recon-nufft's [`Layout`], so that CPU and GPU plans agree by
+//! construction, and sorts its points into bins on the device once
+//! (count, scan, place), a tile of bins at a time. Type 1 spreads into
+//! shared-memory subproblems of at most [`NufftOptions::maxsub`] points
+//! per block (in fixed point at widths up to 7, in float at 8), or
+//! straight into the fine grid where a subproblem would not fit in shared
+//! memory; type 2 interpolates by a group of lanes per sorted point, a
+//! lane per pair of cells of each row. cuFFT transforms the fine grid in
+//! place.
 //!
 //! Spreading adds by atomics, so the order of float additions, and with it
 //! the last bits of a result, may differ from run to run (not in fixed
@@ -37,7 +38,7 @@ pub(crate) use kernels::{Correction, Kernels, Step};
 pub(crate) const WIDTHS: std::ops::RangeInclusive<usize> = 2..=8;
 
 /// The widest kernel Auto spreads in fixed point (`spread_fixed_point` in
-/// nufft.cu): its rounding, about 1e-6 of the fine grid, is a tenth of
+/// spread.cuh): its rounding, about 1e-6 of the fine grid, is a tenth of
 /// the tolerance 1e-5 a width of 7 serves; width 8 (1e-6) spreads in
 /// float, where fixed point is also slower
 /// (bench/h100-2026-11-28-sort-tiles/).
@@ -52,7 +53,7 @@ pub(crate) fn auto_step(w: usize) -> Step {
     }
 }
 
-/// Threads per spreading block (one subproblem each): `SPREAD_THREADS` in nufft.cu.
+/// Threads per spreading block (one subproblem each): `SPREAD_THREADS` in spread.cuh.
 const SPREAD_THREADS: u32 = 256;
 
 /// How type 1 spreads.
@@ -64,8 +65,10 @@ pub enum Spreading {
     /// Shared-memory subproblems; a plan whose subproblem does not fit fails.
     Shared,
     /// Shared-memory subproblems added in fixed point by integer atomics
-    /// (`spread_fixed_point` in nufft.cu); a plan whose subproblem does not fit
-    /// fails.
+    /// (`spread_fixed_point` in spread.cuh): each contribution rounded to
+    /// about 2^-22 of the subproblem's largest strength (its unit grows
+    /// past 476 points a subproblem, so that no sum overflows). A plan
+    /// whose subproblem does not fit fails.
     FixedPoint,
     /// Straight into the fine grid, by global atomics.
     Global,
@@ -458,8 +461,8 @@ mod tests {
     use super::WIDTHS;
 
     /// nufft.cu's shared-memory spreadings (float and fixed point) and its
-    /// interpolation run on the CPU (emulate/) against the same sums taken point by point in
-    /// double, at widths 2, 5, 7 and 8 (lanes with no cell of a footprint's
+    /// interpolation run on the CPU (emulate/) against the same sums taken
+    /// point by point in double, at widths 2, 5, 7 and 8 (lanes with no cell of a footprint's
     /// plane, one and two; rows of 2, 3, 4 and 5 pairs; the GPU tests take
     /// every width): the default bins and tiles, bins of 4 on a grid
     /// smaller than a bin's copy with subproblems of 16, bins odd along x
