@@ -32,6 +32,29 @@ __device__ inline void add_pair(float2* fine, float2 a, float2 b)
 #define SPREAD_WARPS 8
 #define SPREAD_THREADS (32 * SPREAD_WARPS)
 
+// A subproblem's copy of its bin with the kernel's overhang, W/2 cells
+// below and (W+1)/2 above along each axis: its first cell in the fine
+// grid (o, unwrapped), its sizes, and its cells, plane and rows.
+struct BinCopy {
+    int o[3], sx, sy, sz, cells, plane, rows;
+};
+
+template <int W>
+__device__ inline BinCopy bin_copy(int4 sb, const Geometry& g)
+{
+    BinCopy c;
+    c.o[0] = sb.x * g.bs[0] - W / 2;
+    c.o[1] = sb.y * g.bs[1] - W / 2;
+    c.o[2] = sb.z * g.bs[2] - W / 2;
+    c.sx = g.bs[0] + W;
+    c.sy = g.bs[1] + W;
+    c.sz = g.bs[2] + W;
+    c.cells = c.sx * c.sy * c.sz;
+    c.plane = c.sx * c.sy;
+    c.rows = c.sy * c.sz;
+    return c;
+}
+
 // The last step of a shared-memory spreading: the bin's copy (sx cells a
 // row, sy rows a plane, `rows` rows; cell(at) its value at cell at) added
 // into the fine grid. First each row's start in the fine grid, y and z
@@ -45,9 +68,11 @@ __device__ inline void add_pair(float2* fine, float2 a, float2 b)
 // same in every row (the copy's x from -1 to sx: its cells outside are
 // zero).
 template <class Cell>
-__device__ inline void add_copy(float2* __restrict__ fine, long long* row_at, const int* o, int sx, int sy, int rows,
-                                const Geometry& g, Cell cell)
+__device__ inline void add_copy(float2* __restrict__ fine, long long* row_at, const BinCopy& c, const Geometry& g,
+                                Cell cell)
 {
+    const int* o = c.o;
+    const int sx = c.sx, sy = c.sy, rows = c.rows;
     for (int r = threadIdx.x; r < rows; r += blockDim.x) {
         int gy = o[1] + r % sy, gz = o[2] + r / sy;
         while (gy < 0) gy += g.n[1];
@@ -101,9 +126,9 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
     static_assert(W <= SPREAD_WARPS, "a footprint's planes meet each warp at most once");
     extern __shared__ __align__(16) float shw[];
     const int4 sb = sub[blockIdx.x];
-    const int o[3] = {sb.x * g.bs[0] - W / 2, sb.y * g.bs[1] - W / 2, sb.z * g.bs[2] - W / 2};
-    const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
-    const int cells = sx * sy * sz, plane = sx * sy, rows = sy * sz;
+    const BinCopy copy = bin_copy<W>(sb, g);
+    const int* o = copy.o;
+    const int sx = copy.sx, sy = copy.sy, cells = copy.cells, plane = copy.plane;
     float2* cell = (float2*)shw;                     // [cells]
     float* ker = (float*)(cell + cells);             // [maxsub][3][W]
     float2* str = (float2*)(ker + ((3 * W * maxsub + 1) & ~1));  // [maxsub], 8-byte aligned
@@ -161,7 +186,7 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
         __syncwarp();
     }
     __syncthreads();
-    add_copy(fine, row_at, o, sx, sy, rows, g, [&](int at) { return cell[at]; });
+    add_copy(fine, row_at, copy, g, [&](int at) { return cell[at]; });
 }
 
 // Type 1 spreading into a shared-memory copy of the bin as spread_shared,
@@ -193,9 +218,9 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     constexpr int G = W <= 4 ? 4 : 8;  // lanes a group (the columns of a plane)
     extern __shared__ __align__(16) float shw[];
     const int4 sb = sub[blockIdx.x];
-    const int o[3] = {sb.x * g.bs[0] - W / 2, sb.y * g.bs[1] - W / 2, sb.z * g.bs[2] - W / 2};
-    const int sx = g.bs[0] + W, sy = g.bs[1] + W, sz = g.bs[2] + W;
-    const int cells = sx * sy * sz, plane = sx * sy, rows = sy * sz;
+    const BinCopy copy = bin_copy<W>(sb, g);
+    const int* o = copy.o;
+    const int sx = copy.sx, sy = copy.sy, cells = copy.cells, plane = copy.plane;
     int* re = (int*)shw;                             // [cells]
     int* im = re + cells;                            // [cells]
     float* ker = (float*)(im + cells);               // [maxsub][3][W]
@@ -263,7 +288,7 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     // Back to floats (NaN everywhere in the copy if a strength was not
     // finite), added into the fine grid.
     const float unit = finite ? (m > 0.0f ? m / limit : 0.0f) : __int_as_float(0x7fc00000);
-    add_copy(fine, row_at, o, sx, sy, rows, g, [&](int at) { return make_float2(re[at] * unit, im[at] * unit); });
+    add_copy(fine, row_at, copy, g, [&](int at) { return make_float2(re[at] * unit, im[at] * unit); });
 }
 
 // Type 1 spreading straight into the fine grid, thread per sorted point:
