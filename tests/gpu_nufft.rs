@@ -310,6 +310,37 @@ fn encoding_plan_on_the_gpu_matches_the_exact_engine_in_f64() {
 }
 
 #[test]
+fn a_nan_strength_reaches_type_1_with_either_shared_spreading() {
+    // Fixed point scales a subproblem by its largest strength: a NaN there
+    // must make the result NaN, as float spreading does, not vanish.
+    for spreading in [Spreading::Shared, Spreading::FixedPoint] {
+        let Some(b) = gpu_with(NufftOptions {
+            spreading,
+            ..NufftOptions::default()
+        }) else {
+            return;
+        };
+        let m = [16, 16, 16];
+        let mut rng = Rng::new(8);
+        let x: Vec<[f64; 3]> = (0..500)
+            .map(|_| [0, 1, 2].map(|_| std::f64::consts::PI * rng.sym()))
+            .collect();
+        let mut c = rng.complex(x.len());
+        c[17] = Complex::new(f64::NAN, 0.0);
+        // tolerance 1e-5: width 7, where Auto would spread in fixed point
+        let p = b.nufft_plan(m, 1e-5, 1, &x).unwrap();
+        let mut modes = b.zeros(m.iter().product()).unwrap();
+        b.nufft_type1(&p, &mut modes, &b.upload(&down(&c)).unwrap())
+            .unwrap();
+        let mut h = vec![Complex::default(); m.iter().product()];
+        b.download(&mut h, &modes).unwrap();
+        let nan = h.iter().filter(|v| v.re.is_nan() || v.im.is_nan()).count();
+        println!("{spreading:?}: {nan} of {} modes NaN", h.len());
+        assert!(nan > 0, "{spreading:?}: a NaN strength left no NaN");
+    }
+}
+
+#[test]
 fn bad_plans_and_lengths_are_refused() {
     let Some(b) = gpu_with(NufftOptions::default()) else {
         return;

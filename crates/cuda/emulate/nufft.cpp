@@ -1,8 +1,10 @@
 // nufft.cu's shared-memory spreadings (float and fixed point) and its
 // interpolation for one kernel width, run on the CPU (gpu.h) and compared
 // with the same sums taken point by point in double: prints "spread BINS
-// GRID error", "spread-fixed-point BINS GRID error" and "interpolate BINS GRID
-// error" per case for nufft.rs's test to check. The points are
+// GRID error", "spread-fixed-point BINS GRID error" and "interpolate BINS
+// GRID error" per case for nufft.rs's test to check, and "nan-kept BINS
+// GRID fraction" (and -fixed-point): with one strength NaN, the fraction
+// of its footprint's cells that are not NaN, 0 when it reached them all. The points are
 // sorted and cut into subproblems here as the plan's kernels do on the
 // device. Built as
 //     c++ -std=c++20 -pthread -DSPREAD_SHARED=W -DNUFFT_CU='"nufft.cu"' nufft.cpp
@@ -27,6 +29,9 @@ const int W = SPREAD_SHARED;
 // interpolation of a random fine grid at the same points.
 struct Errors {
     double spread, spread_fixed, interpolate;
+    // With one strength NaN: the fraction of its footprint's cells that
+    // each spreading left a number (0 when the NaN reached them all).
+    double nan_lost, nan_lost_fixed;
 };
 
 Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int maxsub,
@@ -147,6 +152,29 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
     };
     const double spread = spread_error(fine), spread_fixed = spread_error(fixed);
 
+    // A NaN strength reaches every cell of its footprint, in both
+    // spreadings (not dropped by fixed point's scaling).
+    std::vector<float2> c_nan = c;
+    c_nan[perm[0]].x = NAN;
+    auto nan_lost = [&](auto spread_kernel) {
+        std::vector<float2> grid(cells, make_float2(0, 0));
+        launch((int)sub.size(), SPREAD_THREADS, [&] { spread_kernel(grid.data(), c_nan.data()); });
+        int kept = 0, all = 0;
+        footprint(0, [&](long long at, double) {
+            all++;
+            kept += !std::isnan(grid[at].x);
+        });
+        return (double)kept / all;
+    };
+    const double lost = nan_lost([&](float2* grid, const float2* cs) {
+        NAME(nufft_spread_shared_, SPREAD_SHARED)(grid, cs, first.data(), frac.data(), perm.data(), sub.data(),
+                                                  sub_first.data(), maxsub, beta, g);
+    });
+    const double lost_fixed = nan_lost([&](float2* grid, const float2* cs) {
+        spread_fixed_point<W>(grid, cs, first.data(), frac.data(), perm.data(), sub.data(), sub_first.data(), maxsub,
+                              beta, g);
+    });
+
     // Interpolation of a random fine grid, thread per sorted point.
     for (auto& f : fine) f = {v(gen), v(gen)};
     std::vector<float2> got(m);
@@ -164,7 +192,7 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
         num += (o.x - re) * (o.x - re) + (o.y - im) * (o.y - im);
         den += re * re + im * im;
     }
-    return {spread, spread_fixed, std::sqrt(num / den)};
+    return {spread, spread_fixed, std::sqrt(num / den), lost, lost_fixed};
 }
 
 int main()
@@ -185,11 +213,15 @@ int main()
     };
     unsigned seed = 1;
     for (const Case& k : cases) {
-        const auto [spread, spread_fixed, interpolate] = errors(k.n, k.bins, k.tiles, k.m, k.maxsub, seed++);
+        const auto [spread, spread_fixed, interpolate, lost, lost_fixed] =
+            errors(k.n, k.bins, k.tiles, k.m, k.maxsub, seed++);
         printf("spread %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2], spread);
         printf("spread-fixed-point %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2],
                spread_fixed);
         printf("interpolate %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2],
                interpolate);
+        printf("nan-kept %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2], lost);
+        printf("nan-kept-fixed-point %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1],
+               k.n[2], lost_fixed);
     }
 }

@@ -242,9 +242,10 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
         const int i = lo + t;
         const float2 v = c[perm[i]];
         str[t] = v;
-        // The largest part; NaN where a part is NaN (fmaxf would drop it).
-        const float a = fmaxf(fabsf(v.x), fabsf(v.y));
-        m = a > m || a != a ? a : m;
+        // The largest part; NaN once a part is NaN (fmaxf would drop it).
+        const float ax = fabsf(v.x), ay = fabsf(v.y);
+        m = ax > m || ax != ax ? ax : m;
+        m = ay > m || ay != ay ? ay : m;
         place[t] = ((first[3 * i + 2] - o[2]) * sy + first[3 * i + 1] - o[1]) * sx + first[3 * i] - o[0];
     }
     // Non-negative floats order as their bits (NaN above infinity).
