@@ -202,9 +202,9 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
 // integer after scaling by LIMIT / m, m the largest part of any strength
 // in the subproblem (the kernel is at most 1), by one multiply-add with
 // 1.5 2^23: the float's low bits are then the rounded value (for values
-// below 2^22). A cell's sum is then exact, and within 2^31 (LIMIT shrinks past 476 points a
-// subproblem to keep it so); each contribution is off by at most half a
-// unit, m / LIMIT / 2 (about 1.2e-7 m). The copy reaches the fine grid as
+// below 2^22). A cell's sum is then exact, and within 2^31 (LIMIT shrinks
+// past 476 points a subproblem to keep it so); each contribution is off
+// by at most half a unit, m / LIMIT / 2 (about 1.2e-7 m). The copy reaches the fine grid as
 // spread_shared's does, scaled back; a strength that is not finite makes
 // every cell of the copy NaN.
 #define FIXED_MAGIC 12582912.0f  // 1.5 2^23, whose bits are 0x4B400000
@@ -252,7 +252,7 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     atomicMax(largest, __float_as_uint(m));
     __syncthreads();
     m = __uint_as_float(*largest);
-    const bool finite = m <= 3.4e38f;
+    const bool finite = isfinite(m);
     const float limit = fminf(FIXED_LIMIT, 2.0e9f / n);
     const float scale = finite && m > 0.0f ? limit / m : 0.0f;
     // A warp per point: its group q of G lanes takes the point's planes q,
