@@ -8,7 +8,7 @@ use crate::common;
 
 use common::*;
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid};
-use recon_cuda::{CudaBackend, NufftOptions, Options, Spreading};
+use recon_cuda::{CudaBackend, Interpolation, NufftOptions, Options, Spreading};
 use recon_encoding::{Engine, NufftBackend, Plan};
 
 /// The GPU backend with these NUFFT settings, or `None` (skipped).
@@ -81,10 +81,16 @@ fn allowed(tol: f64) -> f64 {
 }
 
 #[test]
-fn type1_and_adjoint_meet_the_tolerance_with_every_spreading() {
-    for spreading in [Spreading::Shared, Spreading::FixedPoint, Spreading::Global] {
+fn type1_and_adjoint_meet_the_tolerance_with_every_spreading_and_interpolation() {
+    // Each spreading, and each interpolation (the adjoint) at least once.
+    for (spreading, interpolation) in [
+        (Spreading::Shared, Interpolation::Global),
+        (Spreading::FixedPoint, Interpolation::Shared),
+        (Spreading::Global, Interpolation::Shared),
+    ] {
         let Some(b) = gpu_with(NufftOptions {
             spreading,
+            interpolation,
             ..NufftOptions::default()
         }) else {
             return;
@@ -105,14 +111,16 @@ fn type1_and_adjoint_meet_the_tolerance_with_every_spreading() {
             for tol in [1e-2, 1e-3, 1e-4, 1e-5, 1e-6] {
                 let (got1, got2) = gpu_pair(&b, m, tol, &x, &c, &f);
                 let (e1, e2) = (nrmse(&got1, &want1), nrmse(&got2, &want2));
-                println!("{spreading:?} {m:?} tol {tol:e}: type 1 {e1:.2e}, adjoint {e2:.2e}");
+                println!(
+                    "{spreading:?}, {interpolation:?} {m:?} tol {tol:e}: type 1 {e1:.2e}, adjoint {e2:.2e}"
+                );
                 assert!(
                     e1 < allowed(tol),
                     "{spreading:?} {m:?} tol {tol:e}: type 1 {e1:e}"
                 );
                 assert!(
                     e2 < allowed(tol),
-                    "{spreading:?} {m:?} tol {tol:e}: adjoint {e2:e}"
+                    "{interpolation:?} {m:?} tol {tol:e}: adjoint {e2:e}"
                 );
             }
         }
@@ -125,14 +133,18 @@ fn clustered_points_split_into_many_subproblems() {
     // hundreds of points each, split over many blocks, and its footprints
     // wrap around the periodic edge; the sort order's tiles are cut short
     // at the grid's end.
-    for spreading in [Spreading::Shared, Spreading::FixedPoint] {
-        clustered(spreading);
+    for (spreading, interpolation) in [
+        (Spreading::Shared, Interpolation::Global),
+        (Spreading::FixedPoint, Interpolation::Shared),
+    ] {
+        clustered(spreading, interpolation);
     }
 }
 
-fn clustered(spreading: Spreading) {
+fn clustered(spreading: Spreading, interpolation: Interpolation) {
     let Some(b) = gpu_with(NufftOptions {
         spreading,
+        interpolation,
         bins: [4, 4, 4],
         maxsub: 16,
         tiles: [3, 2, 3],
@@ -152,7 +164,9 @@ fn clustered(spreading: Spreading) {
     for tol in [1e-3, 1e-6] {
         let (got1, got2) = gpu_pair(&b, m, tol, &x, &c, &f);
         let (e1, e2) = (nrmse(&got1, &want1), nrmse(&got2, &want2));
-        println!("clustered, {spreading:?}, tol {tol:e}: type 1 {e1:.2e}, adjoint {e2:.2e}");
+        println!(
+            "clustered, {spreading:?}, {interpolation:?}, tol {tol:e}: type 1 {e1:.2e}, adjoint {e2:.2e}"
+        );
         assert!(e1 < allowed(tol), "tol {tol:e}: type 1 {e1:e}");
         assert!(e2 < allowed(tol), "tol {tol:e}: adjoint {e2:e}");
     }
@@ -356,6 +370,21 @@ fn bad_plans_and_lengths_are_refused() {
     assert!(b.nufft_type1(&p, &mut out, &b.zeros(1).unwrap()).is_err());
     let mut out = b.zeros(512).unwrap();
     assert!(b.nufft_type1(&p, &mut out, &b.zeros(2).unwrap()).is_err());
+    // A bin's copy past the shared memory a block may have: the shared
+    // interpolation is refused, Auto takes the fine grid.
+    let big = |interpolation| {
+        gpu_with(NufftOptions {
+            interpolation,
+            bins: [256, 256, 256],
+            ..NufftOptions::default()
+        })
+        .unwrap()
+        .nufft_plan([64, 64, 64], 1e-3, 1, &[[0.1, 0.2, 0.3]])
+        .map(drop)
+    };
+    let refused = big(Interpolation::Shared).unwrap_err().to_string();
+    assert!(refused.contains("interpolation"), "{refused}");
+    assert!(big(Interpolation::Auto).is_ok());
 }
 
 #[test]
@@ -384,9 +413,13 @@ fn flat_z_nufft_and_toeplitz_on_the_gpu_match_the_cpu_f64() {
     // (points at z = 0, as a 2-D trajectory's); then the encoding plan's Q
     // and F^H D and the Toeplitz product on a [24, 20, 1] grid against the
     // exact engine on the CPU in float64.
-    for spreading in [Spreading::Shared, Spreading::Global] {
+    for (spreading, interpolation) in [
+        (Spreading::Shared, Interpolation::Shared),
+        (Spreading::Global, Interpolation::Global),
+    ] {
         let Some(b) = gpu_with(NufftOptions {
             spreading,
+            interpolation,
             ..NufftOptions::default()
         }) else {
             return;

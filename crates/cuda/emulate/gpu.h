@@ -8,6 +8,7 @@
 #include <barrier>
 #include <cstring>
 #include <math.h>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -68,20 +69,20 @@ inline thread_local Dim3 threadIdx, blockIdx;
 inline Dim3 blockDim, gridDim;
 inline std::barrier<>* block_barrier;
 inline void __syncthreads() { block_barrier->arrive_and_wait(); }
-// A block's barrier, stronger than a warp's: right where every thread of
-// the block reaches it equally often, as in nufft.cu's spreading.
-inline void __syncwarp() { __syncthreads(); }
+// A barrier per warp (of 32 threads, or the block's last ones).
+inline std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
+inline void __syncwarp() { warp_barriers[threadIdx.x / 32]->arrive_and_wait(); }
 inline float2 smem[1 << 16];
-// A warp's shuffle through a slot per thread between two of the block's
-// barriers: right where every thread of the block calls it equally often,
-// as reduce.cuh's sums do.
+// A warp's shuffle through a slot per thread between two of the warp's
+// barriers: right where every thread of the warp calls it equally often,
+// as on the device with a full mask.
 inline double shuffle_slots[1024];
 inline double __shfl_xor_sync(unsigned, double v, int mask)
 {
     shuffle_slots[threadIdx.x] = v;
-    __syncthreads();
+    __syncwarp();
     const double r = shuffle_slots[threadIdx.x ^ mask];
-    __syncthreads();
+    __syncwarp();
     return r;
 }
 
@@ -96,10 +97,10 @@ T __shfl_sync(unsigned, T v, int src, int width)
 {
     static_assert(sizeof(T) <= sizeof(long long));
     std::memcpy(&shuffle_bits[threadIdx.x], &v, sizeof(T));
-    __syncthreads();
+    __syncwarp();
     T r;
     std::memcpy(&r, &shuffle_bits[threadIdx.x / width * width + src], sizeof(T));
-    __syncthreads();
+    __syncwarp();
     return r;
 }
 
@@ -112,6 +113,8 @@ void launch(int blocks, int threads, K kernel)
     for (int b = 0; b < blocks; b++) {
         std::barrier<> bar(threads);
         block_barrier = &bar;
+        warp_barriers.clear();
+        for (int w = 0; w < threads; w += 32) warp_barriers.push_back(std::make_unique<std::barrier<>>(min(32, threads - w)));
         std::vector<std::thread> ts;
         for (int t = 0; t < threads; t++)
             ts.emplace_back([&, t] {

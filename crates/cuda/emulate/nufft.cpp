@@ -1,10 +1,12 @@
-// nufft.cu's shared-memory spreadings (float and fixed point) and its
-// interpolation for one kernel width, run on the CPU (gpu.h) and compared
+// nufft.cu's shared-memory spreadings (float and fixed point) and its two
+// interpolations (from the fine grid, and from shared-memory copies of
+// the bins) for one kernel width, run on the CPU (gpu.h) and compared
 // with the same sums taken point by point in double: prints "spread BINS
-// GRID error", "spread-fixed-point BINS GRID error" and "interpolate BINS
-// GRID error" per case for nufft.rs's test to check, and "nan-kept BINS
-// GRID fraction" (and -fixed-point): with one strength NaN, the fraction
-// of its footprint's cells that are not NaN, 0 when it reached them all. The points are
+// GRID error", "spread-fixed-point BINS GRID error", "interpolate BINS
+// GRID error" and "interpolate-shared BINS GRID error" per case for
+// nufft.rs's test to check, and "nan-kept BINS GRID fraction" (and
+// -fixed-point): with one strength NaN, the fraction of its footprint's
+// cells that are not NaN, 0 when it reached them all. The points are
 // sorted and cut into subproblems here as the plan's kernels do on the
 // device. Built as
 //     c++ -std=c++20 -pthread -DSPREAD_SHARED=W -DNUFFT_CU='"nufft.cu"' nufft.cpp
@@ -28,7 +30,7 @@ const int W = SPREAD_SHARED;
 // fine grid n in bins bs, subproblems of at most maxsub points, and of its
 // interpolation of a random fine grid at the same points.
 struct Errors {
-    double spread, spread_fixed, interpolate;
+    double spread, spread_fixed, interpolate, interpolate_shared;
     // With one strength NaN: the fraction of its footprint's cells that
     // each spreading left a number (0 when the NaN reached them all).
     double nan_lost, nan_lost_fixed;
@@ -101,7 +103,9 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
     // must fit the emulation's.
     const int copy = (g.bs[0] + W) * (g.bs[1] + W) * (g.bs[2] + W), rows = (g.bs[1] + W) * (g.bs[2] + W);
     const size_t points = 4 * (((3 * W * maxsub + 1) & ~1) + 4 * maxsub);
-    if (8 * (size_t)copy + std::max(points, 8 * (size_t)rows) > sizeof shw) {
+    // (and interpolate_shared's copy, rows of pairs from an even x)
+    const size_t interp_copy = 16 * (size_t)rows * ((g.bs[0] + W + 2) / 2) + 16;
+    if (8 * (size_t)copy + std::max(points, 8 * (size_t)rows) > sizeof shw || interp_copy > sizeof shw) {
         fprintf(stderr, "a subproblem needs more shared memory than the emulation has\n");
         exit(1);
     }
@@ -181,18 +185,27 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
     launch((m + 255) / 256, 256, [&] {
         interpolate<W>(got.data(), fine.data(), first.data(), frac.data(), perm.data(), m, beta, g);
     });
-    double num = 0, den = 0;
-    for (int s = 0; s < m; s++) {
-        double re = 0, im = 0;
-        footprint(s, [&](long long at, double w) {
-            re += w * fine[at].x;
-            im += w * fine[at].y;
-        });
-        const float2 o = got[perm[s]];
-        num += (o.x - re) * (o.x - re) + (o.y - im) * (o.y - im);
-        den += re * re + im * im;
-    }
-    return {spread, spread_fixed, std::sqrt(num / den), lost, lost_fixed};
+    // And from shared-memory copies of the bins, a block per subproblem.
+    std::vector<float2> got_shared(m);
+    launch((int)sub.size(), INTERP_THREADS, [&] {
+        interpolate_shared<W>(got_shared.data(), fine.data(), first.data(), frac.data(), perm.data(), sub.data(),
+                              sub_first.data(), beta, g);
+    });
+    auto interpolate_error = [&](const std::vector<float2>& out) {
+        double num = 0, den = 0;
+        for (int s = 0; s < m; s++) {
+            double re = 0, im = 0;
+            footprint(s, [&](long long at, double w) {
+                re += w * fine[at].x;
+                im += w * fine[at].y;
+            });
+            const float2 o = out[perm[s]];
+            num += (o.x - re) * (o.x - re) + (o.y - im) * (o.y - im);
+            den += re * re + im * im;
+        }
+        return std::sqrt(num / den);
+    };
+    return {spread, spread_fixed, interpolate_error(got), interpolate_error(got_shared), lost, lost_fixed};
 }
 
 int main()
@@ -213,13 +226,15 @@ int main()
     };
     unsigned seed = 1;
     for (const Case& k : cases) {
-        const auto [spread, spread_fixed, interpolate, lost, lost_fixed] =
+        const auto [spread, spread_fixed, interpolate, interpolate_shared, lost, lost_fixed] =
             errors(k.n, k.bins, k.tiles, k.m, k.maxsub, seed++);
         printf("spread %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2], spread);
         printf("spread-fixed-point %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2],
                spread_fixed);
         printf("interpolate %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2],
                interpolate);
+        printf("interpolate-shared %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1],
+               k.n[2], interpolate_shared);
         printf("nan-kept %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1], k.n[2], lost);
         printf("nan-kept-fixed-point %dx%dx%d %dx%dx%d %.3e\n", k.bins[0], k.bins[1], k.bins[2], k.n[0], k.n[1],
                k.n[2], lost_fixed);

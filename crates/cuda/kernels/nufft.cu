@@ -5,10 +5,12 @@
 // overhang (a subproblem of at most `maxsub` points; in fixed point, by
 // integer atomics, at widths up to 7), then adds that copy into the fine
 // grid; type 2
-// interpolates from the fine grid, a group of lanes per sorted point
-// reading each row of its footprint together. The deconvolution by the
-// kernel's transform and the shift between centred modes and the FFT's
-// order are one kernel each way. The spreading kernels are in spread.cuh.
+// interpolates from a shared-memory copy of each subproblem's bin (or
+// from the fine grid), a group of lanes per sorted point reading the rows
+// of its footprint together. The deconvolution by the kernel's transform
+// and the shift between centred modes and the FFT's order are one kernel
+// each way. The spreading kernels are in spread.cuh, the interpolation's
+// in interp.cuh.
 //
 // Conventions as in recon-nufft (FINUFFT's): points x in radians, fine
 // grid coordinate u = frac(x / 2pi) n; a point covers the W cells
@@ -95,11 +97,12 @@ __device__ inline int bin_of_point(const double* x, long long m, const Geometry&
 }
 
 // One module holds the fixed kernels (nufft.cu compiled as it is); each
-// of the three families, for one kernel width W, is a module of its own,
+// of the five families, for one kernel width W, is a module of its own,
 // nufft.cu compiled with -DSPREAD_SHARED=W, -DSPREAD_FIXED_POINT=W,
-// -DSPREAD_GLOBAL=W or -DINTERPOLATE=W (kernels.rs): a run compiles only
-// the widths it uses.
-#if defined(SPREAD_SHARED) || defined(SPREAD_FIXED_POINT) || defined(SPREAD_GLOBAL) || defined(INTERPOLATE)
+// -DSPREAD_GLOBAL=W, -DINTERPOLATE=W or -DINTERPOLATE_SHARED=W
+// (kernels.rs): a run compiles only the widths it uses.
+#if defined(SPREAD_SHARED) || defined(SPREAD_FIXED_POINT) || defined(SPREAD_GLOBAL) || defined(INTERPOLATE) || \
+    defined(INTERPOLATE_SHARED)
 #define FAMILY_MODULE
 #endif
 #ifndef FAMILY_MODULE
@@ -204,96 +207,7 @@ __device__ inline int wrap(int i, int n)
 
 #include "spread.cuh"
 
-// Type 2 interpolation: out[perm[i]] = sum over the footprint of fine *
-// kernel, Q lanes a sorted point (a group), lane q reading the q-th pair
-// of cells of each of the footprint's W x W rows (16 bytes), so that a
-// group reads a row as one run of 16 Q bytes and a warp's load touches
-// 32 / Q rows, not 32: L1 serves a load a line of cells at a time, and
-// read thread per point (a row's pairs one after another in each thread)
-// the kernel was bound by those lines (Nsight Compute:
-// bench/h100-2026-11-27-interp-pairs). A row's P pairs start at the even
-// x at or below its first (the fine grid's sizes are even, so a pair
-// never wraps apart), the kernel's values shifted by one cell where the
-// first is odd and 0 on the cells outside; lanes past P read the last
-// pair with weight 0. What every lane of a group needs, the kernel's
-// values along y and z and the rows' places, is computed a share a lane
-// and passed round by shuffles, and the group's sums meet by shuffles. A
-// block's threads go through the points together (a point clamped to
-// the last where the block runs past it), so that every lane takes part
-// in each shuffle.
-template <int W>
-__host__ __device__ constexpr int interpolate_lanes()
-{
-    return (W + 2) / 2 <= 2 ? 2 : (W + 2) / 2 <= 4 ? 4 : 8;
-}
-
-template <int W>
-__device__ void interpolate(float2* __restrict__ out, const float2* __restrict__ fine, const int* __restrict__ first,
-                            const float* __restrict__ frac, const unsigned* __restrict__ perm, long long M, float beta,
-                            Geometry g)
-{
-    constexpr int P = (W + 2) / 2;  // pairs a row: W cells from an odd first need W + 1
-    constexpr int Q = interpolate_lanes<W>();
-    constexpr int S = (W + Q - 1) / Q;  // a lane's share of the W values along y and z
-    const float4* pairs = (const float4*)fine;
-    const int q = threadIdx.x % Q, half = g.n[0] / 2;
-    const long long groups = blockDim.x / Q;
-    for (long long base = blockIdx.x * groups; base < M; base += gridDim.x * groups) {
-        const long long at = base + threadIdx.x / Q;
-        const long long i = at < M ? at : M - 1;
-        // This lane's share: the kernel's values and the rows' places (in
-        // pairs) at j = s Q + q.
-        const int fy = first[3 * i + 1], fz = first[3 * i + 2];
-        const float ay = frac[3 * i + 1], az = frac[3 * i + 2];
-        float vy[S], vz[S];
-        int oy[S], oz[S];
-#pragma unroll
-        for (int s = 0; s < S; s++) {
-            const int j = s * Q + q;
-            vy[s] = kernel_value<W>(j, ay, beta);
-            vz[s] = kernel_value<W>(j, az, beta);
-            oy[s] = wrap(fy + j, g.n[1]) * half;
-            oz[s] = wrap(fz + j, g.n[2]);
-        }
-        float ky[W];
-        int yo[W];
-#pragma unroll
-        for (int j = 0; j < W; j++) {
-            ky[j] = __shfl_sync(0xffffffffu, vy[j / Q], j % Q, Q);
-            yo[j] = __shfl_sync(0xffffffffu, oy[j / Q], j % Q, Q);
-        }
-        // This lane's cells of each row: the footprint's j0 and j0 + 1,
-        // j0 = 2q - odd (from -1: the cell below an odd first).
-        const int fx = first[3 * i], odd = fx & 1, j0 = 2 * min(q, P - 1) - odd;
-        const float ax = frac[3 * i];
-        const float k0 = q < P && j0 >= 0 ? kernel_value<W>(j0, ax, beta) : 0.0f;
-        const float k1 = q < P && j0 + 1 < W ? kernel_value<W>(j0 + 1, ax, beta) : 0.0f;
-        const int xp = wrap(fx + j0, g.n[0]) / 2;
-        float accr = 0.0f, acci = 0.0f;
-#pragma unroll
-        for (int jz = 0; jz < W; jz++) {
-            const float kz = __shfl_sync(0xffffffffu, vz[jz / Q], jz % Q, Q);
-            const int zi = __shfl_sync(0xffffffffu, oz[jz / Q], jz % Q, Q);
-            const float4* plane = pairs + (long long)zi * g.n[1] * half + xp;
-            float zr = 0.0f, zim = 0.0f;
-#pragma unroll
-            for (int jy = 0; jy < W; jy++) {
-                const float4 v = plane[yo[jy]];
-                const float rr = fmaf(k1, v.z, k0 * v.x), ri = fmaf(k1, v.w, k0 * v.y);
-                zr = fmaf(ky[jy], rr, zr);
-                zim = fmaf(ky[jy], ri, zim);
-            }
-            accr = fmaf(kz, zr, accr);
-            acci = fmaf(kz, zim, acci);
-        }
-#pragma unroll
-        for (int o = Q / 2; o > 0; o >>= 1) {
-            accr += __shfl_xor_sync(0xffffffffu, accr, o, Q);
-            acci += __shfl_xor_sync(0xffffffffu, acci, o, Q);
-        }
-        if (q == 0 && at < M) out[perm[i]] = make_float2(accr, acci);
-    }
-}
+#include "interp.cuh"
 
 // One exported kernel per family and width: widths 2 to 8 serve
 // tolerances down to 1e-6, all that float32 reaches (nufft.rs's WIDTHS).
@@ -326,6 +240,13 @@ __device__ void interpolate(float2* __restrict__ out, const float2* __restrict__
     {                                                                                                                      \
         interpolate<W>(out, fine, first, frac, perm, M, beta, g);                                                          \
     }
+#define INTERPOLATE_SHARED_KERNEL(W)                                                                                      \
+    extern "C" __global__ void __launch_bounds__(INTERP_THREADS)                                                           \
+        nufft_interpolate_shared_##W(float2* out, const float2* fine, const int* first, const float* frac,                 \
+                                     const unsigned* perm, const int4* sub, const int* sub_first, float beta, Geometry g)  \
+    {                                                                                                                      \
+        interpolate_shared<W>(out, fine, first, frac, perm, sub, sub_first, beta, g);                                      \
+    }
 #define INSTANTIATE(KERNEL, W) KERNEL(W)
 
 #if defined(SPREAD_SHARED)
@@ -336,6 +257,8 @@ INSTANTIATE(SPREAD_FIXED_POINT_KERNEL, SPREAD_FIXED_POINT)
 INSTANTIATE(SPREAD_GLOBAL_KERNEL, SPREAD_GLOBAL)
 #elif defined(INTERPOLATE)
 INSTANTIATE(INTERPOLATE_KERNEL, INTERPOLATE)
+#elif defined(INTERPOLATE_SHARED)
+INSTANTIATE(INTERPOLATE_SHARED_KERNEL, INTERPOLATE_SHARED)
 #else
 
 // The fine-grid index of mode index k (0 .. m) along an axis: mode k - m/2.
@@ -392,4 +315,4 @@ extern "C" __global__ void nufft_amplify(float2* __restrict__ fine, const float2
         fine[i] = v;
     }
 }
-#endif  // SPREAD_SHARED, SPREAD_FIXED_POINT, SPREAD_GLOBAL, INTERPOLATE
+#endif  // SPREAD_SHARED, SPREAD_FIXED_POINT, SPREAD_GLOBAL, INTERPOLATE, INTERPOLATE_SHARED

@@ -53,7 +53,7 @@ macro_rules! source {
 
 pub(crate) const SUM: Source = source!("sum.cu");
 pub(crate) const VECTOR: Source = source!("vector.cu", "chain.cuh", "ratio.cuh", "reduce.cuh");
-pub(crate) const NUFFT: Source = source!("nufft.cu", "spread.cuh");
+pub(crate) const NUFFT: Source = source!("nufft.cu", "spread.cuh", "interp.cuh");
 pub(crate) const LINES: Source = source!(
     "lines.cu",
     "chain.cuh",

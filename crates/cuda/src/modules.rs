@@ -108,15 +108,16 @@ impl Modules {
 }
 
 /// The modules `work` launches: vector.cu always; per NUFFT its width's
-/// spreading through shared memory (and interpolation where it does type
-/// 2), and the line lengths of its fine grid (where the line kernels cover
-/// it, as its plan decides); per Toeplitz product the lengths of its
-/// doubled grid, both the product's kernels and the plain FFTs (FFT(Q)),
-/// and the x length's lines with CG's dot;
-/// sum.cu, sparse.cu and wavelet.cu as asked. The spreading
-/// straight into the fine grid, the fallback where a bin does not fit in
-/// shared memory, is left to be compiled if a plan takes it: at width 8 it
-/// costs eight times the shared one's compile.
+/// spreading through shared memory (and interpolation from shared memory
+/// where it does type 2), and the line lengths of its fine grid (where the
+/// line kernels cover it, as its plan decides); per Toeplitz product the
+/// lengths of its doubled grid, both the product's kernels and the plain
+/// FFTs (FFT(Q)), and the x length's lines with CG's dot;
+/// sum.cu, sparse.cu and wavelet.cu as asked. The fallbacks where a bin
+/// does not fit in shared memory, spreading straight into the fine grid
+/// and interpolating from it, are left to be compiled if a plan takes
+/// them: at width 8 the spreading costs eight times the shared one's
+/// compile.
 pub(crate) fn needed(work: &recon_core::Workload) -> Result<Vec<Module>> {
     use crate::lines;
     use crate::nufft::{auto_step, Step, WIDTHS};
@@ -137,7 +138,8 @@ pub(crate) fn needed(work: &recon_core::Workload) -> Result<Vec<Module>> {
             modules.push(Module::whole(NUFFT));
             modules.push(auto_step(w).module(w));
             if n.type2 {
-                modules.push(Step::Interpolate.module(w));
+                // Interpolation::Auto's, where the default bins' copy fits.
+                modules.push(Step::InterpolateShared.module(w));
             }
         }
         if lines::covered(layout.fine) {
@@ -199,9 +201,10 @@ mod tests {
         assert!(has(Module::whole(VECTOR)) && has(Module::whole(NUFFT)));
         // tolerance 1e-6: width 8, spreading (in float) only; 1e-2: width
         // 4, both ways (spreading in fixed point)
-        assert!(has(Step::SpreadShared.module(8)) && !has(Step::Interpolate.module(8)));
+        assert!(has(Step::SpreadShared.module(8)) && !has(Step::InterpolateShared.module(8)));
         assert!(!has(Step::SpreadFixedPoint.module(8)));
-        assert!(has(Step::SpreadFixedPoint.module(4)) && has(Step::Interpolate.module(4)));
+        assert!(has(Step::SpreadFixedPoint.module(4)) && has(Step::InterpolateShared.module(4)));
+        assert!(!has(Step::Interpolate.module(4)), "the fallback, from the fine grid");
         assert!(!has(Step::SpreadShared.module(4)));
         for w in 2..=8 {
             assert!(

@@ -52,6 +52,9 @@ pub struct BenchNufftArgs {
     /// GPU spreading: auto, shared, fixed-point or global.
     #[arg(long, default_value = "auto")]
     pub spreading: String,
+    /// GPU interpolation: auto, shared or global.
+    #[arg(long, default_value = "auto")]
+    pub interpolation: String,
     /// GPU bins in fine cells, e.g. 16x8x8.
     #[arg(long, default_value = "16x8x8")]
     pub bins: String,
@@ -67,13 +70,19 @@ pub struct BenchNufftArgs {
 
 /// The GPU NUFFT settings of the command line.
 fn nufft_options(args: &BenchNufftArgs) -> Result<recon_cuda::NufftOptions> {
-    use recon_cuda::Spreading;
+    use recon_cuda::{Interpolation, Spreading};
     let spreading = match args.spreading.as_str() {
         "auto" => Spreading::Auto,
         "shared" => Spreading::Shared,
         "fixed-point" => Spreading::FixedPoint,
         "global" => Spreading::Global,
         s => anyhow::bail!("--spreading must be auto, shared, fixed-point or global, got {s:?}"),
+    };
+    let interpolation = match args.interpolation.as_str() {
+        "auto" => Interpolation::Auto,
+        "shared" => Interpolation::Shared,
+        "global" => Interpolation::Global,
+        s => anyhow::bail!("--interpolation must be auto, shared or global, got {s:?}"),
     };
     let bins = three_sizes("--bins", &args.bins)?;
     let tiles = match &args.tiles {
@@ -85,6 +94,7 @@ fn nufft_options(args: &BenchNufftArgs) -> Result<recon_cuda::NufftOptions> {
     }
     Ok(recon_cuda::NufftOptions {
         spreading,
+        interpolation,
         bins,
         maxsub: args.maxsub,
         tiles,

@@ -2,10 +2,10 @@
 //! onto the fine grid, interpolation from it, the fine grid's FFT and the
 //! kernel's corrections; type 1, its adjoint and the convolution.
 
-use super::{Correction, CudaNufft, Fft, Method, Step, SPREAD_THREADS};
+use super::{Correction, CudaNufft, Fft, Interp, Method, Step, INTERP_THREADS, SPREAD_THREADS};
 use crate::device::Device;
 use crate::error::Ctx;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 use recon_core::{Error, Result};
 
 impl Device {
@@ -34,12 +34,8 @@ impl Device {
                     .arg(&maxsub)
                     .arg(&beta)
                     .arg(&p.geometry);
-                let launch = LaunchConfig {
-                    grid_dim: (p.subproblems as u32, 1, 1),
-                    block_dim: (SPREAD_THREADS, 1, 1),
-                    shared_mem_bytes: bytes as u32,
-                };
-                unsafe { b.launch(launch) }.at(&format!("launch {}", step.name(w)))?;
+                unsafe { b.launch(p.per_subproblem(SPREAD_THREADS, bytes)) }
+                    .at(&format!("launch {}", step.name(w)))?;
             }
             Method::Global => {
                 let m = p.points as i64;
@@ -66,12 +62,31 @@ impl Device {
         }
         let w = p.layout.kernel.width;
         let (beta, m) = (p.layout.kernel.beta as f32, p.points as i64);
-        let f = self.nufft_kernel(Step::Interpolate, w)?;
-        let mut b = self.stream.launch_builder(&f);
-        b.arg(out).arg(fine);
-        p.point_args(&mut b);
-        b.arg(&m).arg(&beta).arg(&p.geometry);
-        unsafe { b.launch(self.cfg(p.points)) }.at("launch nufft_interpolate")?;
+        match p.interp {
+            Interp::Shared { bytes, limit } => {
+                // The kernel may take the device's most (plans of other
+                // grids take less): no plan's setting undoes another's.
+                let step = Step::InterpolateShared;
+                let f = self.nufft_kernel(step, w)?;
+                use cudarc::driver::sys::CUfunction_attribute_enum as F;
+                f.set_attribute(F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, limit as i32)
+                    .at("allow the interpolation kernel its shared memory")?;
+                let mut b = self.stream.launch_builder(&f);
+                b.arg(out).arg(fine);
+                p.point_args(&mut b);
+                b.arg(&p.sub).arg(&p.sub_first).arg(&beta).arg(&p.geometry);
+                unsafe { b.launch(p.per_subproblem(INTERP_THREADS, bytes)) }
+                    .at(&format!("launch {}", step.name(w)))?;
+            }
+            Interp::Global => {
+                let f = self.nufft_kernel(Step::Interpolate, w)?;
+                let mut b = self.stream.launch_builder(&f);
+                b.arg(out).arg(fine);
+                p.point_args(&mut b);
+                b.arg(&m).arg(&beta).arg(&p.geometry);
+                unsafe { b.launch(self.cfg(p.points)) }.at("launch nufft_interpolate")?;
+            }
+        }
         Ok(())
     }
 

@@ -29,17 +29,20 @@ pub(crate) enum Step {
     SpreadFixedPoint,
     /// Type 1's spreading straight into the fine grid.
     SpreadGlobal,
-    /// Type 2's interpolation.
+    /// Type 2's interpolation, from the fine grid.
     Interpolate,
+    /// The same from shared-memory copies of the bins.
+    InterpolateShared,
 }
 
 impl Step {
     #[cfg(test)]
-    pub(crate) const ALL: [Step; 4] = [
+    pub(crate) const ALL: [Step; 5] = [
         Step::SpreadShared,
         Step::SpreadFixedPoint,
         Step::SpreadGlobal,
         Step::Interpolate,
+        Step::InterpolateShared,
     ];
 
     /// The kernel of width `w`.
@@ -49,6 +52,7 @@ impl Step {
             Step::SpreadFixedPoint => "spread_fixed_point",
             Step::SpreadGlobal => "spread_global",
             Step::Interpolate => "interpolate",
+            Step::InterpolateShared => "interpolate_shared",
         };
         format!("nufft_{step}_{w}")
     }
@@ -61,6 +65,7 @@ impl Step {
             Step::SpreadFixedPoint => "SPREAD_FIXED_POINT",
             Step::SpreadGlobal => "SPREAD_GLOBAL",
             Step::Interpolate => "INTERPOLATE",
+            Step::InterpolateShared => "INTERPOLATE_SHARED",
         };
         Module::instance(NUFFT, m, w)
     }
