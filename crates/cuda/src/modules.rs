@@ -204,7 +204,10 @@ mod tests {
         assert!(has(Step::SpreadShared.module(8)) && !has(Step::InterpolateShared.module(8)));
         assert!(!has(Step::SpreadFixedPoint.module(8)));
         assert!(has(Step::SpreadFixedPoint.module(4)) && has(Step::InterpolateShared.module(4)));
-        assert!(!has(Step::Interpolate.module(4)), "the fallback, from the fine grid");
+        assert!(
+            !has(Step::Interpolate.module(4)),
+            "the fallback, from the fine grid"
+        );
         assert!(!has(Step::SpreadShared.module(4)));
         for w in 2..=8 {
             assert!(

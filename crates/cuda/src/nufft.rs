@@ -531,7 +531,8 @@ mod tests {
     use super::WIDTHS;
 
     /// nufft.cu's shared-memory spreadings (float and fixed point) and its
-    /// interpolation run on the CPU (emulate/) against the same sums taken
+    /// two interpolations (from the fine grid, from shared-memory copies of
+    /// the bins) run on the CPU (emulate/) against the same sums taken
     /// point by point in double, at widths 2, 5, 7 and 8 (lanes with no cell of a footprint's
     /// plane, one and two; rows of 2, 3, 4 and 5 pairs; the GPU tests take
     /// every width): the default bins and tiles, bins of 4 on a grid

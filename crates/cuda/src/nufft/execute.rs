@@ -69,8 +69,11 @@ impl Device {
                 let step = Step::InterpolateShared;
                 let f = self.nufft_kernel(step, w)?;
                 use cudarc::driver::sys::CUfunction_attribute_enum as F;
-                f.set_attribute(F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, limit as i32)
-                    .at("allow the interpolation kernel its shared memory")?;
+                f.set_attribute(
+                    F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    limit as i32,
+                )
+                .at("allow the interpolation kernel its shared memory")?;
                 let mut b = self.stream.launch_builder(&f);
                 b.arg(out).arg(fine);
                 p.point_args(&mut b);
