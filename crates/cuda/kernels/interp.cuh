@@ -179,19 +179,17 @@ __device__ inline void bulk_wait(unsigned long long* bar, unsigned parity)
 // take 28 such reads. The last row of an odd width is read by both
 // halves, the second with weight 0. Each lane computes the kernel's
 // values at its own offset along each axis, passed round by shuffles.
-// Subproblem sb's copy of its bin into `tile` (rows of pr pairs, y
-// fastest, then z), a thread a row, by bulk copies from the fine grid
-// (two or more where a row wraps), counted on `bar`.
-template <int W>
-__device__ inline void load_copy(float4* tile, unsigned long long* bar, int4 sb, const float2* __restrict__ fine,
-                                 const Geometry& g)
+// The copy c of a subproblem's bin into `tile` (rows of c.pairs pairs, y
+// fastest, then z), a thread a row, by bulk copies from the fine grid (two
+// or more where a row wraps), counted on `bar`.
+__device__ inline void load_copy(float4* tile, unsigned long long* bar, const BinCopy& c,
+                                 const float2* __restrict__ fine, const Geometry& g)
 {
-    const BinCopy c = bin_copy<W>(sb, g);
-    const int even = c.o[0] - (c.o[0] & 1), pr = (c.o[0] + c.sx - even + 1) / 2;
+    const int pr = c.pairs();
     if (threadIdx.x == 0) bulk_expect(bar, 16u * c.rows * pr);
     const int half = g.n[0] / 2;
     for (int r = threadIdx.x; r < c.rows; r += blockDim.x) {
-        int gy = c.o[1] + r % c.sy, gz = c.o[2] + r / c.sy, gx = even;
+        int gy = c.o[1] + r % c.sy, gz = c.o[2] + r / c.sy, gx = c.even();
         while (gy < 0) gy += g.n[1];
         while (gy >= g.n[1]) gy -= g.n[1];
         while (gz < 0) gz += g.n[2];
@@ -225,12 +223,12 @@ __device__ void interpolate_shared(float2* __restrict__ out, const float2* __res
     if (threadIdx.x == 0) bulk_init(bar);
     __syncthreads();
     const int4 sb = sub[blockIdx.x];
-    load_copy<W>(tile, bar, sb, fine, g);
+    const BinCopy c = bin_copy<W>(sb, g);
+    load_copy(tile, bar, c, fine, g);
     const int q = threadIdx.x % G, h = q / R, pq = min(q % R, P - 1);
     const bool has_pair = q % R < P;
     const int groups = blockDim.x / G;
-    const BinCopy c = bin_copy<W>(sb, g);
-    const int even = c.o[0] - (c.o[0] & 1), pr = (c.o[0] + c.sx - even + 1) / 2, plane = c.sy * pr;
+    const int even = c.even(), pr = c.pairs(), plane = c.sy * pr;
     const int lo = sub_first[blockIdx.x], n = sb.w;
     // Where this lane's row of step j starts, from its point's first row:
     // rows 2j + h, the last of an odd width clamped to the footprint.

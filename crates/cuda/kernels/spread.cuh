@@ -34,9 +34,14 @@ __device__ inline void add_pair(float2* fine, float2 a, float2 b)
 
 // A subproblem's copy of its bin with the kernel's overhang, W/2 cells
 // below and (W+1)/2 above along each axis: its first cell in the fine
-// grid (o, unwrapped), its sizes, and its cells, plane and rows.
+// grid (o, unwrapped), its sizes, and its cells, plane and rows; and its
+// rows taken as pairs of cells (16 bytes, aligned in the fine grid, whose
+// sizes are even): from even(), the even x at or below its first, pairs()
+// a row (add_copy writes them, interpolate_shared reads them).
 struct BinCopy {
     int o[3], sx, sy, sz, cells, plane, rows;
+    __device__ int even() const { return o[0] - (o[0] & 1); }
+    __device__ int pairs() const { return (o[0] + sx - even() + 1) / 2; }
 };
 
 template <int W>
@@ -84,8 +89,7 @@ __device__ inline void add_copy(float2* __restrict__ fine, long long* row_at, co
     __syncthreads();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int half = lane >> 4, hl = lane & 15;
-    const int even = o[0] - (o[0] & 1);  // the even x at or below the copy's first
-    const int pairs = (o[0] + sx - even + 1) / 2;
+    const int even = c.even(), pairs = c.pairs();
     for (int p = hl; p < pairs; p += 16) {
         const int lx = even + 2 * p - o[0];  // the pair's first cell in the copy: -1 .. sx - 1
         int gx = even + 2 * p;
