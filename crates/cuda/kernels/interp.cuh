@@ -189,13 +189,9 @@ __device__ inline void load_copy(float4* tile, unsigned long long* bar, const Bi
     if (threadIdx.x == 0) bulk_expect(bar, 16u * c.rows * pr);
     const int half = g.n[0] / 2;
     for (int r = threadIdx.x; r < c.rows; r += blockDim.x) {
-        int gy = c.o[1] + r % c.sy, gz = c.o[2] + r / c.sy, gx = c.even();
-        while (gy < 0) gy += g.n[1];
-        while (gy >= g.n[1]) gy -= g.n[1];
-        while (gz < 0) gz += g.n[2];
-        while (gz >= g.n[2]) gz -= g.n[2];
+        int gx = c.even();
         while (gx < 0) gx += g.n[0];
-        const float4* src = (const float4*)fine + ((long long)gz * g.n[1] + gy) * half;
+        const float4* src = (const float4*)fine + copy_row(r, c, g) / 2;
         for (int p = 0, at = gx / 2; p < pr; at = 0) {
             const int run = min(pr - p, half - at);
             bulk_copy(tile + r * pr + p, src + at, 16u * run, bar);

@@ -62,30 +62,36 @@ __device__ inline BinCopy bin_copy(int4 sb, const Geometry& g)
 
 // The last step of a shared-memory spreading: the bin's copy (sx cells a
 // row, sy rows a plane, `rows` rows; cell(at) its value at cell at) added
-// into the fine grid. First each row's start in the fine grid, y and z
-// wrapped, into row_at (shared memory the block no longer needs; the loops
-// run more than once only on grids smaller than a bin's copy; the steps
-// are written out: the same steps in a helper function made type 1 1.8%
-// slower on an H100, bench/h100-2026-11-27-review). Then a half-warp per
+// into the fine grid. First each row's start in the fine grid (copy_row)
+// into row_at (shared memory the block no longer needs; written out in
+// the loop, the same steps in a helper had once made type 1 1.8% slower
+// on an H100, bench/h100-2026-11-27-review: copy_row's inlining gives the
+// SASS of the loop written out, checked by nvcc). Then a half-warp per
 // row, its lanes taking pairs of cells that start at an even global x
 // (16-byte aligned: the fine grid's sizes are even), added by one vector
 // atomic each. A lane's pair, and with it its x in the fine grid, is the
 // same in every row (the copy's x from -1 to sx: its cells outside are
 // zero).
+// Where row r of copy c (y fastest, then z) starts in the fine grid, y and
+// z wrapped (the loops run more than once only on grids smaller than a
+// bin's copy): the cell at x = 0 of that row.
+__device__ inline long long copy_row(int r, const BinCopy& c, const Geometry& g)
+{
+    int gy = c.o[1] + r % c.sy, gz = c.o[2] + r / c.sy;
+    while (gy < 0) gy += g.n[1];
+    while (gy >= g.n[1]) gy -= g.n[1];
+    while (gz < 0) gz += g.n[2];
+    while (gz >= g.n[2]) gz -= g.n[2];
+    return ((long long)gz * g.n[1] + gy) * g.n[0];
+}
+
 template <class Cell>
 __device__ inline void add_copy(float2* __restrict__ fine, long long* row_at, const BinCopy& c, const Geometry& g,
                                 Cell cell)
 {
     const int* o = c.o;
-    const int sx = c.sx, sy = c.sy, rows = c.rows;
-    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-        int gy = o[1] + r % sy, gz = o[2] + r / sy;
-        while (gy < 0) gy += g.n[1];
-        while (gy >= g.n[1]) gy -= g.n[1];
-        while (gz < 0) gz += g.n[2];
-        while (gz >= g.n[2]) gz -= g.n[2];
-        row_at[r] = ((long long)gz * g.n[1] + gy) * g.n[0];
-    }
+    const int sx = c.sx, rows = c.rows;
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) row_at[r] = copy_row(r, c, g);
     __syncthreads();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int half = lane >> 4, hl = lane & 15;
