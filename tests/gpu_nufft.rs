@@ -8,7 +8,7 @@ use crate::common;
 
 use common::*;
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid};
-use recon_cuda::{CudaBackend, Interpolation, NufftOptions, Options, Spreading};
+use recon_cuda::{CudaBackend, CudaNufft, Interpolation, NufftOptions, Options, Spreading};
 use recon_encoding::{Engine, NufftBackend, Plan};
 
 /// The GPU backend with these NUFFT settings, or `None` (skipped).
@@ -57,15 +57,25 @@ fn gpu_pair(
     c: &[Complex<f64>],
     f: &[Complex<f64>],
 ) -> (Vec<Complex<f64>>, Vec<Complex<f64>>) {
-    let p = b.nufft_plan(m, tol, 1, x).unwrap();
+    pair_on(b, &b.nufft_plan(m, tol, 1, x).unwrap(), c, f)
+}
+
+/// Type 1 of `c` (one value a point) and the adjoint of `f` (one a mode)
+/// on plan `p`.
+fn pair_on(
+    b: &CudaBackend,
+    p: &CudaNufft,
+    c: &[Complex<f64>],
+    f: &[Complex<f64>],
+) -> (Vec<Complex<f64>>, Vec<Complex<f64>>) {
     let mut modes = b.zeros(f.len()).unwrap();
-    b.nufft_type1(&p, &mut modes, &b.upload(&down(c)).unwrap())
+    b.nufft_type1(p, &mut modes, &b.upload(&down(c)).unwrap())
         .unwrap();
-    let mut points = b.zeros(x.len()).unwrap();
-    b.nufft_type1_adjoint(&p, &mut points, &b.upload(&down(f)).unwrap())
+    let mut points = b.zeros(c.len()).unwrap();
+    b.nufft_type1_adjoint(p, &mut points, &b.upload(&down(f)).unwrap())
         .unwrap();
     let mut h1 = vec![Complex::default(); f.len()];
-    let mut h2 = vec![Complex::default(); x.len()];
+    let mut h2 = vec![Complex::default(); c.len()];
     b.download(&mut h1, &modes).unwrap();
     b.download(&mut h2, &points).unwrap();
     (up(&h1), up(&h2))
@@ -384,7 +394,48 @@ fn bad_plans_and_lengths_are_refused() {
     };
     let refused = big(Interpolation::Shared).unwrap_err().to_string();
     assert!(refused.contains("interpolation"), "{refused}");
-    assert!(big(Interpolation::Auto).is_ok());
+    // Auto's plan interpolates (a copy this large would fail to launch).
+    let b = gpu_with(NufftOptions {
+        bins: [256, 256, 256],
+        ..NufftOptions::default()
+    })
+    .unwrap();
+    let p = b
+        .nufft_plan([64, 64, 64], 1e-3, 1, &[[0.1, 0.2, 0.3]])
+        .unwrap();
+    let mut out = b.zeros(1).unwrap();
+    b.nufft_type1_adjoint(&p, &mut out, &b.zeros(64 * 64 * 64).unwrap())
+        .unwrap();
+}
+
+#[test]
+fn plans_of_different_grids_share_their_kernels() {
+    // Two plans of one width on different grids ask different shared
+    // memory of the same spreading and interpolation kernels: the smaller
+    // plan, made last, must leave the larger one able to launch.
+    let Some(b) = gpu_with(NufftOptions::default()) else {
+        return;
+    };
+    let mut rng = Rng::new(12);
+    let x: Vec<[f64; 3]> = (0..300)
+        .map(|_| [0, 1, 2].map(|_| std::f64::consts::PI * rng.sym()))
+        .collect();
+    let c = rng.complex(x.len());
+    // tolerance 1e-5: width 7; fine grids 64^3 (bins of 16x8x8) and 14^3
+    // (bins clipped to 14 along x)
+    let (large, small) = ([32, 32, 32], [4, 4, 4]);
+    let pl = b.nufft_plan(large, 1e-5, 1, &x).unwrap();
+    let ps = b.nufft_plan(small, 1e-5, 1, &x).unwrap();
+    for (p, m) in [(&ps, small), (&pl, large), (&ps, small)] {
+        let ks = modes_of(m);
+        let f = rng.complex(ks.len());
+        let (want1, want2) = (direct(&ks, &x, &c, 1.0), direct(&x, &ks, &f, -1.0));
+        let (got1, got2) = pair_on(&b, p, &c, &f);
+        let (e1, e2) = (nrmse(&got1, &want1), nrmse(&got2, &want2));
+        println!("{m:?}: type 1 {e1:.2e}, adjoint {e2:.2e}");
+        assert!(e1 < allowed(1e-5), "{m:?}: type 1 {e1:e}");
+        assert!(e2 < allowed(1e-5), "{m:?}: adjoint {e2:e}");
+    }
 }
 
 #[test]

@@ -22,9 +22,10 @@
 use crate::device::Device;
 use crate::error::{err, Ctx};
 use crate::lines::{self, LineKernel, Lines, Map, Pass};
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use recon_core::{Error, Result};
 use recon_nufft::Layout;
+use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
 mod coils;
@@ -169,6 +170,9 @@ pub struct CudaNufft {
     geometry: Geometry,
     method: Method,
     interp: Interp,
+    /// Whether the shared interpolation kernel has been allowed its shared
+    /// memory (on the plan's first type 2, which first loads it).
+    interp_allowed: AtomicBool,
     maxsub: usize,
     points: usize,
     /// Sorted points: footprint's first cell and offset per axis, and the
@@ -444,6 +448,7 @@ impl Device {
             geometry,
             method,
             interp,
+            interp_allowed: AtomicBool::new(false),
             maxsub: options.maxsub,
             points: m,
             first,
@@ -457,6 +462,20 @@ impl Device {
             fft,
             staging: Mutex::new(None),
         })
+    }
+
+    /// Lets `f` launch with up to `limit` bytes of dynamic shared memory,
+    /// the device's most (as [`Self::shared_limit`] reads it) rather than
+    /// one plan's need: the setting is the kernel's, which every plan of
+    /// its width shares, so a plan of a smaller grid must not lower it
+    /// under a larger one's.
+    pub(super) fn allow_shared(&self, f: &CudaFunction, limit: usize, what: &str) -> Result<()> {
+        use cudarc::driver::sys::CUfunction_attribute_enum as F;
+        f.set_attribute(
+            F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            limit as i32,
+        )
+        .at(&format!("allow the {what} kernel its shared memory"))
     }
 
     /// The device's shared memory per block, opting in beyond 48 KiB.
@@ -516,10 +535,7 @@ impl Device {
                 ),
             }),
             (_, true) => {
-                use cudarc::driver::sys::CUfunction_attribute_enum as F;
-                self.nufft_kernel(step, w)?
-                    .set_attribute(F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
-                    .at("allow the spreading kernel its shared memory")?;
+                self.allow_shared(&self.nufft_kernel(step, w)?, limit, "spreading")?;
                 Ok(Method::Shared(step, bytes))
             }
         }

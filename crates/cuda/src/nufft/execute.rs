@@ -7,6 +7,7 @@ use crate::device::Device;
 use crate::error::Ctx;
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use recon_core::{Error, Result};
+use std::sync::atomic::Ordering;
 
 impl Device {
     /// Spreads `c` (one value per point) onto the zeroed fine grid.
@@ -64,16 +65,12 @@ impl Device {
         let (beta, m) = (p.layout.kernel.beta as f32, p.points as i64);
         match p.interp {
             Interp::Shared { bytes, limit } => {
-                // The kernel may take the device's most (plans of other
-                // grids take less): no plan's setting undoes another's.
                 let step = Step::InterpolateShared;
                 let f = self.nufft_kernel(step, w)?;
-                use cudarc::driver::sys::CUfunction_attribute_enum as F;
-                f.set_attribute(
-                    F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    limit as i32,
-                )
-                .at("allow the interpolation kernel its shared memory")?;
+                if !p.interp_allowed.load(Ordering::Relaxed) {
+                    self.allow_shared(&f, limit, "interpolation")?;
+                    p.interp_allowed.store(true, Ordering::Relaxed);
+                }
                 let mut b = self.stream.launch_builder(&f);
                 b.arg(out).arg(fine);
                 p.point_args(&mut b);
