@@ -104,13 +104,15 @@ T __shfl_sync(unsigned, T v, int src, int width)
     return r;
 }
 
-// Runs `kernel` over `blocks` blocks of `threads` threads, a block at a time.
+// Runs `kernel` over `blocks` blocks of `threads` threads, a block at a
+// time, calling `block_start` (if any) before each block.
 template <class K>
-void launch(int blocks, int threads, K kernel)
+void launch(int blocks, int threads, K kernel, void (*block_start)() = nullptr)
 {
     blockDim = {threads, 1, 1};
     gridDim = {blocks, 1, 1};
     for (int b = 0; b < blocks; b++) {
+        if (block_start) block_start();
         std::barrier<> bar(threads);
         block_barrier = &bar;
         warp_barriers.clear();

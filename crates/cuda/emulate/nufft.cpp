@@ -14,7 +14,17 @@
 alignas(16) float shw[1 << 15];
 #include NUFFT_CU
 
+// Before each block of a shared-memory kernel: shared memory as a GPU may
+// leave it, here all NaN, so that a kernel that reads a cell it never
+// wrote (even with weight 0) shows it in its sums.
+void stale_shared()
+{
+    std::fill(std::begin(shw), std::end(shw), std::numeric_limits<float>::quiet_NaN());
+}
+
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -57,6 +67,13 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
         g.nb[d] = (n[d] + g.bs[d] - 1) / g.bs[d];
         g.bt[d] = std::min(tiles[d], g.nb[d]);
     }
+    // spread_fixed_point's row pitches: the rows' pairs for a copy whose
+    // first x is even, and one pair more than they need where it is odd
+    // (nufft.rs picks pitches against bank conflicts; any even pitch of at
+    // least the pairs must give the same sums).
+    const int sx = g.bs[0] + W;
+    g.fp[0] = 2 * ((sx + 1) / 2);
+    g.fp[1] = 2 * ((sx + 2) / 2) + 2;
     const int nbins = g.nb[0] * g.nb[1] * g.nb[2];
     // The sort key is a bijection of the bins onto 0 .. nbins - 1, and
     // key_bin its inverse.
@@ -103,9 +120,12 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
     // must fit the emulation's.
     const int copy = (g.bs[0] + W) * (g.bs[1] + W) * (g.bs[2] + W), rows = (g.bs[1] + W) * (g.bs[2] + W);
     const size_t points = 4 * (((3 * W * maxsub + 1) & ~1) + 4 * maxsub);
-    // (and interpolate_shared's copy, rows of pairs from an even x)
-    const size_t interp_copy = 16 * (size_t)rows * ((g.bs[0] + W + 2) / 2) + 16;
-    if (8 * (size_t)copy + std::max(points, 8 * (size_t)rows) > sizeof shw || interp_copy > sizeof shw) {
+    // (the fixed-point copy's, and interpolate_shared's, rows of pairs from an even x)
+    const size_t pair_rows = 16 * (size_t)rows * ((g.bs[0] + W + 2) / 2);
+    const size_t fixed_copy = 8 * (size_t)rows * std::max(g.fp[0], g.fp[1]);
+    const size_t fixed_points = (4 * ((W + 3) & ~3) + 16 + 8 * W) * (size_t)maxsub + 4;
+    if (8 * (size_t)copy + std::max(points, 8 * (size_t)rows) > sizeof shw ||
+        fixed_copy + std::max(fixed_points, 8 * (size_t)rows) > sizeof shw || pair_rows + 16 > sizeof shw) {
         fprintf(stderr, "a subproblem needs more shared memory than the emulation has\n");
         exit(1);
     }
@@ -117,11 +137,11 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
     launch((int)sub.size(), SPREAD_THREADS, [&] {
         NAME(nufft_spread_shared_, SPREAD_SHARED)(fine.data(), c.data(), first.data(), frac.data(), perm.data(),
                                                   sub.data(), sub_first.data(), maxsub, beta, g);
-    });
+    }, stale_shared);
     launch((int)sub.size(), SPREAD_THREADS, [&] {
         spread_fixed_point<W>(fixed.data(), c.data(), first.data(), frac.data(), perm.data(), sub.data(),
                               sub_first.data(), maxsub, beta, g);
-    });
+    }, stale_shared);
 
     // Sorted point s's footprint, cell by cell: f(cell, weight in double
     // from the kernel's float32 values).
@@ -162,7 +182,7 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
     c_nan[perm[0]].x = NAN;
     auto nan_lost = [&](auto spread_kernel) {
         std::vector<float2> grid(cells, make_float2(0, 0));
-        launch((int)sub.size(), SPREAD_THREADS, [&] { spread_kernel(grid.data(), c_nan.data()); });
+        launch((int)sub.size(), SPREAD_THREADS, [&] { spread_kernel(grid.data(), c_nan.data()); }, stale_shared);
         int kept = 0, all = 0;
         footprint(0, [&](long long at, double) {
             all++;
@@ -190,7 +210,7 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
     launch((int)sub.size(), INTERP_THREADS, [&] {
         interpolate_shared<W>(got_shared.data(), fine.data(), first.data(), frac.data(), perm.data(), sub.data(),
                               sub_first.data(), beta, g);
-    });
+    }, stale_shared);
     auto interpolate_error = [&](const std::vector<float2>& out) {
         double num = 0, den = 0;
         for (int s = 0; s < m; s++) {

@@ -252,7 +252,12 @@ __device__ void interpolate_shared(float2* __restrict__ out, const float2* __res
         const float x0 = __shfl_sync(0xffffffffu, vx, j0 < 0 ? W : j0, G);
         const float x1 = __shfl_sync(0xffffffffu, vx, j0 + 1, G);
         const float k0 = has_pair ? x0 : 0.0f, k1 = has_pair ? x1 : 0.0f;
-        const float4* at = tile + ((fz - c.o[2]) * c.sy + fy - c.o[1]) * pr + (fx - odd - even) / 2 + pq;
+        // A pair past the footprint (an even width from an even first: its
+        // weights are 0) is read one pair lower: from the bin's last first
+        // it would lie past the copy's row, in shared memory no copy wrote
+        // (where 0 times a NaN left there by another kernel is NaN).
+        const int read = j0 > W - 1 ? pq - 1 : pq;
+        const float4* at = tile + ((fz - c.o[2]) * c.sy + fy - c.o[1]) * pr + (fx - odd - even) / 2 + read;
         // The two cells' sums over the rows, weighted along y, then z.
         float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll

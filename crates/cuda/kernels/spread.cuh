@@ -199,6 +199,46 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
     add_copy(fine, row_at, copy, g, [&](int at) { return cell[at]; });
 }
 
+// The last step of the fixed-point spreading: its copy, kept as rows of
+// `pairs()` pairs of cells from the even x (two planes of integers, real
+// and imaginary, each row 2 pairs() cells), added into the fine grid
+// scaled by `unit`. The rows' starts first (copy_row into row_at, as
+// add_copy), then the block's lanes take the copy's pairs in order, rows
+// after rows (no lane idle at a row's end): a pair is one 8-byte load from
+// each plane and one vector atomic into the fine grid (16-byte aligned:
+// the fine grid's sizes are even). A lane steps its row and pair by the
+// block's size without dividing. WRAP: whether the copy's x runs past
+// either end of the grid (the bins at x's ends), where each pair's x is
+// wrapped on its own.
+template <bool WRAP>
+__device__ inline void add_fixed_rows(float2* __restrict__ fine, const long long* row_at, const int* re,
+                                      const int* im, float unit, int pitch, const BinCopy& c, const Geometry& g)
+{
+    const int pairs = c.pairs(), even = c.even(), total = c.rows * pairs;
+    const int step_rows = blockDim.x / pairs, step_pairs = blockDim.x % pairs;
+    int r = threadIdx.x / pairs, p = threadIdx.x % pairs;
+    for (int f = threadIdx.x; f < total; f += blockDim.x) {
+        const int at = r * pitch + 2 * p;
+        const int2 a = *(const int2*)(re + at), b = *(const int2*)(im + at);
+        // (Every pair where a strength was not finite: unit is then NaN.)
+        if ((a.x | a.y | b.x | b.y) != 0 || unit != unit) {
+            int gx = even + 2 * p;
+            if (WRAP) {
+                while (gx < 0) gx += g.n[0];
+                while (gx >= g.n[0]) gx -= g.n[0];
+            }
+            add_pair(&fine[row_at[r] + gx], make_float2(a.x * unit, b.x * unit), make_float2(a.y * unit, b.y * unit));
+        }
+        // f += blockDim.x: the pair blockDim.x on, in row-major order.
+        r += step_rows;
+        p += step_pairs;
+        if (p >= pairs) {
+            p -= pairs;
+            r++;
+        }
+    }
+}
+
 // Type 1 spreading into a shared-memory copy of the bin as spread_shared,
 // but in fixed point: the copy is two planes of 32-bit integers (real and
 // imaginary parts), to which shared-memory integer atomics add natively
@@ -206,17 +246,25 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
 // any cell and the work splits by point rather than by plane: a warp per
 // point, its groups of G = 8 lanes (4 at widths up to 4) taking its
 // planes, lane jx of a group the column of W cells at x = jx of each, a
-// real and an imaginary atomic a cell. (With the default bins at width 7
-// the four planes a warp adds to at once fall on distinct banks: their
-// pitch, 23 x 15 cells, is 25 mod 32.) Each contribution is rounded to an
-// integer after scaling by LIMIT / m, m the largest part of any strength
-// in the subproblem (the kernel is at most 1), by one multiply-add with
-// 1.5 2^23: the float's low bits are then the rounded value (for values
-// below 2^22). A cell's sum is then exact, and within 2^31 (LIMIT shrinks
-// past 476 points a subproblem to keep it so); each contribution is off
-// by at most half a unit, m / LIMIT / 2 (about 1.2e-7 m). The copy reaches the fine grid as
-// spread_shared's does, scaled back; a strength that is not finite makes
-// every cell of the copy NaN.
+// real and an imaginary atomic a cell. The planes' rows start at the even
+// x at or below the copy's first (BinCopy::even, as interpolate_shared's
+// copy), 2 pairs() cells a row, so that add_fixed_rows reads each pair of
+// cells with one load. (With the default bins at width 7 the four planes a
+// warp adds to at once fall on distinct banks: their pitch, 24 x 15 cells,
+// is 8 mod 32, and a group's 7 columns take 7 banks.) Each contribution is
+// rounded to an integer after scaling by LIMIT / m, m the largest part of
+// any strength in the subproblem (the kernel is at most 1), by one
+// multiply-add with 1.5 2^23: the float's low bits are then the rounded
+// value (for values below 2^22). A cell's sum is then exact, and within
+// 2^31 (LIMIT shrinks past 476 points a subproblem to keep it so); each
+// contribution is off by at most half a unit, m / LIMIT / 2 (about 1.2e-7
+// m). The copy reaches the fine grid scaled back; a strength that is not
+// finite makes every cell of the copy NaN.
+//
+// Per point, shared memory holds its kernel values along y in whole
+// 16-byte words (KP of them, read by KP / 4 broadcast loads), along x and
+// z (W each, read by each lane at its own offset), and its strength and
+// place in one 16-byte word: six loads a point and warp at width 7.
 #define FIXED_MAGIC 12582912.0f  // 1.5 2^23, whose bits are 0x4B400000
 #define FIXED_LIMIT 4194000.0f   // below 2^22
 template <int W>
@@ -225,38 +273,42 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
                                    const unsigned* __restrict__ perm, const int4* __restrict__ sub,
                                    const int* __restrict__ sub_first, int maxsub, float beta, Geometry g)
 {
-    constexpr int G = W <= 4 ? 4 : 8;  // lanes a group (the columns of a plane)
+    constexpr int G = W <= 4 ? 4 : 8;      // lanes a group (the columns of a plane)
+    constexpr int KP = (W + 3) & ~3;       // kernel values along y a point, whole 16-byte words
     extern __shared__ __align__(16) float shw[];
     const int4 sb = sub[blockIdx.x];
     const BinCopy copy = bin_copy<W>(sb, g);
     const int* o = copy.o;
-    const int sx = copy.sx, sy = copy.sy, cells = copy.cells, plane = copy.plane;
-    int* re = (int*)shw;                             // [cells]
-    int* im = re + cells;                            // [cells]
-    float* ker = (float*)(im + cells);               // [maxsub][3][W]
-    float2* str = (float2*)(ker + ((3 * W * maxsub + 1) & ~1));  // [maxsub], 8-byte aligned
-    int* place = (int*)(str + maxsub);               // [maxsub]: base cell
-    unsigned* largest = (unsigned*)(place + maxsub); // the bits of m
-    long long* row_at = (long long*)ker;             // [rows], after the points
-    // The copy zeroed 16 bytes at a time (2 cells is 16 bytes), and an odd last cell.
+    const int even = copy.even(), pitch = g.fp[o[0] & 1], sy = copy.sy;
+    const int plane = pitch * sy, cells = plane * copy.sz;  // cells even
+    int* re = (int*)shw;                                // [cells]
+    int* im = re + cells;                               // [cells]
+    float* ky_all = (float*)(im + cells);               // [maxsub][KP]
+    float4* point = (float4*)(ky_all + KP * maxsub);    // [maxsub]: strength, place (bits), unused
+    float* kxz = (float*)(point + maxsub);              // [maxsub][2 W]: along x, then z
+    unsigned* largest = (unsigned*)(kxz + 2 * W * maxsub);  // the bits of m
+    long long* row_at = (long long*)ky_all;             // [rows], after the points
+    // The copy zeroed 16 bytes at a time (cells is even: 2 cells of each
+    // plane are 16 bytes).
     for (int i = threadIdx.x; i < cells / 2; i += blockDim.x) ((int4*)re)[i] = make_int4(0, 0, 0, 0);
-    if (threadIdx.x == 0) {
-        if (cells & 1) re[2 * cells - 2] = re[2 * cells - 1] = 0;
-        *largest = 0;
-    }
+    if (threadIdx.x == 0) *largest = 0;
     const int lo = sub_first[blockIdx.x], n = sb.w;
-    for (int u = threadIdx.x; u < 3 * n; u += blockDim.x) kernel_values<W>(ker + u * W, frac[3 * lo + u], beta);
+    // The kernel values, a thread per point and axis (offsets read in order).
+    for (int u = threadIdx.x; u < 3 * n; u += blockDim.x) {
+        const int t = u / 3, d = u - 3 * t;
+        kernel_values<W>(d == 1 ? ky_all + KP * t : kxz + 2 * W * t + (d == 0 ? 0 : W), frac[3 * lo + u], beta);
+    }
     __syncthreads();
     float m = 0.0f;
     for (int t = threadIdx.x; t < n; t += blockDim.x) {
         const int i = lo + t;
         const float2 v = c[perm[i]];
-        str[t] = v;
         // The largest part; NaN once a part is NaN (fmaxf would drop it).
         const float ax = fabsf(v.x), ay = fabsf(v.y);
         m = ax > m || ax != ax ? ax : m;
         m = ay > m || ay != ay ? ay : m;
-        place[t] = ((first[3 * i + 2] - o[2]) * sy + first[3 * i + 1] - o[1]) * sx + first[3 * i] - o[0];
+        const int place = ((first[3 * i + 2] - o[2]) * sy + first[3 * i + 1] - o[1]) * pitch + first[3 * i] - even;
+        point[t] = make_float4(v.x, v.y, __int_as_float(place), 0.0f);
     }
     // Non-negative floats order as their bits (NaN above infinity).
     atomicMax(largest, __float_as_uint(m));
@@ -272,34 +324,46 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     const int lane = threadIdx.x & 31, q = lane / G, jx = min(lane % G, W - 1);
     const bool column = lane % G < W;
     for (int t = threadIdx.x >> 5; t < n; t += blockDim.x >> 5) {
-        const float* k = ker + 3 * W * t;
-        const float2 v = str[t];
-        const float kx = k[jx] * scale;
-        const float wr = v.x * kx, wi = v.y * kx;
-        float ky[W];
+        const float4 pt = point[t];
+        const float* kxzt = kxz + 2 * W * t;
+        const float kx = kxzt[jx] * scale;
+        const float wr = pt.x * kx, wi = pt.y * kx;
+        float ky[KP];
 #pragma unroll
-        for (int jy = 0; jy < W; jy++) ky[jy] = k[W + jy];
-        const int base = place[t] + jx;
+        for (int j = 0; j < KP; j += 4) {
+            const float4 k4 = *(const float4*)(ky_all + KP * t + j);
+            ky[j] = k4.x;
+            ky[j + 1] = k4.y;
+            ky[j + 2] = k4.z;
+            ky[j + 3] = k4.w;
+        }
+        const int base = __float_as_int(pt.z) + jx;
 #pragma unroll
         for (int pz = 0; pz < P; pz++) {
             const int jz = q + pz * GW;
             if (column && jz < W) {
-                const float kz = k[2 * W + jz];
+                const float kz = kxzt[W + jz];
                 const float zr = wr * kz, zi = wi * kz;
                 int at = base + jz * plane;
 #pragma unroll
-                for (int jy = 0; jy < W; jy++, at += sx) {
+                for (int jy = 0; jy < W; jy++, at += pitch) {
                     atomicAdd(&re[at], __float_as_int(fmaf(ky[jy], zr, FIXED_MAGIC)) - 0x4B400000);
                     atomicAdd(&im[at], __float_as_int(fmaf(ky[jy], zi, FIXED_MAGIC)) - 0x4B400000);
                 }
             }
         }
     }
+    // Where each row starts in the fine grid (over the points' values).
+    __syncthreads();
+    for (int r = threadIdx.x; r < copy.rows; r += blockDim.x) row_at[r] = copy_row(r, copy, g);
     __syncthreads();
     // Back to floats (NaN everywhere in the copy if a strength was not
     // finite), added into the fine grid.
     const float unit = finite ? (m > 0.0f ? m / limit : 0.0f) : __int_as_float(0x7fc00000);
-    add_copy(fine, row_at, copy, g, [&](int at) { return make_float2(re[at] * unit, im[at] * unit); });
+    if (even < 0 || even + 2 * copy.pairs() > g.n[0])
+        add_fixed_rows<true>(fine, row_at, re, im, unit, pitch, copy, g);
+    else
+        add_fixed_rows<false>(fine, row_at, re, im, unit, pitch, copy, g);
 }
 
 // Type 1 spreading straight into the fine grid, thread per sorted point:

@@ -56,6 +56,33 @@ pub(crate) fn auto_step(w: usize) -> Step {
     }
 }
 
+/// The shared memory of a spreading block (`step` SpreadShared or
+/// SpreadFixedPoint, spread.cuh) at width `w`, bins `bs` and subproblems
+/// of `maxsub` points: the bin and its overhang, complex (the fixed-point
+/// copy's rows `pitch` cells long, Geometry's `fp`); per point, its kernel
+/// values, strength and place (the fixed-point kernel's values along y in
+/// whole 16-byte words); and where afterwards each row of the copy has
+/// where it starts in the fine grid.
+fn spreading_bytes(
+    step: Step,
+    w: usize,
+    bs: [usize; 3],
+    pitch: [usize; 2],
+    maxsub: usize,
+) -> usize {
+    let rows = (bs[1] + w) * (bs[2] + w);
+    let (cells, points) = if step == Step::SpreadFixedPoint {
+        let per_point = 4 * w.next_multiple_of(4) + 16 + 8 * w;
+        (rows * pitch[0].max(pitch[1]), per_point * maxsub + 4)
+    } else {
+        (
+            rows * (bs[0] + w),
+            4 * ((maxsub * 3 * w).next_multiple_of(2) + 4 * maxsub),
+        )
+    };
+    8 * cells + points.max(8 * rows)
+}
+
 /// Threads per spreading block (one subproblem each): `SPREAD_THREADS` in spread.cuh.
 const SPREAD_THREADS: u32 = 256;
 
@@ -132,6 +159,9 @@ pub(crate) struct Geometry {
     bs: [i32; 3],
     nb: [i32; 3],
     bt: [i32; 3],
+    /// spread_fixed_point's row pitch in cells, for a bin's copy whose
+    /// first x is even and odd ([`fixed_pitch`]).
+    fp: [i32; 2],
 }
 
 // SAFETY: a plain #[repr(C)] struct of i32, laid out as in nufft.cu.
@@ -140,11 +170,43 @@ unsafe impl DeviceRepr for Geometry {}
 // The layout nufft.cu's `Geometry` has, whose size it checks (NVRTC has no
 // offsetof, so the offsets are checked here only).
 const _: () = assert!(
-    std::mem::size_of::<Geometry>() == 48
+    std::mem::size_of::<Geometry>() == 56
         && std::mem::offset_of!(Geometry, bs) == 12
         && std::mem::offset_of!(Geometry, nb) == 24
         && std::mem::offset_of!(Geometry, bt) == 36
+        && std::mem::offset_of!(Geometry, fp) == 48
 );
+
+/// The pairs of cells a row of a bin's copy holds from the even x at or
+/// below its first (`BinCopy::pairs` in spread.cuh), for a copy `sx` cells
+/// wide whose first x is even or odd.
+fn copy_pairs(sx: usize, odd: bool) -> usize {
+    (sx + 1 + odd as usize) / 2
+}
+
+/// spread_fixed_point's row pitch, in cells, for rows of `pairs` pairs and
+/// planes of `sy` rows at width `w`: of the even pitches from 2 pairs to
+/// 30 cells more, the least that puts the lanes of one of its atomics on
+/// the fewest lanes a bank. An atomic's lanes are groups of G (4 up to
+/// width 4, else 8), each on one plane of a point's footprint (so a plane
+/// pitch apart), the first min(w, G) of a group on consecutive cells.
+/// Default bins: 24 at width 7, as the rows need (planes 8 banks apart);
+/// 24 at width 5, where 22 would put three lanes on a bank.
+fn fixed_pitch(w: usize, pairs: usize, sy: usize) -> usize {
+    let g = if w <= 4 { 4 } else { 8 };
+    (0..16)
+        .map(|k| 2 * (pairs + k))
+        .min_by_key(|&pitch| {
+            let mut banks = [0u32; 32];
+            for q in 0..(32 / g).min(w) {
+                for x in 0..w.min(g) {
+                    banks[(q * pitch * sy + x) % 32] += 1;
+                }
+            }
+            banks.into_iter().max()
+        })
+        .expect("16 pitches")
+}
 
 /// How a plan spreads, settled when it is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -317,6 +379,8 @@ impl Device {
             bs: bs.map(|v| v as i32),
             nb: nb.map(|v| v as i32),
             bt: [0, 1, 2].map(|d| options.tiles[d].min(nb[d]) as i32),
+            fp: [false, true]
+                .map(|odd| fixed_pitch(w, copy_pairs(bs[0] + w, odd), bs[1] + w) as i32),
         };
         let bins: usize = nb.iter().product();
         if bins > i32::MAX as usize / 2 {
@@ -325,7 +389,7 @@ impl Device {
                 reason: format!("{bins} bins of {bs:?} cells are too many"),
             });
         }
-        let method = self.spreading_method(w, bs, options)?;
+        let method = self.spreading_method(w, bs, geometry.fp.map(|p| p as usize), options)?;
         let interp = self.interpolation_method(w, bs, options.interpolation)?;
         let m = points.len();
         let big = |len: usize| len.max(1);
@@ -511,21 +575,21 @@ impl Device {
 
     /// Shared-memory subproblems where the bin and its overhang fit in a
     /// block's shared memory (opting in beyond 48 KiB), else global atomics.
-    fn spreading_method(&self, w: usize, bs: [usize; 3], options: &NufftOptions) -> Result<Method> {
-        // The bin and its overhang, complex; per point, its 3 w kernel
-        // values, strength and place, where afterwards each row of the
-        // copy has where it starts in the fine grid.
-        let cells = bs.iter().map(|b| b + w).product::<usize>();
-        let rows = (bs[1] + w) * (bs[2] + w);
-        let points = 4 * ((options.maxsub * 3 * w).next_multiple_of(2) + 4 * options.maxsub);
-        let bytes = 8 * cells + points.max(8 * rows);
-        let limit = self.shared_limit()?;
-        let fits = bytes <= limit;
+    fn spreading_method(
+        &self,
+        w: usize,
+        bs: [usize; 3],
+        pitch: [usize; 2],
+        options: &NufftOptions,
+    ) -> Result<Method> {
         let step = match options.spreading {
             Spreading::FixedPoint => Step::SpreadFixedPoint,
             Spreading::Auto => auto_step(w),
             Spreading::Shared | Spreading::Global => Step::SpreadShared,
         };
+        let bytes = spreading_bytes(step, w, bs, pitch, options.maxsub);
+        let limit = self.shared_limit()?;
+        let fits = bytes <= limit;
         match (options.spreading, fits) {
             (Spreading::Global, _) | (Spreading::Auto, false) => Ok(Method::Global),
             (Spreading::Shared | Spreading::FixedPoint, false) => Err(Error::Invalid {
@@ -544,7 +608,46 @@ impl Device {
 
 #[cfg(test)]
 mod tests {
-    use super::WIDTHS;
+    use super::{copy_pairs, fixed_pitch, NufftOptions, WIDTHS};
+
+    /// The fixed-point copy's row pitch: even, at least its pairs, and on
+    /// the default bins the pitches worked out by hand. Width 7: 24 cells
+    /// (the rows' 12 pairs), whose planes of 15 rows fall 8 banks apart,
+    /// so the four groups' 7 columns take 28 distinct banks. Width 5: 22
+    /// cells would put planes 30 banks apart (three lanes on bank 0), 24
+    /// puts them 24 apart (none shared). Width 4: 20 cells put planes of 12
+    /// rows 16 apart (two lanes a bank), 22 puts them 8 apart. Width 8
+    /// (planes of 16 rows, a multiple of 32 banks at any even pitch) keeps
+    /// the least, 24.
+    #[test]
+    fn fixed_point_pitches_spread_an_atomics_lanes_over_the_banks() {
+        let bs = NufftOptions::default().bins;
+        for w in WIDTHS {
+            for odd in [false, true] {
+                let pairs = copy_pairs(bs[0] + w, odd);
+                let pitch = fixed_pitch(w, pairs, bs[1] + w);
+                assert!(
+                    pitch % 2 == 0 && (2 * pairs..=2 * pairs + 30).contains(&pitch),
+                    "w {w}: {pitch}"
+                );
+            }
+        }
+        // Bins 16 cells wide start at x = 16 b - w / 2: odd at widths 2, 3,
+        // 6 and 7.
+        let want = [
+            (2, 20),
+            (3, 20),
+            (4, 22),
+            (5, 24),
+            (6, 28),
+            (7, 24),
+            (8, 24),
+        ];
+        for (w, pitch) in want {
+            let pairs = copy_pairs(bs[0] + w, (w / 2) % 2 == 1);
+            assert_eq!(fixed_pitch(w, pairs, bs[1] + w), pitch, "width {w}");
+        }
+    }
 
     /// nufft.cu's shared-memory spreadings (float and fixed point) and its
     /// two interpolations (from the fine grid, from shared-memory copies of
