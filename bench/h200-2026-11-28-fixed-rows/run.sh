@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, with .gpu/ from
-# scripts/gpu-build.sh and the previous commit's recon as .gpu/recon-base:
+# scripts/gpu-build.sh and a build to compare with beside it (BINS names
+# the binaries in .gpu/, default recon and recon-base):
 # recon bench-nufft (10^7 random points on 256^3, f32, best of 5) at TOLS
 # with each binary alternating, ROUNDS rounds; Nsight Compute's counts of
-# both builds' spreading kernels at 1e-5; the GPU tests of the build
+# both builds' spreading kernels at 1e-5 (KERNEL: a regex of others); the GPU tests of the build
 # (TESTS=1: every test binary; or TESTS="suite_gpu recon": those).
 set -u
 source scripts/cuda-libs.sh
@@ -19,7 +20,7 @@ for round in $(seq ${ROUNDS:-2}); do
 done
 if command -v ncu >/dev/null && [ -z "${NO_NCU:-}" ]; then
   for b in ${BINS:-recon recon-base}; do
-    timeout 150 ncu --csv --clock-control none --kernel-name regex:"nufft_spread" --metrics gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_shared_mem,smsp__issue_active.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts.sum,l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,lts__t_bytes.sum \
+    timeout 150 ncu --csv --clock-control none --kernel-name regex:"${KERNEL:-nufft_spread}" --metrics gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_shared_mem,smsp__issue_active.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts.sum,l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,lts__t_bytes.sum \
       .gpu/$b bench-nufft --device cuda --precision f32 --random-points 10000000 --matrix 256 --repeats 1 --tolerance 1e-5 2>&1 | grep -v '^==PROF' > $o/ncu-$b.csv
   done
 fi
