@@ -201,7 +201,7 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
 
 // The last step of the fixed-point spreading: its copy, kept as rows of
 // `pairs()` pairs of cells from the even x (two planes of integers, real
-// and imaginary, each row 2 pairs() cells), added into the fine grid
+// and imaginary, a row every `pitch` cells), added into the fine grid
 // scaled by `unit`. The rows' starts first (copy_row into row_at, as
 // add_copy), then the block's lanes take the copy's pairs in order, rows
 // after rows (no lane idle at a row's end): a pair is one 8-byte load from
@@ -248,10 +248,12 @@ __device__ inline void add_fixed_rows(float2* __restrict__ fine, const long long
 // planes, lane jx of a group the column of W cells at x = jx of each, a
 // real and an imaginary atomic a cell. The planes' rows start at the even
 // x at or below the copy's first (BinCopy::even, as interpolate_shared's
-// copy), 2 pairs() cells a row, so that add_fixed_rows reads each pair of
-// cells with one load. (With the default bins at width 7 the four planes a
-// warp adds to at once fall on distinct banks: their pitch, 24 x 15 cells,
-// is 8 mod 32, and a group's 7 columns take 7 banks.) Each contribution is
+// copy), so that add_fixed_rows reads each pair of cells with one load;
+// a row every `pitch` cells (Geometry's fp: at least its 2 pairs(), chosen
+// in nufft.rs so that one atomic's lanes fall on the fewest lanes a bank).
+// With the default bins at width 7 the four planes a warp adds to at once
+// fall on distinct banks: their pitch, 24 x 15 cells, is 8 mod 32, and a
+// group's 7 columns take 7 banks. Each contribution is
 // rounded to an integer after scaling by LIMIT / m, m the largest part of
 // any strength in the subproblem (the kernel is at most 1), by one
 // multiply-add with 1.5 2^23: the float's low bits are then the rounded
@@ -288,8 +290,8 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     float* kxz = (float*)(point + maxsub);              // [maxsub][2 W]: along x, then z
     unsigned* largest = (unsigned*)(kxz + 2 * W * maxsub);  // the bits of m
     long long* row_at = (long long*)ky_all;             // [rows], after the points
-    // The copy zeroed 16 bytes at a time (cells is even: 2 cells of each
-    // plane are 16 bytes).
+    // Both planes of the copy zeroed 16 bytes at a time (2 cells integers,
+    // a whole number of 16-byte words: cells is even).
     for (int i = threadIdx.x; i < cells / 2; i += blockDim.x) ((int4*)re)[i] = make_int4(0, 0, 0, 0);
     if (threadIdx.x == 0) *largest = 0;
     const int lo = sub_first[blockIdx.x], n = sb.w;
