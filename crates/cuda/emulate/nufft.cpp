@@ -14,6 +14,15 @@
 alignas(16) float shw[1 << 15];
 #include NUFFT_CU
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
 // Before each block of a shared-memory kernel: shared memory as a GPU may
 // leave it, here all NaN, so that a kernel that reads a cell it never
 // wrote (even with weight 0) shows it in its sums.
@@ -21,15 +30,6 @@ void stale_shared()
 {
     std::fill(std::begin(shw), std::end(shw), std::numeric_limits<float>::quiet_NaN());
 }
-
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <cstdio>
-#include <cstdlib>
-#include <random>
-#include <utility>
-#include <vector>
 
 #define NAME2(a, b) a##b
 #define NAME(a, b) NAME2(a, b)
