@@ -37,7 +37,8 @@ __device__ inline void add_pair(float2* fine, float2 a, float2 b)
 // grid (o, unwrapped), its sizes, and its cells, plane and rows; and its
 // rows taken as pairs of cells (16 bytes, aligned in the fine grid, whose
 // sizes are even): from even(), the even x at or below its first, pairs()
-// a row (add_copy writes them, interpolate_shared reads them).
+// a row (add_copy and add_fixed_rows write them, interpolate_shared reads
+// them; spread_fixed_point and interpolate_shared keep their copies so).
 struct BinCopy {
     int o[3], sx, sy, sz, cells, plane, rows;
     __device__ int even() const { return o[0] - (o[0] & 1); }
