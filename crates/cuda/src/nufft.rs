@@ -16,13 +16,14 @@
 //! the last bits of a result, may differ from run to run (not in fixed
 //! point, whose sums are exact, until the copies meet in the fine grid).
 //!
-//! This file makes plans; execute.rs runs them, coils.rs batches type 1
-//! over coils, and kernels.rs holds nufft.cu's kernels.
+//! This file makes plans; shared.rs settles their use of shared memory,
+//! execute.rs runs them, coils.rs batches type 1 over coils, and
+//! kernels.rs holds nufft.cu's kernels.
 
 use crate::device::Device;
 use crate::error::{err, Ctx};
 use crate::lines::{self, LineKernel, Lines, Map, Pass};
-use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use recon_core::{Error, Result};
 use recon_nufft::Layout;
 use std::sync::atomic::AtomicBool;
@@ -31,57 +32,17 @@ use std::sync::Mutex;
 mod coils;
 mod execute;
 mod kernels;
+mod shared;
 
 #[cfg(test)]
 pub(crate) use kernels::FIXED;
 pub(crate) use kernels::{Correction, Kernels, Step};
+pub(crate) use shared::auto_step;
+use shared::{fixed_pitches, Interp, Method};
 
 /// Widths the kernels are compiled for: float32 tolerances 1e-1 to 1e-6
 /// need 3 to 8 cells.
 pub(crate) const WIDTHS: std::ops::RangeInclusive<usize> = 2..=8;
-
-/// The widest kernel Auto spreads in fixed point (`spread_fixed_point` in
-/// spread.cuh): its rounding, about 1e-6 of the fine grid, is a tenth of
-/// the tolerance 1e-5 a width of 7 serves; width 8 (1e-6) spreads in
-/// float, where fixed point is also slower
-/// (bench/h100-2026-11-28-sort-tiles/).
-const FIXED_WIDEST: usize = 7;
-
-/// The shared-memory spreading kernel that `Spreading::Auto` takes at width `w`.
-pub(crate) fn auto_step(w: usize) -> Step {
-    if w <= FIXED_WIDEST {
-        Step::SpreadFixedPoint
-    } else {
-        Step::SpreadShared
-    }
-}
-
-/// The shared memory of a spreading block (`step` SpreadShared or
-/// SpreadFixedPoint, spread.cuh) at width `w`, bins `bs` and subproblems
-/// of `maxsub` points: the bin and its overhang, complex (the fixed-point
-/// copy's rows `pitch` cells long, Geometry's `fp`); per point, its kernel
-/// values, strength and place (the fixed-point kernel's values along y in
-/// whole 16-byte words); and where afterwards each row of the copy has
-/// where it starts in the fine grid.
-fn spreading_bytes(
-    step: Step,
-    w: usize,
-    bs: [usize; 3],
-    pitch: [usize; 2],
-    maxsub: usize,
-) -> usize {
-    let rows = (bs[1] + w) * (bs[2] + w);
-    let (cells, points) = if step == Step::SpreadFixedPoint {
-        let per_point = 4 * w.next_multiple_of(4) + 16 + 8 * w;
-        (rows * pitch[0].max(pitch[1]), per_point * maxsub + 4)
-    } else {
-        (
-            rows * (bs[0] + w),
-            4 * ((maxsub * 3 * w).next_multiple_of(2) + 4 * maxsub),
-        )
-    };
-    8 * cells + points.max(8 * rows)
-}
 
 /// Threads per spreading block (one subproblem each): `SPREAD_THREADS` in spread.cuh.
 const SPREAD_THREADS: u32 = 256;
@@ -160,7 +121,7 @@ pub(crate) struct Geometry {
     nb: [i32; 3],
     bt: [i32; 3],
     /// spread_fixed_point's row pitch in cells, for a bin's copy whose
-    /// first x is even and odd ([`fixed_pitch`]).
+    /// first x is even and odd (`fixed_pitches` in shared.rs).
     fp: [i32; 2],
 }
 
@@ -176,55 +137,6 @@ const _: () = assert!(
         && std::mem::offset_of!(Geometry, bt) == 36
         && std::mem::offset_of!(Geometry, fp) == 48
 );
-
-/// The pairs of cells a row of a bin's copy holds from the even x at or
-/// below its first (`BinCopy::pairs` in spread.cuh), for a copy `sx` cells
-/// wide whose first x is even or odd.
-fn copy_pairs(sx: usize, odd: bool) -> usize {
-    (sx + 1 + odd as usize) / 2
-}
-
-/// spread_fixed_point's row pitch, in cells, for rows of `pairs` pairs and
-/// planes of `sy` rows at width `w`: of the even pitches from 2 pairs to
-/// 30 cells more, the least that puts the lanes of one of its atomics on
-/// the fewest lanes a bank. An atomic's lanes are groups of G (4 up to
-/// width 4, else 8), each on one plane of a point's footprint (so a plane
-/// pitch apart), the first min(w, G) of a group on consecutive cells.
-/// Default bins: 24 at width 7, as the rows need (planes 8 banks apart);
-/// 24 at width 5, where 22 would put three lanes on a bank.
-fn fixed_pitch(w: usize, pairs: usize, sy: usize) -> usize {
-    let g = if w <= 4 { 4 } else { 8 };
-    (0..16)
-        .map(|k| 2 * (pairs + k))
-        .min_by_key(|&pitch| {
-            let mut banks = [0u32; 32];
-            for q in 0..(32 / g).min(w) {
-                for x in 0..w.min(g) {
-                    banks[(q * pitch * sy + x) % 32] += 1;
-                }
-            }
-            banks.into_iter().max()
-        })
-        .expect("16 pitches")
-}
-
-/// How a plan spreads, settled when it is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Method {
-    /// The kernel (SpreadShared or SpreadFixedPoint) and its dynamic shared
-    /// memory per block, in bytes.
-    Shared(Step, usize),
-    Global,
-}
-
-/// How a plan interpolates, settled when it is made: from shared memory,
-/// with the bytes a block takes and the most the device allows a block,
-/// or from the fine grid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Interp {
-    Shared { bytes: usize, limit: usize },
-    Global,
-}
 
 /// A GPU NUFFT plan with its points set.
 pub struct CudaNufft {
@@ -379,8 +291,7 @@ impl Device {
             bs: bs.map(|v| v as i32),
             nb: nb.map(|v| v as i32),
             bt: [0, 1, 2].map(|d| options.tiles[d].min(nb[d]) as i32),
-            fp: [false, true]
-                .map(|odd| fixed_pitch(w, copy_pairs(bs[0] + w, odd), bs[1] + w) as i32),
+            fp: fixed_pitches(w, bs).map(|p| p as i32),
         };
         let bins: usize = nb.iter().product();
         if bins > i32::MAX as usize / 2 {
@@ -527,127 +438,11 @@ impl Device {
             staging: Mutex::new(None),
         })
     }
-
-    /// Lets `f` launch with up to `limit` bytes of dynamic shared memory,
-    /// the device's most (as [`Self::shared_limit`] reads it) rather than
-    /// one plan's need: the setting is the kernel's, which every plan of
-    /// its width shares, so a plan of a smaller grid must not lower it
-    /// under a larger one's.
-    pub(super) fn allow_shared(&self, f: &CudaFunction, limit: usize, what: &str) -> Result<()> {
-        use cudarc::driver::sys::CUfunction_attribute_enum as F;
-        f.set_attribute(
-            F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            limit as i32,
-        )
-        .at(&format!("allow the {what} kernel its shared memory"))
-    }
-
-    /// The device's shared memory per block, opting in beyond 48 KiB.
-    fn shared_limit(&self) -> Result<usize> {
-        use cudarc::driver::sys::CUdevice_attribute as A;
-        Ok(self
-            .ctx
-            .attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            .at("shared memory per block")? as usize)
-    }
-
-    /// Shared-memory copies of the bins where one fits in a block's shared
-    /// memory, else the fine grid. The kernel is compiled only when type
-    /// 2 first runs (execute.rs), so that a plan for type 1 alone does
-    /// not compile it.
-    fn interpolation_method(&self, w: usize, bs: [usize; 3], how: Interpolation) -> Result<Interp> {
-        // The copy's rows (bs + w along y and z) of pairs of cells from
-        // the even x at or below its first, at most (bs + w + 2) / 2, and
-        // the barrier its copies count on.
-        let bytes = 16 * (bs[1] + w) * (bs[2] + w) * ((bs[0] + w + 2) / 2) + 16;
-        let limit = self.shared_limit()?;
-        match (how, bytes <= limit) {
-            (Interpolation::Global, _) | (Interpolation::Auto, false) => Ok(Interp::Global),
-            (Interpolation::Shared, false) => Err(Error::Invalid {
-                what: "GPU NUFFT interpolation",
-                reason: format!(
-                    "a copy of bins {bs:?} with width {w} needs {bytes} bytes of shared memory; the device has {limit}"
-                ),
-            }),
-            (_, true) => Ok(Interp::Shared { bytes, limit }),
-        }
-    }
-
-    /// Shared-memory subproblems where the bin and its overhang fit in a
-    /// block's shared memory (opting in beyond 48 KiB), else global atomics.
-    fn spreading_method(
-        &self,
-        w: usize,
-        bs: [usize; 3],
-        pitch: [usize; 2],
-        options: &NufftOptions,
-    ) -> Result<Method> {
-        let step = match options.spreading {
-            Spreading::FixedPoint => Step::SpreadFixedPoint,
-            Spreading::Auto => auto_step(w),
-            Spreading::Shared | Spreading::Global => Step::SpreadShared,
-        };
-        let bytes = spreading_bytes(step, w, bs, pitch, options.maxsub);
-        let limit = self.shared_limit()?;
-        let fits = bytes <= limit;
-        match (options.spreading, fits) {
-            (Spreading::Global, _) | (Spreading::Auto, false) => Ok(Method::Global),
-            (Spreading::Shared | Spreading::FixedPoint, false) => Err(Error::Invalid {
-                what: "GPU NUFFT spreading",
-                reason: format!(
-                    "a subproblem of bins {bs:?} with width {w} needs {bytes} bytes of shared memory; the device has {limit}"
-                ),
-            }),
-            (_, true) => {
-                self.allow_shared(&self.nufft_kernel(step, w)?, limit, "spreading")?;
-                Ok(Method::Shared(step, bytes))
-            }
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{copy_pairs, fixed_pitch, NufftOptions, WIDTHS};
-
-    /// The fixed-point copy's row pitch: even, at least its pairs, and on
-    /// the default bins the pitches worked out by hand. Width 7: 24 cells
-    /// (the rows' 12 pairs), whose planes of 15 rows fall 8 banks apart,
-    /// so the four groups' 7 columns take 28 distinct banks. Width 5: 22
-    /// cells would put planes 30 banks apart (three lanes on bank 0), 24
-    /// puts them 24 apart (none shared). Width 4: 20 cells put planes of 12
-    /// rows 16 apart (two lanes a bank), 22 puts them 8 apart. Width 8
-    /// (planes of 16 rows, a multiple of 32 banks at any even pitch) keeps
-    /// the least, 24.
-    #[test]
-    fn fixed_point_pitches_spread_an_atomics_lanes_over_the_banks() {
-        let bs = NufftOptions::default().bins;
-        for w in WIDTHS {
-            for odd in [false, true] {
-                let pairs = copy_pairs(bs[0] + w, odd);
-                let pitch = fixed_pitch(w, pairs, bs[1] + w);
-                assert!(
-                    pitch % 2 == 0 && (2 * pairs..=2 * pairs + 30).contains(&pitch),
-                    "w {w}: {pitch}"
-                );
-            }
-        }
-        // Bins 16 cells wide start at x = 16 b - w / 2: odd at widths 2, 3,
-        // 6 and 7.
-        let want = [
-            (2, 20),
-            (3, 20),
-            (4, 22),
-            (5, 24),
-            (6, 28),
-            (7, 24),
-            (8, 24),
-        ];
-        for (w, pitch) in want {
-            let pairs = copy_pairs(bs[0] + w, (w / 2) % 2 == 1);
-            assert_eq!(fixed_pitch(w, pairs, bs[1] + w), pitch, "width {w}");
-        }
-    }
+    use super::WIDTHS;
 
     /// nufft.cu's shared-memory spreadings (float and fixed point) and its
     /// two interpolations (from the fine grid, from shared-memory copies of
