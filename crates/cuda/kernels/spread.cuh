@@ -63,11 +63,11 @@ __device__ inline BinCopy bin_copy(int4 sb, const Geometry& g)
 
 // The last step of a shared-memory spreading: the bin's copy (sx cells a
 // row, sy rows a plane, `rows` rows; cell(at) its value at cell at) added
-// into the fine grid. First each row's start in the fine grid (copy_row)
+// into the fine grid. First each row's start in the fine grid (row_starts)
 // into row_at (shared memory the block no longer needs; written out in
 // the loop, the same steps in a helper had once made type 1 1.8% slower
-// on an H100, bench/h100-2026-11-27-review: copy_row's inlining gives the
-// SASS of the loop written out, checked by nvcc). Then a half-warp per
+// on an H100, bench/h100-2026-11-27-review: row_starts and copy_row
+// inlined give the SASS of the loop written out, checked by nvcc). Then a half-warp per
 // row, its lanes taking pairs of cells that start at an even global x
 // (16-byte aligned: the fine grid's sizes are even), added by one vector
 // atomic each. A lane's pair, and with it its x in the fine grid, is the
@@ -86,14 +86,21 @@ __device__ inline long long copy_row(int r, const BinCopy& c, const Geometry& g)
     return ((long long)gz * g.n[1] + gy) * g.n[0];
 }
 
+// Each row's start in the fine grid (copy_row), a thread a row, into
+// row_at, then a barrier of the block: before a copy's rows are added.
+__device__ inline void row_starts(long long* row_at, const BinCopy& c, const Geometry& g)
+{
+    for (int r = threadIdx.x; r < c.rows; r += blockDim.x) row_at[r] = copy_row(r, c, g);
+    __syncthreads();
+}
+
 template <class Cell>
 __device__ inline void add_copy(float2* __restrict__ fine, long long* row_at, const BinCopy& c, const Geometry& g,
                                 Cell cell)
 {
     const int* o = c.o;
     const int sx = c.sx, rows = c.rows;
-    for (int r = threadIdx.x; r < rows; r += blockDim.x) row_at[r] = copy_row(r, c, g);
-    __syncthreads();
+    row_starts(row_at, c, g);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int half = lane >> 4, hl = lane & 15;
     const int even = c.even(), pairs = c.pairs();
@@ -203,8 +210,8 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
 // The last step of the fixed-point spreading: its copy, kept as rows of
 // `pairs()` pairs of cells from the even x (two planes of integers, real
 // and imaginary, a row every `pitch` cells), added into the fine grid
-// scaled by `unit`. The rows' starts first (copy_row into row_at, as
-// add_copy), then the block's lanes take the copy's pairs in order, rows
+// scaled by `unit`, row_at holding the rows' starts (row_starts, as in
+// add_copy). The block's lanes take the copy's pairs in order, rows
 // after rows (no lane idle at a row's end): a pair is one 8-byte load from
 // each plane and one vector atomic into the fine grid (16-byte aligned:
 // the fine grid's sizes are even). A lane steps its row and pair by the
@@ -358,8 +365,7 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     }
     // Where each row starts in the fine grid (over the points' values).
     __syncthreads();
-    for (int r = threadIdx.x; r < copy.rows; r += blockDim.x) row_at[r] = copy_row(r, copy, g);
-    __syncthreads();
+    row_starts(row_at, copy, g);
     // Back to floats (NaN everywhere in the copy if a strength was not
     // finite), added into the fine grid.
     const float unit = finite ? (m > 0.0f ? m / limit : 0.0f) : __int_as_float(0x7fc00000);
