@@ -258,7 +258,7 @@ __device__ inline void add_fixed_rows(float2* __restrict__ fine, const long long
 // x at or below the copy's first (BinCopy::even, as interpolate_shared's
 // copy), so that add_fixed_rows reads each pair of cells with one load;
 // a row every `pitch` cells (Geometry's fp: at least its 2 pairs(), chosen
-// in nufft.rs so that one atomic's lanes fall on the fewest lanes a bank).
+// in nufft/shared.rs so that one atomic's lanes fall on the fewest lanes a bank).
 // With the default bins at width 7 the four planes a warp adds to at once
 // fall on distinct banks: their pitch, 24 x 15 cells, is 8 mod 32, and a
 // group's 7 columns take 7 banks. Each contribution is
