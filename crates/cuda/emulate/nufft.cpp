@@ -121,9 +121,9 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
     const int copy = (g.bs[0] + W) * (g.bs[1] + W) * (g.bs[2] + W), rows = (g.bs[1] + W) * (g.bs[2] + W);
     const size_t points = 4 * (((3 * W * maxsub + 1) & ~1) + 4 * maxsub);
     // (the fixed-point copy's, and interpolate_shared's, rows of pairs from an even x)
-    const size_t pair_rows = 16 * (size_t)rows * ((g.bs[0] + W + 2) / 2);
+    const size_t pair_rows = 16 * (size_t)rows * interpolate_pitch<W>((g.bs[0] + W + 2) / 2);
     const size_t fixed_copy = 8 * (size_t)rows * std::max(g.fp[0], g.fp[1]);
-    const size_t fixed_points = (4 * ((W + 3) & ~3) + 16 + 8 * W) * (size_t)maxsub + 4;
+    const size_t fixed_points = (W == 8 ? 4 * 12 + 16 + 4 * 17 : 4 * ((W + 3) & ~3) + 16 + 8 * W) * (size_t)maxsub + 4;
     if (8 * (size_t)copy + std::max(points, 8 * (size_t)rows) > sizeof shw ||
         fixed_copy + std::max(fixed_points, 8 * (size_t)rows) > sizeof shw || pair_rows + 16 > sizeof shw) {
         fprintf(stderr, "a subproblem needs more shared memory than the emulation has\n");

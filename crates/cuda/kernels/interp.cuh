@@ -166,23 +166,36 @@ __device__ inline void bulk_wait(unsigned long long* bar, unsigned parity)
 // the subproblem's bin with the kernel's overhang (spread_fixed_point's
 // copy, its rows in pairs of cells from the even x at or below its first,
 // the fine grid's sizes being even) is copied into shared memory, a bulk
-// copy a row; then G = 2 R lanes a sorted point, its two halves reading
-// rows 2s and 2s + 1 of each plane of the footprint at once, lane r of a
-// half its r-th pair of cells (as interpolate's groups, the kernel's
+// copy a row; then G lanes a sorted point (8, or 16 at width 8), reading
+// H = G / P rows of P pairs of each plane of the footprint at once (2
+// rows, or 3 at width 8: the 16th lane reads with weight 0), lane r of a
+// row its r-th pair of cells (as interpolate's groups, the kernel's
 // values shifted by one cell where the first is odd). From global memory,
 // L1 serves a load a line of cells at a time, and interpolate's loads
 // came to some 60 lines a point at width 7, bound by them (Nsight
 // Compute, bench/h100-2026-11-28-sort-tiles); from shared memory 8 lanes
-// of 16 bytes are served at once if their banks differ: with the default
-// bins a copy's row is 12 pairs (48 banks), so the two rows of a point
-// fall on the two halves of the banks, and a point's 49 rows at width 7
-// take 28 such reads. The last row of an odd width is read by both
-// halves, the second with weight 0. Each lane computes the kernel's
-// values at its own offset along each axis, passed round by shuffles.
-// The copy c of a subproblem's bin into `tile` (rows of c.pairs pairs, y
-// fastest, then z), a thread a row, by bulk copies from the fine grid (two
-// or more where a row wraps), counted on `bar`.
-__device__ inline void load_copy(float4* tile, unsigned long long* bar, const BinCopy& c,
+// of 16 bytes are served at once if their banks differ, which the copy's
+// row pitch (interpolate_pitch) sees to: a point's 49 rows at width 7
+// take 28 such reads. Rows past the width (the last step of a width that
+// H does not divide) are read with weight 0. Each lane computes the
+// kernel's values at its own offset along each axis, passed round by
+// shuffles.
+// The row pitch of interpolate_shared's copy, in pairs of cells, for rows
+// of `pairs` pairs: the least of at least `pairs` that is P = (W + 2) / 2
+// modulo 8. A point's lanes read P pairs a row, rows after rows, so lane
+// l of a point reads 16-byte bank group l + const modulo 8: any 8 lanes
+// in a row of the point's, as a 16-byte load serves them, on distinct
+// groups. (nufft/shared.rs computes it as interp_pitch.)
+template <int W>
+__host__ __device__ constexpr int interpolate_pitch(int pairs)
+{
+    return pairs + (((W + 2) / 2 - pairs) % 8 + 8) % 8;
+}
+
+// The copy c of a subproblem's bin into `tile` (rows of c.pairs pairs,
+// `pitch` pairs apart, y fastest, then z), a thread a row, by bulk copies
+// from the fine grid (two or more where a row wraps), counted on `bar`.
+__device__ inline void load_copy(float4* tile, int pitch, unsigned long long* bar, const BinCopy& c,
                                  const float2* __restrict__ fine, const Geometry& g)
 {
     const int pr = c.pairs();
@@ -194,7 +207,7 @@ __device__ inline void load_copy(float4* tile, unsigned long long* bar, const Bi
         const float4* src = (const float4*)fine + copy_row(r, c, g) / 2;
         for (int p = 0, at = gx / 2; p < pr; at = 0) {
             const int run = min(pr - p, half - at);
-            bulk_copy(tile + r * pr + p, src + at, 16u * run, bar);
+            bulk_copy(tile + r * pitch + p, src + at, 16u * run, bar);
             p += run;
         }
     }
@@ -207,30 +220,34 @@ __device__ void interpolate_shared(float2* __restrict__ out, const float2* __res
                                    const int* __restrict__ sub_first, float beta, Geometry g)
 {
     constexpr int P = (W + 2) / 2;             // pairs a footprint row
-    constexpr int R = interpolate_lanes<W>();  // lanes a row (P or more)
-    constexpr int G = 2 * R;                   // lanes a point
-    constexpr int S = (W + 1) / 2;             // steps of two rows a plane
-    static_assert(2 * S - 1 < G && 2 * P - 1 < G && W < G, "every offset a lane asks for has a lane of the group");
+    constexpr int G = 2 * interpolate_lanes<W>();  // lanes a point
+    constexpr int H = G / P;                       // rows a step: P lanes each
+    constexpr int S = (W + H - 1) / H;             // steps of H rows a plane
+    static_assert(H * S - 1 < G && 2 * P - 1 < G && W < G, "every offset a lane asks for has a lane of the group");
     extern __shared__ __align__(16) float shw[];
-    // The copy (rows of at most (bs + W + 2) / 2 pairs), and its barrier.
-    const int room = (g.bs[1] + W) * (g.bs[2] + W) * ((g.bs[0] + W + 2) / 2);
+    // The copy (rows of at most (bs + W + 2) / 2 pairs, at their pitch),
+    // and its barrier.
+    const int room = (g.bs[1] + W) * (g.bs[2] + W) * interpolate_pitch<W>((g.bs[0] + W + 2) / 2);
     float4* tile = (float4*)shw;
     unsigned long long* bar = (unsigned long long*)(tile + room);
     if (threadIdx.x == 0) bulk_init(bar);
     __syncthreads();
     const int4 sb = sub[blockIdx.x];
     const BinCopy c = bin_copy<W>(sb, g);
-    load_copy(tile, bar, c, fine, g);
-    const int q = threadIdx.x % G, h = q / R, pq = min(q % R, P - 1);
-    const bool has_pair = q % R < P;
+    const int pitch = interpolate_pitch<W>(c.pairs());
+    load_copy(tile, pitch, bar, c, fine, g);
+    // Lane q reads pair q % P of row q / P of each step; lanes past H P
+    // (at width 8, the 16th) read the last row's first pair with weight 0.
+    const int q = threadIdx.x % G, h = min(q / P, H - 1), pq = q < H * P ? q % P : 0;
+    const bool has_pair = q < H * P;
     const int groups = blockDim.x / G;
-    const int even = c.even(), pr = c.pairs(), plane = c.sy * pr;
+    const int even = c.even(), plane = c.sy * pitch;
     const int lo = sub_first[blockIdx.x], n = sb.w;
     // Where this lane's row of step j starts, from its point's first row:
-    // rows 2j + h, the last of an odd width clamped to the footprint.
+    // row H j + h, those past the footprint clamped to its last.
     int row[S];
 #pragma unroll
-    for (int j = 0; j < S; j++) row[j] = min(2 * j + h, W - 1) * pr;
+    for (int j = 0; j < S; j++) row[j] = min(H * j + h, W - 1) * pitch;
     bulk_wait(bar, 0);
     for (int t0 = 0; t0 < n; t0 += groups) {
         // A warp whose groups are all past the subproblem's end is done;
@@ -245,7 +262,7 @@ __device__ void interpolate_shared(float2* __restrict__ out, const float2* __res
         const float vz = q < W ? kernel_value<W>(q, frac[3 * i + 2], beta) : 0.0f;
         float ky[S];
 #pragma unroll
-        for (int j = 0; j < S; j++) ky[j] = __shfl_sync(0xffffffffu, vy, 2 * j + h, G);
+        for (int j = 0; j < S; j++) ky[j] = __shfl_sync(0xffffffffu, vy, H * j + h, G);
         // This lane's cells j0 and j0 + 1 of each row (lane W, whose value
         // is 0, stands for the cell below an odd first).
         const int odd = fx & 1, j0 = 2 * pq - odd;
@@ -257,7 +274,7 @@ __device__ void interpolate_shared(float2* __restrict__ out, const float2* __res
         // it would lie past the copy's row, in shared memory no copy wrote
         // (where 0 times a NaN left there by another kernel is NaN).
         const int read = j0 > W - 1 ? pq - 1 : pq;
-        const float4* at = tile + ((fz - c.o[2]) * c.sy + fy - c.o[1]) * pr + (fx - odd - even) / 2 + read;
+        const float4* at = tile + ((fz - c.o[2]) * c.sy + fy - c.o[1]) * pitch + (fx - odd - even) / 2 + read;
         // The two cells' sums over the rows, weighted along y, then z.
         float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll

@@ -285,6 +285,11 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
 {
     constexpr int G = W <= 4 ? 4 : 8;      // lanes a group (the columns of a plane)
     constexpr int KP = (W + 3) & ~3;       // kernel values along y a point, whole 16-byte words
+    // The strides of a point's values along y (KS) and along x and z (XZ):
+    // at width 8, padded (12 and 17, not 8 and 16) so that the threads
+    // writing them (kernel_values) fall on more banks; elsewhere the
+    // shared memory of 4 blocks an SM at width 7 leaves no room.
+    constexpr int KS = W == 8 ? 12 : KP, XZ = W == 8 ? 17 : 2 * W;
     extern __shared__ __align__(16) float shw[];
     const int4 sb = sub[blockIdx.x];
     const BinCopy copy = bin_copy<W>(sb, g);
@@ -293,10 +298,10 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     const int plane = pitch * sy, cells = plane * copy.sz;  // cells even
     int* re = (int*)shw;                                // [cells]
     int* im = re + cells;                               // [cells]
-    float* ky_all = (float*)(im + cells);               // [maxsub][KP]
-    float4* point = (float4*)(ky_all + KP * maxsub);    // [maxsub]: strength, place (bits), unused
+    float* ky_all = (float*)(im + cells);               // [maxsub][KS]
+    float4* point = (float4*)(ky_all + KS * maxsub);    // [maxsub]: strength, place (bits), unused
     float* kxz = (float*)(point + maxsub);              // [maxsub][2 W]: along x, then z
-    unsigned* largest = (unsigned*)(kxz + 2 * W * maxsub);  // the bits of m
+    unsigned* largest = (unsigned*)(kxz + XZ * maxsub);  // the bits of m
     long long* row_at = (long long*)ky_all;             // [rows], after the points
     // Both planes of the copy zeroed 16 bytes at a time (2 cells integers,
     // a whole number of 16-byte words: cells is even).
@@ -306,7 +311,7 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     // The kernel values, a thread per point and axis (offsets read in order).
     for (int u = threadIdx.x; u < 3 * n; u += blockDim.x) {
         const int t = u / 3, d = u - 3 * t;
-        kernel_values<W>(d == 1 ? ky_all + KP * t : kxz + 2 * W * t + (d == 0 ? 0 : W), frac[3 * lo + u], beta);
+        kernel_values<W>(d == 1 ? ky_all + KS * t : kxz + XZ * t + (d == 0 ? 0 : W), frac[3 * lo + u], beta);
     }
     __syncthreads();
     float m = 0.0f;
@@ -335,13 +340,13 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     const bool column = lane % G < W;
     for (int t = threadIdx.x >> 5; t < n; t += blockDim.x >> 5) {
         const float4 pt = point[t];
-        const float* kxzt = kxz + 2 * W * t;
+        const float* kxzt = kxz + XZ * t;
         const float kx = kxzt[jx] * scale;
         const float wr = pt.x * kx, wi = pt.y * kx;
         float ky[KP];
 #pragma unroll
         for (int j = 0; j < KP; j += 4) {
-            const float4 k4 = *(const float4*)(ky_all + KP * t + j);
+            const float4 k4 = *(const float4*)(ky_all + KS * t + j);
             ky[j] = k4.x;
             ky[j + 1] = k4.y;
             ky[j + 2] = k4.z;

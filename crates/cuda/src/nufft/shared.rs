@@ -41,7 +41,9 @@ fn spreading_bytes(
 ) -> usize {
     let rows = (bs[1] + w) * (bs[2] + w);
     let (cells, points) = if step == Step::SpreadFixedPoint {
-        let per_point = 4 * w.next_multiple_of(4) + 16 + 8 * w;
+        // The strides of the values along y and along x and z (KS, XZ).
+        let (ks, xz) = if w == 8 { (12, 17) } else { (w.next_multiple_of(4), 2 * w) };
+        let per_point = 4 * ks + 16 + 4 * xz;
         (rows * pitch[0].max(pitch[1]), per_point * maxsub + 4)
     } else {
         (
@@ -57,6 +59,14 @@ fn spreading_bytes(
 /// wide whose first x is even or odd.
 fn copy_pairs(sx: usize, odd: bool) -> usize {
     (sx + 1 + odd as usize) / 2
+}
+
+/// interpolate_shared's row pitch, in pairs of cells, for rows of
+/// `pairs` pairs at width `w` (`interpolate_pitch` in interp.cuh): the
+/// least of at least `pairs` that is `(w + 2) / 2`, a point's pairs a row,
+/// modulo 8.
+fn interp_pitch(w: usize, pairs: usize) -> usize {
+    pairs + ((w + 2) / 2 + 8 - pairs % 8) % 8
 }
 
 /// spread_fixed_point's row pitch, in cells, for rows of `pairs` pairs and
@@ -144,7 +154,7 @@ impl Device {
         // The copy's rows (bs + w along y and z) of pairs of cells from
         // the even x at or below its first (the most where that first is
         // odd), and the barrier its copies count on.
-        let bytes = 16 * (bs[1] + w) * (bs[2] + w) * copy_pairs(bs[0] + w, true) + 16;
+        let bytes = 16 * (bs[1] + w) * (bs[2] + w) * interp_pitch(w, copy_pairs(bs[0] + w, true)) + 16;
         let limit = self.shared_limit()?;
         match (how, bytes <= limit) {
             (Interpolation::Global, _) | (Interpolation::Auto, false) => Ok(Interp::Global),
@@ -193,8 +203,32 @@ impl Device {
 
 #[cfg(test)]
 mod tests {
-    use super::{copy_pairs, fixed_pitch};
+    use super::{copy_pairs, fixed_pitch, interp_pitch};
     use crate::nufft::{NufftOptions, WIDTHS};
+
+    /// interpolate_shared's row pitch: at least the row's pairs, less than
+    /// 8 more, and such that each 8 lanes of a point's group in a row
+    /// (lane l reading pair l % P of row l / P, P = (w + 2) / 2 pairs a
+    /// row, H = G / P rows) read 8 distinct 16-byte bank groups.
+    #[test]
+    fn interpolation_pitches_put_a_points_lanes_on_distinct_banks() {
+        for w in WIDTHS {
+            let p = (w + 2) / 2;
+            let g = if p <= 2 { 4 } else if p <= 4 { 8 } else { 16 };
+            for pairs in p..64 {
+                let pitch = interp_pitch(w, pairs);
+                assert!((pairs..pairs + 8).contains(&pitch), "w {w} pairs {pairs}: {pitch}");
+                let group: Vec<usize> = (0..(g / p) * p).map(|l| (l / p * pitch + l % p) % 8).collect();
+                for lanes in group.chunks(8) {
+                    let mut seen = [false; 8];
+                    for &b in lanes {
+                        assert!(!seen[b], "w {w} pairs {pairs} pitch {pitch}: {group:?}");
+                        seen[b] = true;
+                    }
+                }
+            }
+        }
+    }
 
     /// The fixed-point copy's row pitch: even, at least its pairs, and on
     /// the default bins the pitches worked out by hand. Width 7: 24 cells
