@@ -8,7 +8,9 @@ use crate::common;
 
 use common::*;
 use recon_core::{metrics::nrmse, Backend, Complex, CpuBackend, Grid};
-use recon_cuda::{CudaBackend, CudaNufft, Interpolation, NufftOptions, Options, Spreading};
+use recon_cuda::{
+    CudaBackend, CudaNufft, Interpolation, NufftOptions, Options, Spreading, Upsampling,
+};
 use recon_encoding::{Engine, NufftBackend, Plan};
 
 /// The GPU backend with these NUFFT settings, or `None` (skipped).
@@ -105,10 +107,17 @@ fn type1_and_adjoint_meet_the_tolerance_with_every_spreading_and_interpolation()
         }) else {
             return;
         };
-        // An even and a non-cubic odd shape (cuFFT on the fine grid), and
-        // one whose fine sizes 32, 16 and 96 have line FFTs; points
-        // anywhere in [-3pi, 3pi) (periodic, so any real value is a point).
-        for (seed, m) in [(1, [16, 14, 18]), (2, [10, 12, 7]), (3, [16, 8, 48])] {
+        // An even and a non-cubic odd shape (cuFFT on the fine grid), one
+        // whose fine sizes 32, 16 and 96 have line FFTs, and one whose fine
+        // grid is 1.5 times its modes along x (96) from 1e-5 up
+        // (Upsampling::Auto; 16 and 24 along y and z); points anywhere in
+        // [-3pi, 3pi) (periodic, so any real value is a point).
+        for (seed, m) in [
+            (1, [16, 14, 18]),
+            (2, [10, 12, 7]),
+            (3, [16, 8, 48]),
+            (4, [64, 10, 12]),
+        ] {
             let mut rng = Rng::new(seed);
             let x: Vec<[f64; 3]> = (0..2000)
                 .map(|_| [0, 1, 2].map(|_| 3.0 * std::f64::consts::PI * rng.sym()))
@@ -155,9 +164,10 @@ fn clustered(spreading: Spreading, interpolation: Interpolation) {
     let Some(b) = gpu_with(NufftOptions {
         spreading,
         interpolation,
-        bins: [4, 4, 4],
+        bins: Some([4, 4, 4]),
         maxsub: 16,
         tiles: [3, 2, 3],
+        ..NufftOptions::default()
     }) else {
         return;
     };
@@ -184,7 +194,13 @@ fn clustered(spreading: Spreading, interpolation: Interpolation) {
 
 #[test]
 fn gpu_nufft_matches_the_cpu_nufft_and_is_adjoint() {
-    let Some(b) = gpu_with(NufftOptions::default()) else {
+    // The CPU's fine grid, twice the modes (Auto takes 1.5 times at 1e-3,
+    // with another kernel: type1_and_adjoint_meet_the_tolerance_... checks
+    // that grid against direct sums).
+    let Some(b) = gpu_with(NufftOptions {
+        upsampling: Upsampling::Two,
+        ..NufftOptions::default()
+    }) else {
         return;
     };
     let cpu = CpuBackend::<f64>::new();
@@ -385,7 +401,7 @@ fn bad_plans_and_lengths_are_refused() {
     let big = |interpolation| {
         gpu_with(NufftOptions {
             interpolation,
-            bins: [256, 256, 256],
+            bins: Some([256, 256, 256]),
             ..NufftOptions::default()
         })
         .unwrap()
@@ -396,7 +412,7 @@ fn bad_plans_and_lengths_are_refused() {
     assert!(refused.contains("interpolation"), "{refused}");
     // Auto's plan interpolates (a copy this large would fail to launch).
     let b = gpu_with(NufftOptions {
-        bins: [256, 256, 256],
+        bins: Some([256, 256, 256]),
         ..NufftOptions::default()
     })
     .unwrap();

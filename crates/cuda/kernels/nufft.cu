@@ -3,7 +3,7 @@
 // of the upsampled ("fine") grid, a tile of bins at a time; type 1 spreads
 // each bin's points into a shared-memory copy of the bin and its kernel
 // overhang (a subproblem of at most `maxsub` points; in fixed point, by
-// integer atomics, at widths up to 7), then adds that copy into the fine
+// integer atomics, at tolerances 1e-5 and above), then adds that copy into the fine
 // grid; type 2
 // interpolates from a shared-memory copy of each subproblem's bin (or
 // from the fine grid), a group of lanes per sorted point reading the rows

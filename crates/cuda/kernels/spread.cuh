@@ -207,26 +207,42 @@ __device__ void spread_shared(float2* __restrict__ fine, const float2* __restric
     add_copy(fine, row_at, copy, g, [&](int at) { return cell[at]; });
 }
 
+// The plane stride of spread_fixed_point's copy, for planes of `cells`
+// cells (rows times their pitch) and groups of G lanes (8, or 4 up to
+// width 4): the least of at least `cells` that puts the planes a warp's
+// atomic adds to at once (32 / G of them, G lanes on consecutive cells
+// of each) on distinct banks: 8 modulo 16 for G = 8 (planes 8 or 24
+// banks apart), 4 modulo 8 for G = 4. (nufft/shared.rs computes it as
+// fixed_plane.)
+template <int G>
+__host__ __device__ constexpr int fixed_plane(int cells)
+{
+    return G == 8 ? cells + (24 - cells % 16) % 16 : cells + (12 - cells % 8) % 8;
+}
+
 // The last step of the fixed-point spreading: its copy, kept as rows of
 // `pairs()` pairs of cells from the even x (two planes of integers, real
-// and imaginary, a row every `pitch` cells), added into the fine grid
+// and imaginary, a row every `pitch` cells, a plane every `plane`), added into the fine grid
 // scaled by `unit`, row_at holding the rows' starts (row_starts, as in
 // add_copy). The block's lanes take the copy's pairs in order, rows
 // after rows (no lane idle at a row's end): a pair is one 8-byte load from
 // each plane and one vector atomic into the fine grid (16-byte aligned:
 // the fine grid's sizes are even). A lane steps its row and pair by the
-// block's size without dividing. WRAP: whether the copy's x runs past
+// block's size without dividing (its row's plane and row in the plane
+// too). WRAP: whether the copy's x runs past
 // either end of the grid (the bins at x's ends), where each pair's x is
 // wrapped on its own.
-template <bool WRAP>
+template <bool WRAP, bool PADDED>
 __device__ inline void add_fixed_rows(float2* __restrict__ fine, const long long* row_at, const int* re,
-                                      const int* im, float unit, int pitch, const BinCopy& c, const Geometry& g)
+                                      const int* im, float unit, int pitch, int plane, const BinCopy& c,
+                                      const Geometry& g)
 {
-    const int pairs = c.pairs(), even = c.even(), total = c.rows * pairs;
+    const int pairs = c.pairs(), even = c.even(), total = c.rows * pairs, sy = c.sy;
     const int step_rows = blockDim.x / pairs, step_pairs = blockDim.x % pairs;
     int r = threadIdx.x / pairs, p = threadIdx.x % pairs;
+    int z = r / sy, y = r - z * sy;  // r = z sy + y
     for (int f = threadIdx.x; f < total; f += blockDim.x) {
-        const int at = r * pitch + 2 * p;
+        const int at = PADDED ? z * plane + y * pitch + 2 * p : r * pitch + 2 * p;
         const int2 a = *(const int2*)(re + at), b = *(const int2*)(im + at);
         // (Every pair where a strength was not finite: unit is then NaN.)
         if ((a.x | a.y | b.x | b.y) != 0 || unit != unit) {
@@ -240,10 +256,17 @@ __device__ inline void add_fixed_rows(float2* __restrict__ fine, const long long
         // f += blockDim.x: the pair blockDim.x on, in row-major order.
         r += step_rows;
         p += step_pairs;
+        if (PADDED) y += step_rows;
         if (p >= pairs) {
             p -= pairs;
             r++;
+            if (PADDED) y++;
         }
+        if (PADDED)
+            while (y >= sy) {
+                y -= sy;
+                z++;
+            }
     }
 }
 
@@ -257,11 +280,11 @@ __device__ inline void add_fixed_rows(float2* __restrict__ fine, const long long
 // real and an imaginary atomic a cell. The planes' rows start at the even
 // x at or below the copy's first (BinCopy::even, as interpolate_shared's
 // copy), so that add_fixed_rows reads each pair of cells with one load;
-// a row every `pitch` cells (Geometry's fp: at least its 2 pairs(), chosen
-// in nufft/shared.rs so that one atomic's lanes fall on the fewest lanes a bank).
-// With the default bins at width 7 the four planes a warp adds to at once
-// fall on distinct banks: their pitch, 24 x 15 cells, is 8 mod 32, and a
-// group's 7 columns take 7 banks. Each contribution is
+// a row every `pitch` cells (Geometry's fp: its 2 pairs(), so that the
+// block's lanes read whole rows on consecutive banks), a plane every
+// fixed_plane(pitch sy) cells, so that the planes a warp adds to at once
+// fall on distinct banks (with the default bins at width 7, 24 x 15 = 360
+// cells, 8 modulo 32: a group's 7 columns take 7 banks of each 8). Each contribution is
 // rounded to an integer after scaling by LIMIT / m, m the largest part of
 // any strength in the subproblem (the kernel is at most 1), by one
 // multiply-add with 1.5 2^23: the float's low bits are then the rounded
@@ -295,7 +318,7 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     const BinCopy copy = bin_copy<W>(sb, g);
     const int* o = copy.o;
     const int even = copy.even(), pitch = g.fp[o[0] & 1], sy = copy.sy;
-    const int plane = pitch * sy, cells = plane * copy.sz;  // cells even
+    const int plane = fixed_plane<G>(pitch * sy), cells = plane * copy.sz;  // both even
     int* re = (int*)shw;                                // [cells]
     int* im = re + cells;                               // [cells]
     float* ky_all = (float*)(im + cells);               // [maxsub][KS]
@@ -322,7 +345,7 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
         const float ax = fabsf(v.x), ay = fabsf(v.y);
         m = ax > m || ax != ax ? ax : m;
         m = ay > m || ay != ay ? ay : m;
-        const int place = ((first[3 * i + 2] - o[2]) * sy + first[3 * i + 1] - o[1]) * pitch + first[3 * i] - even;
+        const int place = (first[3 * i + 2] - o[2]) * plane + (first[3 * i + 1] - o[1]) * pitch + first[3 * i] - even;
         point[t] = make_float4(v.x, v.y, __int_as_float(place), 0.0f);
     }
     // Non-negative floats order as their bits (NaN above infinity).
@@ -374,10 +397,15 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     // Back to floats (NaN everywhere in the copy if a strength was not
     // finite), added into the fine grid.
     const float unit = finite ? (m > 0.0f ? m / limit : 0.0f) : __int_as_float(0x7fc00000);
-    if (even < 0 || even + 2 * copy.pairs() > g.n[0])
-        add_fixed_rows<true>(fine, row_at, re, im, unit, pitch, copy, g);
+    const bool wrap = even < 0 || even + 2 * copy.pairs() > g.n[0], padded = plane != pitch * sy;
+    if (wrap && padded)
+        add_fixed_rows<true, true>(fine, row_at, re, im, unit, pitch, plane, copy, g);
+    else if (wrap)
+        add_fixed_rows<true, false>(fine, row_at, re, im, unit, pitch, plane, copy, g);
+    else if (padded)
+        add_fixed_rows<false, true>(fine, row_at, re, im, unit, pitch, plane, copy, g);
     else
-        add_fixed_rows<false>(fine, row_at, re, im, unit, pitch, copy, g);
+        add_fixed_rows<false, false>(fine, row_at, re, im, unit, pitch, plane, copy, g);
 }
 
 // Type 1 spreading straight into the fine grid, thread per sorted point:

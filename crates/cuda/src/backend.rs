@@ -34,7 +34,7 @@ impl Backend for CudaBackend {
     /// Compiles (or reads from the kernel cache) every module `work` will
     /// launch, side by side, and loads them into every device.
     fn prepare(&self, work: &Workload) -> Result<()> {
-        let modules = modules::needed(work)?;
+        let modules = modules::needed(work, &self.options.nufft)?;
         for d in &self.devices {
             d.modules.load_all(&modules)?;
         }

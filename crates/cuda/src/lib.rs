@@ -54,7 +54,7 @@ use std::sync::Arc;
 
 pub use engine::{Lattice, Sample};
 pub use kernels::{kernel_stats, KernelCache, KernelStats};
-pub use nufft::{CudaNufft, Interpolation, NufftOptions, Spreading};
+pub use nufft::{CudaNufft, Interpolation, NufftOptions, Spreading, Upsampling};
 pub use options::{Options, Tuning, Variant};
 pub use plans::{CudaFft3, CudaToeplitz};
 pub use probe::{probe, Unavailable};

@@ -118,7 +118,10 @@ impl Modules {
 /// and interpolating from it, are left to be compiled if a plan takes
 /// them: at width 8 the spreading costs eight times the shared one's
 /// compile.
-pub(crate) fn needed(work: &recon_core::Workload) -> Result<Vec<Module>> {
+pub(crate) fn needed(
+    work: &recon_core::Workload,
+    nufft: &crate::NufftOptions,
+) -> Result<Vec<Module>> {
     use crate::lines;
     use crate::nufft::{auto_step, Step, WIDTHS};
     let mut modules = vec![Module::whole(VECTOR)];
@@ -132,11 +135,11 @@ pub(crate) fn needed(work: &recon_core::Workload) -> Result<Vec<Module>> {
         }
     }
     for n in &work.nufft {
-        let layout = recon_nufft::Layout::new(n.modes, n.tolerance, 1, 4)?;
+        let layout = crate::nufft::layout(n.modes, n.tolerance, 1, nufft.upsampling)?;
         let w = layout.kernel.width;
         if WIDTHS.contains(&w) {
             modules.push(Module::whole(NUFFT));
-            modules.push(auto_step(w).module(w));
+            modules.push(auto_step(n.tolerance).module(w));
             if n.type2 {
                 // Interpolation::Auto's, where the default bins' copy fits.
                 modules.push(Step::InterpolateShared.module(w));
@@ -196,7 +199,7 @@ mod tests {
             toeplitz: vec![[48, 48, 48]],
             ..Default::default()
         };
-        let m = needed(&work).unwrap();
+        let m = needed(&work, &crate::NufftOptions::default()).unwrap();
         let has = |m2: Module| m.contains(&m2);
         assert!(has(Module::whole(VECTOR)) && has(Module::whole(NUFFT)));
         // tolerance 1e-6: width 8, spreading (in float) only; 1e-2: width
@@ -231,12 +234,15 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), m.len());
         // the sparse priors and the exact engine add their files
-        let more = needed(&recon_core::Workload {
-            exact: true,
-            sparse: true,
-            wavelets: true,
-            ..Default::default()
-        })
+        let more = needed(
+            &recon_core::Workload {
+                exact: true,
+                sparse: true,
+                wavelets: true,
+                ..Default::default()
+            },
+            &crate::NufftOptions::default(),
+        )
         .unwrap();
         for s in [SUM, SPARSE, WAVELET, VECTOR] {
             assert!(more.contains(&Module::whole(s)), "{}", s.name);

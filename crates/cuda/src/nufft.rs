@@ -1,14 +1,16 @@
 //! The NUFFT on the first GPU, in float32 (kernels in nufft.cu and
 //! spread.cuh): a plan takes its kernel, fine grid and corrections from
-//! recon-nufft's [`Layout`], so that CPU and GPU plans agree by
-//! construction, and sorts its points into bins on the device once
-//! (count, scan, place), a tile of bins at a time. Type 1 spreads into
-//! shared-memory subproblems of at most [`NufftOptions::maxsub`] points
-//! per block (in fixed point at widths up to 7, in float at 8), or
-//! straight into the fine grid where a subproblem would not fit in shared
-//! memory; type 2 interpolates from a shared-memory copy of each
-//! subproblem's bin (brought in by bulk copies), a group of lanes per
-//! sorted point reading two rows of its footprint at once, or where the
+//! recon-nufft's [`Layout`], as the CPU's does, on a fine grid 1.5 times
+//! the modes from tolerance 1e-5 up ([`Upsampling::Auto`]; the CPU's is
+//! twice: with [`Upsampling::Two`] the two plans agree by construction),
+//! and sorts its points into bins on the device once (count, scan,
+//! place), a tile of bins at a time. Type 1 spreads into shared-memory
+//! subproblems of at most [`NufftOptions::maxsub`] points per block (in
+//! fixed point from tolerance 1e-5 up, in float below), or straight into
+//! the fine grid where a subproblem would not fit in shared memory; type 2
+//! interpolates from a shared-memory copy of each subproblem's bin
+//! (brought in by bulk copies), a group of lanes per sorted point reading
+//! two or three rows of its footprint at once, or where the
 //! copy would not fit, from the fine grid itself. cuFFT transforms the
 //! fine grid in place where the line FFTs have no kernels for its sizes.
 //!
@@ -16,9 +18,9 @@
 //! the last bits of a result, may differ from run to run (not in fixed
 //! point, whose sums are exact, until the copies meet in the fine grid).
 //!
-//! This file makes plans; shared.rs settles their use of shared memory,
-//! execute.rs runs them, coils.rs batches type 1 over coils, and
-//! kernels.rs holds nufft.cu's kernels.
+//! This file makes plans; upsampling.rs picks their fine grid, shared.rs
+//! settles their use of shared memory, execute.rs runs them, coils.rs
+//! batches type 1 over coils, and kernels.rs holds nufft.cu's kernels.
 
 use crate::device::Device;
 use crate::error::{err, Ctx};
@@ -33,12 +35,16 @@ mod coils;
 mod execute;
 mod kernels;
 mod shared;
+mod upsampling;
 
 #[cfg(test)]
 pub(crate) use kernels::FIXED;
 pub(crate) use kernels::{Correction, Kernels, Step};
 pub(crate) use shared::auto_step;
 use shared::{fixed_pitches, Interp, Method};
+use upsampling::default_bins;
+pub(crate) use upsampling::layout;
+pub use upsampling::Upsampling;
 
 /// Widths the kernels are compiled for: float32 tolerances 1e-1 to 1e-6
 /// need 3 to 8 cells.
@@ -50,8 +56,8 @@ const SPREAD_THREADS: u32 = 256;
 /// How type 1 spreads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Spreading {
-    /// Shared-memory subproblems where they fit (in fixed point at widths
-    /// up to 7, tolerances 1e-5 and above), else straight into the grid.
+    /// Shared-memory subproblems where they fit (in fixed point at
+    /// tolerances of 1e-5 and above), else straight into the grid.
     Auto,
     /// Shared-memory subproblems; a plan whose subproblem does not fit fails.
     Shared,
@@ -88,8 +94,10 @@ pub enum Interpolation {
 pub struct NufftOptions {
     pub spreading: Spreading,
     pub interpolation: Interpolation,
-    /// Bin edge in fine cells per axis (each clipped to the fine grid).
-    pub bins: [usize; 3],
+    pub upsampling: Upsampling,
+    /// Bin edge in fine cells per axis (each clipped to the fine grid);
+    /// `None`: by the fine grid's upsampling ([`default_bins`]).
+    pub bins: Option<[usize; 3]>,
     /// Most points per shared-memory subproblem (each takes 3 w + 4
     /// floats of shared memory).
     pub maxsub: usize,
@@ -105,7 +113,8 @@ impl Default for NufftOptions {
         NufftOptions {
             spreading: Spreading::Auto,
             interpolation: Interpolation::Auto,
-            bins: [16, 8, 8],
+            upsampling: Upsampling::Auto,
+            bins: None,
             maxsub: 128,
             tiles: [4, 8, 8],
         }
@@ -274,17 +283,18 @@ impl Device {
             });
         }
         recon_nufft::check_points(points, i32::MAX as usize)?;
-        if options.maxsub == 0 || options.bins.contains(&0) || options.tiles.contains(&0) {
+        let bins = options.bins.unwrap_or_else(|| default_bins(&layout));
+        if options.maxsub == 0 || bins.contains(&0) || options.tiles.contains(&0) {
             return Err(Error::Invalid {
                 what: "GPU NUFFT options",
                 reason: format!(
-                    "bins {:?}, tiles {:?} and maxsub {} must be positive",
-                    options.bins, options.tiles, options.maxsub
+                    "bins {bins:?}, tiles {:?} and maxsub {} must be positive",
+                    options.tiles, options.maxsub
                 ),
             });
         }
         let n = layout.fine;
-        let bs = [0, 1, 2].map(|d| options.bins[d].min(n[d]));
+        let bs = [0, 1, 2].map(|d| bins[d].min(n[d]));
         let nb = [0, 1, 2].map(|d| n[d].div_ceil(bs[d]));
         let geometry = Geometry {
             n: n.map(|v| v as i32),
@@ -300,7 +310,8 @@ impl Device {
                 reason: format!("{bins} bins of {bs:?} cells are too many"),
             });
         }
-        let method = self.spreading_method(w, bs, geometry.fp.map(|p| p as usize), options)?;
+        let pitch = geometry.fp.map(|p| p as usize);
+        let method = self.spreading_method(layout.tolerance, w, bs, pitch, options)?;
         let interp = self.interpolation_method(w, bs, options.interpolation)?;
         let m = points.len();
         let big = |len: usize| len.max(1);

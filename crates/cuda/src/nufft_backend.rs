@@ -14,7 +14,7 @@ impl recon_nufft::NufftBackend for CudaBackend {
         sign: i32,
         points: &[[f64; 3]],
     ) -> Result<CudaNufft> {
-        let layout = recon_nufft::Layout::new(modes, tol, sign, 4)?;
+        let layout = crate::nufft::layout(modes, tol, sign, self.options.nufft.upsampling)?;
         self.dev0().nufft_plan(layout, points, &self.options.nufft)
     }
 

@@ -1,6 +1,6 @@
 //! Non-uniform FFTs on the CPU, the way FINUFFT computes them (Barnett,
 //! Magland and af Klinteberg 2019): spread with the exponential-of-semicircle
-//! kernel onto a grid upsampled by sigma = 2, FFT, and divide by the
+//! kernel onto a grid upsampled by sigma = 2 (or 1.5, [`Upsampling`]), FFT, and divide by the
 //! kernel's Fourier transform (type 1); or the same steps in reverse
 //! (type 2). The kernel's width and shape follow from the tolerance.
 //!
@@ -32,13 +32,15 @@ use recon_core::{Backend, CoilOp, Complex, CpuBackend, Error, Progress, Real, Re
 mod fft;
 mod fine;
 mod kernel;
+mod layout;
 mod spread;
 
 pub use kernel::Kernel;
+pub use layout::{Layout, Upsampling};
 
 /// Version of the NUFFT's arithmetic, part of recon's Q cache key: bump it
 /// whenever a change could alter the values it computes.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 use fine::zeroed_grid;
 use kernel::Horner;
 use spread::Points;
@@ -70,75 +72,6 @@ pub struct Plan<T: Real = f64> {
     fft: fft::Pruned<T>,
     fft_opposite: fft::Pruned<T>,
     points: Option<Points>,
-}
-
-/// What a mode shape, tolerance and sign decide, on every device: the
-/// kernel, the fine grid, and the deconvolution factors. The CPU [`Plan`]
-/// and the GPU's plan (recon-cuda) are both made from it.
-#[derive(Debug, Clone)]
-pub struct Layout {
-    /// Modes per axis, x y z.
-    pub modes: [usize; 3],
-    /// The upsampled grid per axis (even, at least 2 modes and twice the
-    /// kernel's width), or one plane along z where there is one mode.
-    pub fine: [usize; 3],
-    pub kernel: Kernel,
-    /// +1 or -1: the sign of the exponent.
-    pub sign: i32,
-    /// `1 / K^(k / fine)` per axis, for modes `-M/2 .. M/2` in order (1
-    /// along a flat z).
-    pub correction: [Vec<f64>; 3],
-}
-
-impl Layout {
-    /// For `modes` (each at least 1) at tolerance `tol`, in a precision of
-    /// `real_bytes` (float32 cannot reach below 1e-6).
-    pub fn new(modes: [usize; 3], tol: f64, sign: i32, real_bytes: usize) -> Result<Layout> {
-        if modes.contains(&0) {
-            return Err(Error::Invalid {
-                what: "NUFFT modes",
-                reason: format!("every axis needs at least one mode, got {modes:?}"),
-            });
-        }
-        if sign != 1 && sign != -1 {
-            return Err(Error::Invalid {
-                what: "NUFFT sign",
-                reason: format!("must be +1 or -1, got {sign}"),
-            });
-        }
-        if real_bytes == 4 && tol < 1e-6 {
-            return Err(Error::Invalid {
-                what: "NUFFT tolerance",
-                reason: format!("{tol:e} is below what float32 reaches (1e-6)"),
-            });
-        }
-        let kernel = Kernel::for_tolerance(tol)?;
-        let mut fine = modes.map(|m| (2 * m).max(2 * kernel.width).next_multiple_of(2));
-        if modes[2] == 1 {
-            // One mode along z (a 2-D grid): exp(i 0 z) = 1 whatever z, so
-            // the fine grid has one plane and the kernel nothing along z.
-            fine[2] = 1;
-        }
-        let correction = [0, 1, 2].map(|d| {
-            if fine[d] == 1 {
-                return vec![1.0];
-            }
-            let (m, n) = (modes[d] as i64, fine[d] as f64);
-            let xis: Vec<f64> = (-m / 2..m - m / 2).map(|k| k as f64 / n).collect();
-            kernel
-                .transform(&xis)
-                .into_iter()
-                .map(|v| 1.0 / v)
-                .collect()
-        });
-        Ok(Layout {
-            modes,
-            fine,
-            kernel,
-            sign,
-            correction,
-        })
-    }
 }
 
 /// Checks points for any device's plan: finite, and at most `max` of them
@@ -354,7 +287,17 @@ impl<T: Real> Plan<T> {
     /// A plan for `modes` (each at least 1) at tolerance `tol` (at least
     /// 1e-6 in float32, which cannot reach below).
     pub fn new(modes: [usize; 3], tol: f64, sign: i32) -> Result<Plan<T>> {
-        let l = Layout::new(modes, tol, sign, std::mem::size_of::<T>())?;
+        Plan::with_upsampling(modes, tol, sign, Upsampling::Two)
+    }
+
+    /// As [`Plan::new`], on a fine grid of `upsampling`.
+    pub fn with_upsampling(
+        modes: [usize; 3],
+        tol: f64,
+        sign: i32,
+        upsampling: Upsampling,
+    ) -> Result<Plan<T>> {
+        let l = Layout::new(modes, tol, sign, std::mem::size_of::<T>(), upsampling)?;
         let flat = modes[2] == 1;
         let [cx, cy, cz] = l.correction.map(|c| c.into_iter().map(T::of).collect());
         let correction = if flat { [cx, cz, cy] } else { [cx, cy, cz] };

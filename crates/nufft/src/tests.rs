@@ -102,6 +102,37 @@ fn type1_and_type2_meet_the_tolerance_against_direct_sums() {
 }
 
 #[test]
+fn a_fine_grid_of_one_and_a_half_times_the_modes_meets_the_tolerance() {
+    // Lengths that make each axis 1.5 times its modes (odd modes too).
+    let m = [16, 12, 21];
+    let lengths = [24, 18, 32, 48];
+    let (x, c, ks, f) = problem(5, m, 300);
+    let want1 = direct(&ks, &x, &c, 1.0);
+    let want2 = direct(&x, &ks, &f, 1.0);
+    for tol in [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6] {
+        let up = crate::Upsampling::ThreeHalves(&lengths);
+        let mut plan = Plan::with_upsampling(m, tol, 1, up).unwrap();
+        // (At least twice the kernel's width: at 1e-6, 10 cells.)
+        let want = [24, 18, 32].map(|l: usize| l.max(2 * plan.kernel.width));
+        assert_eq!(plan.fine, want, "tol {tol:e}");
+        plan.set_points(&x).unwrap();
+        let mut got1 = vec![Complex::default(); ks.len()];
+        plan.type1(&mut got1, &c).unwrap();
+        let mut got2 = vec![Complex::default(); x.len()];
+        plan.type2(&mut got2, &f).unwrap();
+        let (e1, e2) = (rel_l2(&got1, &want1), rel_l2(&got2, &want2));
+        eprintln!(
+            "sigma 1.5 tol {tol:e} width {}: {e1:e} {e2:e}",
+            plan.kernel.width
+        );
+        // The kernel's width is chosen for the least ratio (here 1.5): the
+        // relative L2 error stays below the tolerance.
+        assert!(e1 < tol, "type 1, tol {tol:e}: {e1:e}");
+        assert!(e2 < tol, "type 2, tol {tol:e}: {e2:e}");
+    }
+}
+
+#[test]
 fn flat_plans_of_one_z_mode_meet_the_tolerance_against_direct_sums() {
     // 2-D plans (modes [M_x, M_y, 1]): the points' z does not matter
     // (exp(i 0 z) = 1), and a cluster fills bins past SUBPROBLEM_POINTS so

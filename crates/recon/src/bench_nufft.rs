@@ -55,9 +55,13 @@ pub struct BenchNufftArgs {
     /// GPU interpolation: auto, shared or global.
     #[arg(long, default_value = "auto")]
     pub interpolation: String,
-    /// GPU bins in fine cells, e.g. 16x8x8.
-    #[arg(long, default_value = "16x8x8")]
-    pub bins: String,
+    /// GPU fine grid: auto, 2 or 1.5 times the modes.
+    #[arg(long, default_value = "auto")]
+    pub upsampling: String,
+    /// GPU bins in fine cells, e.g. 16x8x8; default the library's (by the
+    /// fine grid's upsampling).
+    #[arg(long)]
+    pub bins: Option<String>,
     /// GPU bins per tile of the sort order, e.g. 4x8x8 (clipped to the
     /// bins there are: 256x256x256 is plain x-fastest order); default the
     /// library's.
@@ -70,7 +74,7 @@ pub struct BenchNufftArgs {
 
 /// The GPU NUFFT settings of the command line.
 fn nufft_options(args: &BenchNufftArgs) -> Result<recon_cuda::NufftOptions> {
-    use recon_cuda::{Interpolation, Spreading};
+    use recon_cuda::{Interpolation, Spreading, Upsampling};
     let spreading = match args.spreading.as_str() {
         "auto" => Spreading::Auto,
         "shared" => Spreading::Shared,
@@ -84,7 +88,16 @@ fn nufft_options(args: &BenchNufftArgs) -> Result<recon_cuda::NufftOptions> {
         "global" => Interpolation::Global,
         s => anyhow::bail!("--interpolation must be auto, shared or global, got {s:?}"),
     };
-    let bins = three_sizes("--bins", &args.bins)?;
+    let upsampling = match args.upsampling.as_str() {
+        "auto" => Upsampling::Auto,
+        "2" => Upsampling::Two,
+        "1.5" => Upsampling::ThreeHalves,
+        s => anyhow::bail!("--upsampling must be auto, 2 or 1.5, got {s:?}"),
+    };
+    let bins = match &args.bins {
+        Some(b) => Some(three_sizes("--bins", b)?),
+        None => None,
+    };
     let tiles = match &args.tiles {
         Some(t) => three_sizes("--tiles", t)?,
         None => recon_cuda::NufftOptions::default().tiles,
@@ -95,6 +108,7 @@ fn nufft_options(args: &BenchNufftArgs) -> Result<recon_cuda::NufftOptions> {
     Ok(recon_cuda::NufftOptions {
         spreading,
         interpolation,
+        upsampling,
         bins,
         maxsub: args.maxsub,
         tiles,

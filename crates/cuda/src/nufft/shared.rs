@@ -9,16 +9,17 @@ use crate::error::Ctx;
 use cudarc::driver::CudaFunction;
 use recon_core::{Error, Result};
 
-/// The widest kernel Auto spreads in fixed point (`spread_fixed_point` in
-/// spread.cuh): its rounding, about 1e-6 of the fine grid, is a tenth of
-/// the tolerance 1e-5 a width of 7 serves; width 8 (1e-6) spreads in
-/// float, where fixed point is also slower
+/// The least tolerance Auto spreads in fixed point at
+/// (`spread_fixed_point` in spread.cuh): its rounding, about 1e-6 of the
+/// fine grid, is a tenth of it. Below, at 1e-6, it spreads in float, where
+/// fixed point was also slower at width 8 on an H100
 /// (bench/h100-2026-11-28-sort-tiles/).
-const FIXED_WIDEST: usize = 7;
+pub(super) const FIXED_TOLERANCE: f64 = 1e-5;
 
-/// The shared-memory spreading kernel that `Spreading::Auto` takes at width `w`.
-pub(crate) fn auto_step(w: usize) -> Step {
-    if w <= FIXED_WIDEST {
+/// The shared-memory spreading kernel that `Spreading::Auto` takes at
+/// tolerance `tol`.
+pub(crate) fn auto_step(tol: f64) -> Step {
+    if tol >= FIXED_TOLERANCE {
         Step::SpreadFixedPoint
     } else {
         Step::SpreadShared
@@ -28,7 +29,8 @@ pub(crate) fn auto_step(w: usize) -> Step {
 /// The shared memory of a spreading block (`step` SpreadShared or
 /// SpreadFixedPoint, spread.cuh) at width `w`, bins `bs` and subproblems
 /// of `maxsub` points: the bin and its overhang, complex (the fixed-point
-/// copy's rows `pitch` cells long, Geometry's `fp`); per point, its kernel
+/// copy's rows `pitch` cells long, Geometry's `fp`, its planes
+/// [`fixed_plane`] cells); per point, its kernel
 /// values, strength and place (the fixed-point kernel's values along y in
 /// whole 16-byte words); and where afterwards each row of the copy has
 /// where it starts in the fine grid.
@@ -42,9 +44,14 @@ fn spreading_bytes(
     let rows = (bs[1] + w) * (bs[2] + w);
     let (cells, points) = if step == Step::SpreadFixedPoint {
         // The strides of the values along y and along x and z (KS, XZ).
-        let (ks, xz) = if w == 8 { (12, 17) } else { (w.next_multiple_of(4), 2 * w) };
+        let (ks, xz) = if w == 8 {
+            (12, 17)
+        } else {
+            (w.next_multiple_of(4), 2 * w)
+        };
         let per_point = 4 * ks + 16 + 4 * xz;
-        (rows * pitch[0].max(pitch[1]), per_point * maxsub + 4)
+        let plane = pitch.map(|p| fixed_plane(w, p * (bs[1] + w)));
+        ((bs[2] + w) * plane[0].max(plane[1]), per_point * maxsub + 4)
     } else {
         (
             rows * (bs[0] + w),
@@ -69,34 +76,26 @@ fn interp_pitch(w: usize, pairs: usize) -> usize {
     pairs + ((w + 2) / 2 + 8 - pairs % 8) % 8
 }
 
-/// spread_fixed_point's row pitch, in cells, for rows of `pairs` pairs and
-/// planes of `sy` rows at width `w`: of the even pitches from 2 pairs to
-/// 30 cells more, the least that puts the lanes of one of its atomics on
-/// the fewest lanes a bank. An atomic's lanes are groups of G (4 up to
-/// width 4, else 8), each on one plane of a point's footprint (so a plane
-/// pitch apart), the first min(w, G) of a group on consecutive cells.
-/// Default bins: 24 at width 7, as the rows need (planes 8 banks apart);
-/// 24 at width 5, where 22 would put three lanes on a bank.
-fn fixed_pitch(w: usize, pairs: usize, sy: usize) -> usize {
-    let g = if w <= 4 { 4 } else { 8 };
-    (0..16)
-        .map(|k| 2 * (pairs + k))
-        .min_by_key(|&pitch| {
-            let mut banks = [0u32; 32];
-            for q in 0..(32 / g).min(w) {
-                for x in 0..w.min(g) {
-                    banks[(q * pitch * sy + x) % 32] += 1;
-                }
-            }
-            banks.into_iter().max()
-        })
-        .expect("16 pitches")
+/// spread_fixed_point's row pitches (Geometry's `fp`) at width `w` and
+/// bins `bs`, for a copy whose first x is even and odd: its pairs, so
+/// that the block's lanes read whole rows on consecutive banks
+/// (add_fixed_rows in spread.cuh); the plane stride keeps the atomics off
+/// each other's banks ([`fixed_plane`]).
+pub(super) fn fixed_pitches(w: usize, bs: [usize; 3]) -> [usize; 2] {
+    [false, true].map(|odd| 2 * copy_pairs(bs[0] + w, odd))
 }
 
-/// spread_fixed_point's row pitches (Geometry's `fp`) at width `w` and
-/// bins `bs`, for a copy whose first x is even and odd.
-pub(super) fn fixed_pitches(w: usize, bs: [usize; 3]) -> [usize; 2] {
-    [false, true].map(|odd| fixed_pitch(w, copy_pairs(bs[0] + w, odd), bs[1] + w))
+/// spread_fixed_point's plane stride at width `w` for planes of `cells`
+/// cells (`fixed_plane` in spread.cuh): the least of at least `cells`
+/// that is 8 modulo 16 (4 modulo 8 up to width 4, where a group is 4
+/// lanes), so that the planes a warp's atomic adds to at once, a group of
+/// lanes on consecutive cells of each, fall on distinct banks.
+fn fixed_plane(w: usize, cells: usize) -> usize {
+    if w <= 4 {
+        cells + (12 - cells % 8) % 8
+    } else {
+        cells + (24 - cells % 16) % 16
+    }
 }
 
 /// How a plan spreads, settled when it is made.
@@ -154,7 +153,8 @@ impl Device {
         // The copy's rows (bs + w along y and z) of pairs of cells from
         // the even x at or below its first (the most where that first is
         // odd), and the barrier its copies count on.
-        let bytes = 16 * (bs[1] + w) * (bs[2] + w) * interp_pitch(w, copy_pairs(bs[0] + w, true)) + 16;
+        let bytes =
+            16 * (bs[1] + w) * (bs[2] + w) * interp_pitch(w, copy_pairs(bs[0] + w, true)) + 16;
         let limit = self.shared_limit()?;
         match (how, bytes <= limit) {
             (Interpolation::Global, _) | (Interpolation::Auto, false) => Ok(Interp::Global),
@@ -172,6 +172,7 @@ impl Device {
     /// block's shared memory (opting in beyond 48 KiB), else global atomics.
     pub(super) fn spreading_method(
         &self,
+        tol: f64,
         w: usize,
         bs: [usize; 3],
         pitch: [usize; 2],
@@ -179,7 +180,7 @@ impl Device {
     ) -> Result<Method> {
         let step = match options.spreading {
             Spreading::FixedPoint => Step::SpreadFixedPoint,
-            Spreading::Auto => auto_step(w),
+            Spreading::Auto => auto_step(tol),
             Spreading::Shared | Spreading::Global => Step::SpreadShared,
         };
         let bytes = spreading_bytes(step, w, bs, pitch, options.maxsub);
@@ -203,8 +204,8 @@ impl Device {
 
 #[cfg(test)]
 mod tests {
-    use super::{copy_pairs, fixed_pitch, interp_pitch};
-    use crate::nufft::{NufftOptions, WIDTHS};
+    use super::{fixed_pitches, fixed_plane, interp_pitch};
+    use crate::nufft::WIDTHS;
 
     /// interpolate_shared's row pitch: at least the row's pairs, less than
     /// 8 more, and such that each 8 lanes of a point's group in a row
@@ -214,11 +215,22 @@ mod tests {
     fn interpolation_pitches_put_a_points_lanes_on_distinct_banks() {
         for w in WIDTHS {
             let p = (w + 2) / 2;
-            let g = if p <= 2 { 4 } else if p <= 4 { 8 } else { 16 };
+            let g = if p <= 2 {
+                4
+            } else if p <= 4 {
+                8
+            } else {
+                16
+            };
             for pairs in p..64 {
                 let pitch = interp_pitch(w, pairs);
-                assert!((pairs..pairs + 8).contains(&pitch), "w {w} pairs {pairs}: {pitch}");
-                let group: Vec<usize> = (0..(g / p) * p).map(|l| (l / p * pitch + l % p) % 8).collect();
+                assert!(
+                    (pairs..pairs + 8).contains(&pitch),
+                    "w {w} pairs {pairs}: {pitch}"
+                );
+                let group: Vec<usize> = (0..(g / p) * p)
+                    .map(|l| (l / p * pitch + l % p) % 8)
+                    .collect();
                 for lanes in group.chunks(8) {
                     let mut seen = [false; 8];
                     for &b in lanes {
@@ -230,42 +242,37 @@ mod tests {
         }
     }
 
-    /// The fixed-point copy's row pitch: even, at least its pairs, and on
-    /// the default bins the pitches worked out by hand. Width 7: 24 cells
-    /// (the rows' 12 pairs), whose planes of 15 rows fall 8 banks apart,
-    /// so the four groups' 7 columns take 28 distinct banks. Width 5: 22
-    /// cells would put planes 30 banks apart (three lanes on bank 0), 24
-    /// puts them 24 apart (none shared). Width 4: 20 cells put planes of 12
-    /// rows 16 apart (two lanes a bank), 22 puts them 8 apart. Width 8
-    /// (planes of 16 rows, a multiple of 32 banks at any even pitch) keeps
-    /// the least, 24.
+    /// The fixed-point copy's planes: at least their rows, less than 16
+    /// cells more, and such that the lanes of one atomic (groups of G = 8,
+    /// or 4 up to width 4, on the planes q of 32 / G, the first min(w, G)
+    /// lanes of a group on consecutive cells) fall on distinct banks, for
+    /// planes of any number of cells. With the default bins at width 7:
+    /// rows of 24 cells, planes of 15 rows, 360 cells as they are.
     #[test]
-    fn fixed_point_pitches_spread_an_atomics_lanes_over_the_banks() {
-        let bs = NufftOptions::default().bins;
+    fn fixed_point_planes_put_an_atomics_lanes_on_distinct_banks() {
         for w in WIDTHS {
-            for odd in [false, true] {
-                let pairs = copy_pairs(bs[0] + w, odd);
-                let pitch = fixed_pitch(w, pairs, bs[1] + w);
+            let g = if w <= 4 { 4 } else { 8 };
+            for cells in (2..2000).step_by(2) {
+                let plane = fixed_plane(w, cells);
                 assert!(
-                    pitch % 2 == 0 && (2 * pairs..=2 * pairs + 30).contains(&pitch),
-                    "w {w}: {pitch}"
+                    (cells..cells + 16).contains(&plane),
+                    "w {w} cells {cells}: {plane}"
                 );
+                for base in 0..32 {
+                    let mut banks = [false; 32];
+                    for q in 0..(32 / g).min(w) {
+                        for x in 0..w.min(g) {
+                            let b = (base + q * plane + x) % 32;
+                            assert!(!banks[b], "w {w} cells {cells}: plane {plane}");
+                            banks[b] = true;
+                        }
+                    }
+                }
             }
         }
-        // Bins 16 cells wide start at x = 16 b - w / 2: odd at widths 2, 3,
-        // 6 and 7.
-        let want = [
-            (2, 20),
-            (3, 20),
-            (4, 22),
-            (5, 24),
-            (6, 28),
-            (7, 24),
-            (8, 24),
-        ];
-        for (w, pitch) in want {
-            let pairs = copy_pairs(bs[0] + w, (w / 2) % 2 == 1);
-            assert_eq!(fixed_pitch(w, pairs, bs[1] + w), pitch, "width {w}");
-        }
+        let bs = [16, 8, 8];
+        let pitch = fixed_pitches(7, bs);
+        assert_eq!(pitch, [24, 24]);
+        assert_eq!(fixed_plane(7, pitch[0] * (bs[1] + 7)), 360);
     }
 }
