@@ -109,7 +109,7 @@ fn type1_and_adjoint_meet_the_tolerance_with_every_spreading_and_interpolation()
         };
         // An even and a non-cubic odd shape (cuFFT on the fine grid), one
         // whose fine sizes 32, 16 and 96 have line FFTs, and one whose fine
-        // grid is 1.5 times its modes along x (96) from 1e-5 up
+        // grid is 1.5 times its modes along x (96) at 1e-5 to 1e-3
         // (Upsampling::Auto; 16 and 24 along y and z); points anywhere in
         // [-3pi, 3pi) (periodic, so any real value is a point).
         for (seed, m) in [

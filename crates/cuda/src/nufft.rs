@@ -1,7 +1,7 @@
 //! The NUFFT on the first GPU, in float32 (kernels in nufft.cu and
 //! spread.cuh): a plan takes its kernel, fine grid and corrections from
 //! recon-nufft's [`Layout`], as the CPU's does, on a fine grid 1.5 times
-//! the modes from tolerance 1e-5 up ([`Upsampling::Auto`]; the CPU's is
+//! the modes at tolerances 1e-5 to 1e-3 ([`Upsampling::Auto`]; the CPU's is
 //! twice: with [`Upsampling::Two`] the two plans agree by construction),
 //! and sorts its points into bins on the device once (count, scan,
 //! place), a tile of bins at a time. Type 1 spreads into shared-memory

@@ -51,7 +51,7 @@ impl Engine {
             Engine::Exact => "exact summation".into(),
             Engine::Nufft { tolerance } => match recon_nufft::Kernel::for_tolerance(*tolerance) {
                 Ok(k) => format!(
-                    "nufft (tolerance {tolerance:e}, ES kernel width {}, beta {:.2}, upsampling 2; on the GPU from 1e-5 up, 1.5 and a wider kernel)",
+                    "nufft (tolerance {tolerance:e}, ES kernel width {}, beta {:.2}, upsampling 2; on the GPU at 1e-5 to 1e-3, 1.5 and a wider kernel)",
                     k.width, k.beta
                 ),
                 Err(_) => format!("nufft (tolerance {tolerance:e})"),
@@ -69,7 +69,7 @@ impl Engine {
                 let k = recon_nufft::Kernel::for_tolerance(*tolerance);
                 let (w, beta) = k.map_or((0, 0.0), |k| (k.width, k.beta));
                 format!(
-                    "nufft v{} tol {tolerance:e} es w {w} beta {beta:e} sigma 2 (gpu 1.5 from 1e-5)",
+                    "nufft v{} tol {tolerance:e} es w {w} beta {beta:e} sigma 2 (gpu 1.5 at 1e-5 to 1e-3)",
                     recon_nufft::VERSION
                 )
             }

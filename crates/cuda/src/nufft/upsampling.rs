@@ -9,11 +9,11 @@ use recon_nufft::Layout;
 /// The fine grid a GPU plan takes (`recon_nufft::Upsampling`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Upsampling {
-    /// 1.5 times the modes at tolerances of 1e-5 and above (kernels of at
-    /// most 8 cells), twice below. On an H200, 10^7 random points on 256^3
-    /// (bench/h200-2026-11-28-upsampling): type 1 16% (1e-5) to 27% (1e-3)
-    /// faster, type 2 17% (1e-4) to 29% faster but 16% slower at 1e-5,
-    /// and a fine grid of 3/8 the memory.
+    /// 1.5 times the modes at tolerances 1e-5 to 1e-3 (AUTO_RANGE), twice
+    /// elsewhere. On an H200, 10^7 random points on 256^3
+    /// (bench/h200-2026-11-28-upsampling): type 1 16 to 17% faster, type
+    /// 2 19 to 22% faster at 1e-4 and 1e-3 but 16% slower at 1e-5, and a
+    /// fine grid of 3/8 the memory.
     Auto,
     /// Twice the modes along each axis.
     Two,
@@ -23,11 +23,18 @@ pub enum Upsampling {
     ThreeHalves,
 }
 
+/// The tolerances at which [`Upsampling::Auto`] takes 1.5: those measured
+/// faster there. Below 1e-5 the kernel would be wider than the GPU's 8
+/// cells; above 1e-3 nothing was measured, and the gridding baseline's
+/// density compensation (1e-2, recon-gridding's DCF_TOLERANCE) keeps the
+/// grid its kernel was chosen for, four cells of a grid twice the image's.
+pub(crate) const AUTO_RANGE: std::ops::RangeInclusive<f64> = shared::FIXED_TOLERANCE..=1e-3;
+
 /// The layout of a GPU plan for `modes` at tolerance `tol` and `sign`,
 /// in float32, on the fine grid `how` picks.
 pub(crate) fn layout(modes: [usize; 3], tol: f64, sign: i32, how: Upsampling) -> Result<Layout> {
     let three_halves = match how {
-        Upsampling::Auto => tol >= shared::FIXED_TOLERANCE,
+        Upsampling::Auto => AUTO_RANGE.contains(&tol),
         Upsampling::Two => false,
         Upsampling::ThreeHalves => true,
     };
@@ -47,5 +54,38 @@ pub(super) fn default_bins(layout: &Layout) -> [usize; 3] {
         [14, 7, 6]
     } else {
         [16, 8, 8]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{layout, Upsampling};
+
+    /// Auto's grid: 1.5 times the modes at 1e-5 to 1e-3 where a line FFT
+    /// has the length (384 for 256, none between 72 and 96 for 48), twice
+    /// at 1e-6 and at the density compensation's 1e-2; Two and
+    /// ThreeHalves as asked, and ThreeHalves at 1e-6 refused by the plan
+    /// (a kernel of 10 cells).
+    #[test]
+    fn auto_takes_the_smaller_grid_where_it_was_measured_faster() {
+        let fine = |m: usize, tol: f64, how| layout([m, m, 16], tol, 1, how).unwrap().fine;
+        for tol in [1e-5, 1e-4, 1e-3] {
+            assert_eq!(fine(256, tol, Upsampling::Auto), [384, 384, 32], "{tol:e}");
+            assert_eq!(fine(48, tol, Upsampling::Auto), [96, 96, 32], "{tol:e}");
+            assert_eq!(fine(256, tol, Upsampling::Two), [512, 512, 32], "{tol:e}");
+        }
+        for tol in [1e-6, 1e-2] {
+            assert_eq!(fine(256, tol, Upsampling::Auto), [512, 512, 32], "{tol:e}");
+        }
+        assert_eq!(fine(256, 1e-2, Upsampling::ThreeHalves), [384, 384, 32]);
+        let wide = layout([256; 3], 1e-6, 1, Upsampling::ThreeHalves).unwrap();
+        assert_eq!(wide.kernel.width, 10);
+        assert_eq!(
+            layout([256; 3], 1e-5, 1, Upsampling::Auto)
+                .unwrap()
+                .kernel
+                .width,
+            8
+        );
     }
 }
