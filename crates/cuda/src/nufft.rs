@@ -96,7 +96,8 @@ pub struct NufftOptions {
     pub interpolation: Interpolation,
     pub upsampling: Upsampling,
     /// Bin edge in fine cells per axis (each clipped to the fine grid);
-    /// `None`: by the fine grid's upsampling ([`default_bins`]).
+    /// `None`: by the fine grid's upsampling (16 x 8 x 8 on a grid of 2,
+    /// 14 x 7 x 6 on one of 1.5).
     pub bins: Option<[usize; 3]>,
     /// Most points per shared-memory subproblem (each takes 3 w + 4
     /// floats of shared memory).

@@ -20,15 +20,17 @@ pub enum Upsampling<'a> {
     ThreeHalves(&'a [usize]),
 }
 
-/// What a mode shape, tolerance and sign decide, on every device: the
-/// kernel, the fine grid, and the deconvolution factors. The CPU [`Plan`]
-/// and the GPU's plan (recon-cuda) are both made from it.
+/// What a mode shape, tolerance, sign and upsampling decide, on every
+/// device: the kernel, the fine grid, and the deconvolution factors. The
+/// CPU [`crate::Plan`] and the GPU's plan (recon-cuda) are both made from
+/// it.
 #[derive(Debug, Clone)]
 pub struct Layout {
     /// Modes per axis, x y z.
     pub modes: [usize; 3],
-    /// The upsampled grid per axis (even, at least 2 modes and twice the
-    /// kernel's width), or one plane along z where there is one mode.
+    /// The upsampled grid per axis (even, at least 1.5 times the modes and
+    /// twice the kernel's width), or one plane along z where there is one
+    /// mode.
     pub fine: [usize; 3],
     pub kernel: Kernel,
     /// +1 or -1: the sign of the exponent.
