@@ -222,16 +222,16 @@ __host__ __device__ constexpr int fixed_plane(int cells)
 
 // The last step of the fixed-point spreading: its copy, kept as rows of
 // `pairs()` pairs of cells from the even x (two planes of integers, real
-// and imaginary, a row every `pitch` cells, a plane every `plane`), added into the fine grid
-// scaled by `unit`, row_at holding the rows' starts (row_starts, as in
-// add_copy). The block's lanes take the copy's pairs in order, rows
-// after rows (no lane idle at a row's end): a pair is one 8-byte load from
-// each plane and one vector atomic into the fine grid (16-byte aligned:
-// the fine grid's sizes are even). A lane steps its row and pair by the
-// block's size without dividing (its row's plane and row in the plane
-// too). WRAP: whether the copy's x runs past
-// either end of the grid (the bins at x's ends), where each pair's x is
-// wrapped on its own.
+// and imaginary, a row every `pitch` cells, a plane every `plane`), added
+// into the fine grid scaled by `unit`, row_at holding the rows' starts
+// (row_starts, as in add_copy). The block's lanes take the copy's pairs
+// in order, rows after rows (no lane idle at a row's end): a pair is one
+// 8-byte load from each plane and one vector atomic into the fine grid
+// (16-byte aligned: the fine grid's sizes are even). A lane steps its row
+// and pair by the block's size without dividing (and, where PADDED, the
+// row's plane and row in the plane: planes longer than their rows).
+// WRAP: whether the copy's x runs past either end of the grid (the bins
+// at x's ends), where each pair's x is wrapped on its own.
 template <bool WRAP, bool PADDED>
 __device__ inline void add_fixed_rows(float2* __restrict__ fine, const long long* row_at, const int* re,
                                       const int* im, float unit, int pitch, int plane, const BinCopy& c,
@@ -284,8 +284,8 @@ __device__ inline void add_fixed_rows(float2* __restrict__ fine, const long long
 // block's lanes read whole rows on consecutive banks), a plane every
 // fixed_plane(pitch sy) cells, so that the planes a warp adds to at once
 // fall on distinct banks (with the default bins at width 7, 24 x 15 = 360
-// cells, 8 modulo 32: a group's 7 columns take 7 banks of each 8). Each contribution is
-// rounded to an integer after scaling by LIMIT / m, m the largest part of
+// cells, 8 modulo 32: a group's 7 columns take 7 banks of each 8). Each
+// contribution is rounded to an integer after scaling by LIMIT / m, m the largest part of
 // any strength in the subproblem (the kernel is at most 1), by one
 // multiply-add with 1.5 2^23: the float's low bits are then the rounded
 // value (for values below 2^22). A cell's sum is then exact, and within
@@ -323,7 +323,7 @@ __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __re
     int* im = re + cells;                               // [cells]
     float* ky_all = (float*)(im + cells);               // [maxsub][KS]
     float4* point = (float4*)(ky_all + KS * maxsub);    // [maxsub]: strength, place (bits), unused
-    float* kxz = (float*)(point + maxsub);              // [maxsub][2 W]: along x, then z
+    float* kxz = (float*)(point + maxsub);              // [maxsub][XZ]: along x, then z
     unsigned* largest = (unsigned*)(kxz + XZ * maxsub);  // the bits of m
     long long* row_at = (long long*)ky_all;             // [rows], after the points
     // Both planes of the copy zeroed 16 bytes at a time (2 cells integers,
