@@ -5,7 +5,7 @@ use crate::Kernel;
 use recon_core::{Error, Result};
 
 /// How much finer than the modes a fine grid is: its upsampling factor
-/// sigma. A smaller grid (sigma 1.5 has 3/8 of sigma 2's cells in 3-D)
+/// sigma. A smaller grid (sigma 1.5 has 27/64 of sigma 2's cells in 3-D)
 /// costs less to zero and transform but needs a wider kernel (one cell
 /// more at 1e-5 to 1e-3), so which is faster depends on the device and
 /// the points; each device's plan picks.

@@ -13,7 +13,7 @@ pub enum Upsampling {
     /// elsewhere. On an H200, 10^7 random points on 256^3
     /// (bench/h200-2026-11-28-upsampling): type 1 16 to 17% faster, type
     /// 2 19 to 22% faster at 1e-4 and 1e-3 but 16% slower at 1e-5, and a
-    /// fine grid of 3/8 the memory.
+    /// fine grid of 27/64 the memory.
     Auto,
     /// Twice the modes along each axis.
     Two,
