@@ -91,11 +91,7 @@ impl Layout {
             // the fine grid has one plane and the kernel nothing along z.
             fine[2] = 1;
         }
-        let least = (0..3)
-            .filter(|&d| fine[d] > 1)
-            .map(|d| fine[d] as f64 / modes[d] as f64)
-            .fold(f64::INFINITY, f64::min);
-        let kernel = Kernel::for_upsampling(tol, least.clamp(sigma, 2.0))?;
+        let kernel = Kernel::for_upsampling(tol, least_ratio(modes, fine).clamp(sigma, 2.0))?;
         let correction = [0, 1, 2].map(|d| {
             if fine[d] == 1 {
                 return vec![1.0];
@@ -121,9 +117,15 @@ impl Layout {
     /// The upsampling: the least ratio of fine cells to modes over the
     /// axes (a flat z left out).
     pub fn sigma(&self) -> f64 {
-        (0..3)
-            .filter(|&d| self.fine[d] > 1)
-            .map(|d| self.fine[d] as f64 / self.modes[d] as f64)
-            .fold(f64::INFINITY, f64::min)
+        least_ratio(self.modes, self.fine)
     }
+}
+
+/// The least ratio of `fine` cells to `modes` over the axes, a flat z
+/// (one fine plane) left out.
+fn least_ratio(modes: [usize; 3], fine: [usize; 3]) -> f64 {
+    (0..3)
+        .filter(|&d| fine[d] > 1)
+        .map(|d| fine[d] as f64 / modes[d] as f64)
+        .fold(f64::INFINITY, f64::min)
 }
