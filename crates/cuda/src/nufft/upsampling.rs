@@ -24,8 +24,11 @@ pub enum Upsampling {
 }
 
 /// The tolerances at which [`Upsampling::Auto`] takes 1.5: those measured
-/// faster there. Below 1e-5 the kernel would be wider than the GPU's 8
-/// cells; above 1e-3 nothing was measured, and the gridding baseline's
+/// faster there. Its lower end is the fixed-point spreading's: the grid of
+/// 1.5 pays for its wider kernel only by integer atomics (spreading width
+/// 8 in float, type 1 at 1e-5 took 6.4 ms on 256^3 against 3.3 in fixed
+/// point, bench/h200-2026-11-28-upsampling), and below 1e-5 the kernel would
+/// be wider than the GPU's 8 cells anyway; above 1e-3 nothing was measured, and the gridding baseline's
 /// density compensation (1e-2, recon-gridding's DCF_TOLERANCE) keeps the
 /// grid its kernel was chosen for, four cells of a grid twice the image's.
 pub(crate) const AUTO_RANGE: std::ops::RangeInclusive<f64> = shared::FIXED_TOLERANCE..=1e-3;
