@@ -67,13 +67,6 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
         g.nb[d] = (n[d] + g.bs[d] - 1) / g.bs[d];
         g.bt[d] = std::min(tiles[d], g.nb[d]);
     }
-    // spread_fixed_point's row pitches: the rows' pairs for a copy whose
-    // first x is even, and one pair more than they need where it is odd
-    // (nufft/shared.rs takes the rows' pairs; any even pitch of at least
-    // the pairs must give the same sums).
-    const int sx = g.bs[0] + W;
-    g.fp[0] = 2 * ((sx + 1) / 2);
-    g.fp[1] = 2 * ((sx + 2) / 2) + 2;
     const int nbins = g.nb[0] * g.nb[1] * g.nb[2];
     // The sort key is a bijection of the bins onto 0 .. nbins - 1, and
     // key_bin its inverse.
@@ -122,10 +115,10 @@ Errors errors(const int n[3], const int bins[3], const int tiles[3], int m, int 
     const size_t points = 4 * (((3 * W * maxsub + 1) & ~1) + 4 * maxsub);
     // (the fixed-point copy's, and interpolate_shared's, rows of pairs from an even x)
     const size_t pair_rows = 16 * (size_t)rows * interpolate_pitch<W>((g.bs[0] + W + 2) / 2);
-    constexpr int G = W <= 4 ? 4 : 8;
-    const size_t fixed_copy = 8 * (size_t)(g.bs[2] + W) *
-                              std::max(fixed_plane<G>(g.fp[0] * (g.bs[1] + W)), fixed_plane<G>(g.fp[1] * (g.bs[1] + W)));
-    const size_t fixed_points = (W == 8 ? 4 * 12 + 16 + 4 * 17 : 4 * ((W + 3) & ~3) + 16 + 8 * W) * (size_t)maxsub + 4;
+    // (the fixed-point copy's rows 2 pairs long, the most where its first x is odd)
+    const int fixed_row = 2 * ((g.bs[0] + W + 2) / 2);
+    const size_t fixed_copy = 8 * (size_t)(g.bs[2] + W) * fixed_plane<FixedPoint<W>::G>(fixed_row * (g.bs[1] + W));
+    const size_t fixed_points = FixedPoint<W>::point_bytes * (size_t)maxsub + 4;
     if (8 * (size_t)copy + std::max(points, 8 * (size_t)rows) > sizeof shw ||
         fixed_copy + std::max(fixed_points, 8 * (size_t)rows) > sizeof shw || pair_rows + 16 > sizeof shw) {
         fprintf(stderr, "a subproblem needs more shared memory than the emulation has\n");

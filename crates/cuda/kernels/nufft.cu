@@ -45,11 +45,10 @@ struct Geometry {
     int bs[3];  // bin size
     int nb[3];  // bins per axis
     int bt[3];  // bins per tile of the sort order (each at most nb)
-    int fp[2];  // spread_fixed_point's row pitch in cells, for a copy whose first x is even, odd
 };
 // The size `Geometry` in nufft.rs has (NVRTC has no offsetof; nufft.rs
 // also checks the fields' offsets).
-static_assert(sizeof(Geometry) == 56, "Geometry's size differs from nufft.rs");
+static_assert(sizeof(Geometry) == 48, "Geometry's size differs from nufft.rs");
 
 // The sort key of bin (bx, by, bz), a bijection onto 0 .. bins - 1: the
 // bins go a tile of bt bins at a time (tiles x fastest, those at the

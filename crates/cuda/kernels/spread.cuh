@@ -280,8 +280,8 @@ __device__ inline void add_fixed_rows(float2* __restrict__ fine, const long long
 // real and an imaginary atomic a cell. The planes' rows start at the even
 // x at or below the copy's first (BinCopy::even, as interpolate_shared's
 // copy), so that add_fixed_rows reads each pair of cells with one load;
-// a row every `pitch` cells (Geometry's fp: its 2 pairs(), so that the
-// block's lanes read whole rows on consecutive banks), a plane every
+// a row every 2 pairs() cells (no gap, so that the block's lanes read
+// whole rows on consecutive banks), a plane every
 // fixed_plane(pitch sy) cells, so that the planes a warp adds to at once
 // fall on distinct banks (with the default bins at width 7, 24 x 15 = 360
 // cells, 8 modulo 32: a group's 7 columns take 7 banks of each 8). Each
@@ -300,24 +300,35 @@ __device__ inline void add_fixed_rows(float2* __restrict__ fine, const long long
 // place in one 16-byte word: six loads a point and warp at width 7.
 #define FIXED_MAGIC 12582912.0f  // 1.5 2^23, whose bits are 0x4B400000
 #define FIXED_LIMIT 4194000.0f   // below 2^22
+
+// spread_fixed_point's shape at width W: the lanes of a group, and a
+// point's values in shared memory (nufft/shared.rs's spreading_bytes
+// counts the same).
+template <int W>
+struct FixedPoint {
+    static constexpr int G = W <= 4 ? 4 : 8;  // lanes a group (the columns of a plane)
+    static constexpr int KP = (W + 3) & ~3;   // kernel values along y a point, whole 16-byte words
+    // The strides of a point's values along y (KS) and along x and z (XZ):
+    // at width 8, padded (12 and 17, not 8 and 16) so that the threads
+    // writing them (kernel_values) fall on more banks; elsewhere the
+    // shared memory of 4 blocks an SM at width 7 leaves no room.
+    static constexpr int KS = W == 8 ? 12 : KP, XZ = W == 8 ? 17 : 2 * W;
+    // A point's bytes: values along y, strength and place, along x and z.
+    static constexpr int point_bytes = 4 * KS + 16 + 4 * XZ;
+};
+
 template <int W>
 __device__ void spread_fixed_point(float2* __restrict__ fine, const float2* __restrict__ c,
                                    const int* __restrict__ first, const float* __restrict__ frac,
                                    const unsigned* __restrict__ perm, const int4* __restrict__ sub,
                                    const int* __restrict__ sub_first, int maxsub, float beta, Geometry g)
 {
-    constexpr int G = W <= 4 ? 4 : 8;      // lanes a group (the columns of a plane)
-    constexpr int KP = (W + 3) & ~3;       // kernel values along y a point, whole 16-byte words
-    // The strides of a point's values along y (KS) and along x and z (XZ):
-    // at width 8, padded (12 and 17, not 8 and 16) so that the threads
-    // writing them (kernel_values) fall on more banks; elsewhere the
-    // shared memory of 4 blocks an SM at width 7 leaves no room.
-    constexpr int KS = W == 8 ? 12 : KP, XZ = W == 8 ? 17 : 2 * W;
+    constexpr int G = FixedPoint<W>::G, KP = FixedPoint<W>::KP, KS = FixedPoint<W>::KS, XZ = FixedPoint<W>::XZ;
     extern __shared__ __align__(16) float shw[];
     const int4 sb = sub[blockIdx.x];
     const BinCopy copy = bin_copy<W>(sb, g);
     const int* o = copy.o;
-    const int even = copy.even(), pitch = g.fp[o[0] & 1], sy = copy.sy;
+    const int even = copy.even(), pitch = 2 * copy.pairs(), sy = copy.sy;
     const int plane = fixed_plane<G>(pitch * sy), cells = plane * copy.sz;  // both even
     int* re = (int*)shw;                                // [cells]
     int* im = re + cells;                               // [cells]

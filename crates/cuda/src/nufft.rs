@@ -41,7 +41,7 @@ mod upsampling;
 pub(crate) use kernels::FIXED;
 pub(crate) use kernels::{Correction, Kernels, Step};
 pub(crate) use shared::auto_step;
-use shared::{fixed_pitches, Interp, Method};
+use shared::{Interp, Method};
 use upsampling::default_bins;
 pub(crate) use upsampling::layout;
 pub use upsampling::Upsampling;
@@ -130,9 +130,6 @@ pub(crate) struct Geometry {
     bs: [i32; 3],
     nb: [i32; 3],
     bt: [i32; 3],
-    /// spread_fixed_point's row pitch in cells, for a bin's copy whose
-    /// first x is even and odd (`fixed_pitches` in shared.rs).
-    fp: [i32; 2],
 }
 
 // SAFETY: a plain #[repr(C)] struct of i32, laid out as in nufft.cu.
@@ -141,11 +138,10 @@ unsafe impl DeviceRepr for Geometry {}
 // The layout nufft.cu's `Geometry` has, whose size it checks (NVRTC has no
 // offsetof, so the offsets are checked here only).
 const _: () = assert!(
-    std::mem::size_of::<Geometry>() == 56
+    std::mem::size_of::<Geometry>() == 48
         && std::mem::offset_of!(Geometry, bs) == 12
         && std::mem::offset_of!(Geometry, nb) == 24
         && std::mem::offset_of!(Geometry, bt) == 36
-        && std::mem::offset_of!(Geometry, fp) == 48
 );
 
 /// A GPU NUFFT plan with its points set.
@@ -302,7 +298,6 @@ impl Device {
             bs: bs.map(|v| v as i32),
             nb: nb.map(|v| v as i32),
             bt: [0, 1, 2].map(|d| options.tiles[d].min(nb[d]) as i32),
-            fp: fixed_pitches(w, bs).map(|p| p as i32),
         };
         let bins: usize = nb.iter().product();
         if bins > i32::MAX as usize / 2 {
@@ -311,8 +306,7 @@ impl Device {
                 reason: format!("{bins} bins of {bs:?} cells are too many"),
             });
         }
-        let pitch = geometry.fp.map(|p| p as usize);
-        let method = self.spreading_method(layout.tolerance, w, bs, pitch, options)?;
+        let method = self.spreading_method(layout.tolerance, w, bs, options)?;
         let interp = self.interpolation_method(w, bs, options.interpolation)?;
         let m = points.len();
         let big = |len: usize| len.max(1);

@@ -1,7 +1,7 @@
 //! How a plan uses shared memory: whether it spreads and interpolates in
 //! shared-memory copies of its bins (by the bytes a block needs against
-//! what the device allows) or straight in the fine grid, and the row pitch
-//! of the fixed-point spreading's copy, chosen against bank conflicts.
+//! what the device allows) or straight in the fine grid, and the strides
+//! of those copies, chosen against bank conflicts.
 
 use super::{Interpolation, NufftOptions, Spreading, Step};
 use crate::device::Device;
@@ -29,18 +29,12 @@ pub(crate) fn auto_step(tol: f64) -> Step {
 /// The shared memory of a spreading block (`step` SpreadShared or
 /// SpreadFixedPoint, spread.cuh) at width `w`, bins `bs` and subproblems
 /// of `maxsub` points: the bin and its overhang, complex (the fixed-point
-/// copy's rows `pitch` cells long, Geometry's `fp`, its planes
-/// [`fixed_plane`] cells); per point, its kernel
-/// values, strength and place (the fixed-point kernel's values along y in
-/// whole 16-byte words); and where afterwards each row of the copy has
+/// copy's rows as long as their pairs, the most where the first x is odd,
+/// its planes [`fixed_plane`] cells); per point, its kernel values,
+/// strength and place (`FixedPoint::point_bytes` in spread.cuh for the
+/// fixed-point kernel); and where afterwards each row of the copy has
 /// where it starts in the fine grid.
-fn spreading_bytes(
-    step: Step,
-    w: usize,
-    bs: [usize; 3],
-    pitch: [usize; 2],
-    maxsub: usize,
-) -> usize {
+fn spreading_bytes(step: Step, w: usize, bs: [usize; 3], maxsub: usize) -> usize {
     let rows = (bs[1] + w) * (bs[2] + w);
     let (cells, points) = if step == Step::SpreadFixedPoint {
         // The strides of the values along y and along x and z (KS, XZ).
@@ -50,8 +44,8 @@ fn spreading_bytes(
             (w.next_multiple_of(4), 2 * w)
         };
         let per_point = 4 * ks + 16 + 4 * xz;
-        let plane = pitch.map(|p| fixed_plane(w, p * (bs[1] + w)));
-        ((bs[2] + w) * plane[0].max(plane[1]), per_point * maxsub + 4)
+        let plane = fixed_plane(w, 2 * copy_pairs(bs[0] + w, true) * (bs[1] + w));
+        ((bs[2] + w) * plane, per_point * maxsub + 4)
     } else {
         (
             rows * (bs[0] + w),
@@ -74,15 +68,6 @@ fn copy_pairs(sx: usize, odd: bool) -> usize {
 /// modulo 8.
 fn interp_pitch(w: usize, pairs: usize) -> usize {
     pairs + ((w + 2) / 2 + 8 - pairs % 8) % 8
-}
-
-/// spread_fixed_point's row pitches (Geometry's `fp`) at width `w` and
-/// bins `bs`, for a copy whose first x is even and odd: its pairs, so
-/// that the block's lanes read whole rows on consecutive banks
-/// (add_fixed_rows in spread.cuh); the plane stride keeps the atomics off
-/// each other's banks ([`fixed_plane`]).
-pub(super) fn fixed_pitches(w: usize, bs: [usize; 3]) -> [usize; 2] {
-    [false, true].map(|odd| 2 * copy_pairs(bs[0] + w, odd))
 }
 
 /// spread_fixed_point's plane stride at width `w` for planes of `cells`
@@ -175,7 +160,6 @@ impl Device {
         tol: f64,
         w: usize,
         bs: [usize; 3],
-        pitch: [usize; 2],
         options: &NufftOptions,
     ) -> Result<Method> {
         let step = match options.spreading {
@@ -183,7 +167,7 @@ impl Device {
             Spreading::Auto => auto_step(tol),
             Spreading::Shared | Spreading::Global => Step::SpreadShared,
         };
-        let bytes = spreading_bytes(step, w, bs, pitch, options.maxsub);
+        let bytes = spreading_bytes(step, w, bs, options.maxsub);
         let limit = self.shared_limit()?;
         let fits = bytes <= limit;
         match (options.spreading, fits) {
@@ -204,7 +188,7 @@ impl Device {
 
 #[cfg(test)]
 mod tests {
-    use super::{fixed_pitches, fixed_plane, interp_pitch};
+    use super::{copy_pairs, fixed_plane, interp_pitch};
     use crate::nufft::WIDTHS;
 
     /// interpolate_shared's row pitch: at least the row's pairs, less than
@@ -270,9 +254,10 @@ mod tests {
                 }
             }
         }
-        let bs = [16, 8, 8];
-        let pitch = fixed_pitches(7, bs);
-        assert_eq!(pitch, [24, 24]);
-        assert_eq!(fixed_plane(7, pitch[0] * (bs[1] + 7)), 360);
+        // Rows of 12 pairs whatever the first x's parity, planes of 15 rows.
+        for odd in [false, true] {
+            assert_eq!(2 * copy_pairs(16 + 7, odd), 24);
+        }
+        assert_eq!(fixed_plane(7, 24 * (8 + 7)), 360);
     }
 }
