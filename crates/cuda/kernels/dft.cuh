@@ -1,4 +1,4 @@
-// Complex arithmetic and DFTs of radix 2, 3, 4, 5, 8 and 16 in a thread's
+// Complex arithmetic and DFTs of radix 2, 3, 4, 5, 6, 8 and 16 in a thread's
 // registers, with the pruned forms a zero-padded or cropped line's first
 // or last pass takes (dft_pad, dft_crop): the butterflies of the Stockham
 // passes (stockham.cuh, which includes it; NVRTC gets it as a header,
@@ -47,7 +47,7 @@ template <int R>
 __device__ __forceinline__ void dft(float2* v, float s);
 
 // o[q] times w^q, w = exp(s i 2pi / R), for q = 1 .. R/2 - 1: the twiddles
-// between the two half-length DFTs of a radix-R DFT (R = 4, 8 or 16).
+// between the two half-length DFTs of a radix-R DFT (R = 4, 6, 8 or 16).
 template <int R>
 __device__ __forceinline__ void twiddle_halves(float2* o, float s)
 {
@@ -59,7 +59,7 @@ __device__ __forceinline__ void twiddle_halves(float2* o, float s)
         o[2] = times_i(o[2], s);
         o[3] = make_float2(-h * (o[3].x + s * o[3].y), h * (s * o[3].x - o[3].y));
     } else {
-        static_assert(R == 16, "halves of radix 4, 8 or 16");
+        static_assert(R == 6 || R == 16, "halves of radix 4, 6, 8 or 16");
         constexpr Roots<R> w{};
 #pragma unroll
         for (int q = 1; q < R / 2; q++) o[q] = cmul(o[q], make_float2(w.c[q], s * w.s[q]));
@@ -84,7 +84,8 @@ __device__ __forceinline__ void halves(const float2* v, float2* e, float2* o, fl
 template <int R>
 __device__ __forceinline__ void dft(float2* v, float s)
 {
-    if constexpr (R == 8 || R == 16) {
+    if constexpr (R == 6 || R == 8 || R == 16) {
+        // Two DFTs of half the length (radix 6: two of 3).
         constexpr int H = R / 2;
         float2 e[H], o[H];
         halves<R>(v, e, o, s);
@@ -113,7 +114,7 @@ __device__ __forceinline__ void dft(float2* v, float s)
         v[1] = cadd(m, d);
         v[2] = csub(m, d);
     } else {
-        static_assert(R == 5, "radices are 2, 3, 4, 5, 8 and 16");
+        static_assert(R == 5, "radices are 2, 3, 4, 5, 6, 8 and 16");
         const float c[5] = {1.0f, 0.30901699437494742f, -0.80901699437494742f, -0.80901699437494742f,
                             0.30901699437494742f};
         const float sn[5] = {0.0f, 0.95105651629515357f, 0.58778525229247313f, -0.58778525229247313f,
@@ -155,8 +156,8 @@ __device__ __forceinline__ void dft_pad(float2* v, float s)
     }
 }
 
-// The lower half of dft<R> (X_q for q < R/2, into v[q]), R = 2, 4, 8 or
-// 16: e_q + o_q of halves<R>, the other half (e_q - o_q) left out. A
+// The lower half of dft<R> (X_q for q < R/2, into v[q]), R = 2, 4, 6, 8
+// or 16: e_q + o_q of halves<R>, the other half (e_q - o_q) left out. A
 // cropped line's last pass.
 template <int R>
 __device__ __forceinline__ void dft_crop(float2* v, float s)

@@ -157,14 +157,13 @@ struct DotLine : LineT<false> {
     {
         const int k = point_of(mo, i, len);
         if (k < 0 || !inside) return;
-        const long long at = out + k;
-        const float2 xi = x[at];
+        const float2 xi = x[out + k];
         const int b = faces + (k == 0) + (k == mo.n - 1);
         if (a != 0.0f && b) {
             const float ab = a * (float)b;
             v = make_float2(v.x - ab * xi.x, v.y - ab * xi.y);
         }
-        dst[at] = v;
+        dst[k] = v;
         acc += (double)xi.x * v.x + (double)xi.y * v.y;
     }
 };

@@ -4,7 +4,7 @@
 // (NVRTC gets it as a header, kernels.rs).
 //
 // Each line's transform is a Stockham autosort FFT (Govindaraju et al.
-// 2008) of mixed radix 8, 4, 2, 3, 5 (and 16 for the columns of the
+// 2008) of mixed radix 8, 4, 6, 2, 3, 5 (and 16 for the columns of the
 // lengths that columns_points names), a radix-R DFT per thread in
 // registers and a shared-memory exchange per pass. A line of length L has
 // L / P threads, P points each (8, or columns_points(L) for the columns);
@@ -79,12 +79,16 @@ __host__ __device__ constexpr int columns_for(int L, bool wide)
 }
 
 // The radix of the next pass when `rest` points remain to be combined,
-// with P points a thread.
+// with P points a thread. Radix 6 where 4 does not divide: 384 = 8 x 8 x
+// 6, three passes instead of four (8, 8, 2, 3); its pass leaves a third of
+// the group slots idle (64 groups a line on 48 threads of 8 points), which
+// costs less than a barrier and a shared-memory round trip of the line.
 __host__ __device__ constexpr int next_radix(int rest, int P)
 {
     return P >= 16 && rest % 16 == 0   ? 16
            : rest % 8 == 0             ? 8
            : rest % 4 == 0             ? 4
+           : rest % 6 == 0             ? 6
            : rest % 2 == 0             ? 2
            : rest % 3 == 0             ? 3
                                        : 5;
@@ -155,10 +159,29 @@ __device__ __forceinline__ int point_of(const Map& m, int i, int len)
     return i < m.n - h ? i + h : i >= len - h ? i - (len - h) : -1;
 }
 
+// p, as a value the compiler cannot take apart: a line's pointer, which
+// it would otherwise split back into buffer and offset, adding the offset
+// to each point's in 64 bits.
+template <class T>
+__device__ __forceinline__ T* opaque(T* p)
+{
+#if defined(__CUDA_ARCH__)
+    asm("mov.b64 %0, %0;" : "+l"(p));
+#endif
+    return p;
+}
+
 // This thread's line: read from src through one map, written to dst
 // through another (the same buffer for the passes in place). COIL: the
 // maps' coil maps apply where set (a separate kernel, so that the other passes keep
 // their registers: the launch bounds allow 64 per thread).
+//
+// A point's offset within its line, k step, is taken in 32 bits (one
+// multiply, and one wide multiply-add onto the line's pointer), where 64
+// bits cost seven instructions a point, most of a pass's integer work
+// (Nsight Compute: the passes issue-bound): lines.rs's `Map::fits` holds
+// n step below 2^31 for every map a kernel is given, and the columns'
+// planes (toeplitz.rs).
 template <bool COIL>
 struct LineT {
     const float2* src;
@@ -169,22 +192,24 @@ struct LineT {
     bool inside;
     __device__ __forceinline__ LineT(const float2* src_, float2* dst_, const Map& mi_, const Map& mo_, int q,
                                      bool inside_, int len_)
-        : src(src_), dst(dst_), mi(mi_), mo(mo_), len(len_), inside(inside_)
+        : mi(mi_), mo(mo_), len(len_), inside(inside_)
     {
         in = (long long)(q / mi.a) * mi.b + (long long)(q % mi.a) * mi.d;
         out = (long long)(q / mo.a) * mo.b + (long long)(q % mo.a) * mo.d;
+        src = opaque(src_ + in);
+        dst = opaque(dst_ + out);
     }
     __device__ __forceinline__ float2 load(int i) const
     {
         const int k = point_of(mi, i, len);
         if (k < 0 || !inside) return make_float2(0.0f, 0.0f);
-        const long long at = in + k * mi.step;
+        const unsigned at = (unsigned)k * (unsigned)mi.step;
         float2 v = load_prefetch(src + at);
         if (mi.f) {
             const float f = mi.f[k];
             v = make_float2(f * v.x, f * v.y);
         }
-        if (COIL && mi.s) v = cmul(mi.s[at], v);
+        if (COIL && mi.s) v = cmul((mi.s + in)[at], v);
         return v;
     }
     // A first pass's N points of one group, j + r G for r < N, into v (a
@@ -204,9 +229,9 @@ struct LineT {
             const float f = mo.f[k];
             v = make_float2(f * v.x, f * v.y);
         }
-        const long long at = out + k * mo.step;
+        const unsigned at = (unsigned)k * (unsigned)mo.step;
         if (COIL && mo.s) {
-            const float2 c = mo.s[at];
+            const float2 c = (mo.s + out)[at];
             v = cmul(make_float2(c.x, -c.y), v);
             if (mo.coil == MAP_ADD) v = cadd(v, dst[at]);
         }

@@ -282,6 +282,14 @@ impl Map {
         Map::new(0, 0, len, 1, n)
     }
 
+    /// Whether every point's offset within its line, k step for k < n,
+    /// is below 2^31: the kernels take it in 32 bits (stockham.cuh's
+    /// `LineT`). Every line of a grid whose axes are [`LENGTHS`] is
+    /// (a step is at most a plane, 2^20 points).
+    fn fits(&self) -> bool {
+        (self.n.max(1) as i64 - 1) * self.step < 1 << 31
+    }
+
     /// The n points are the n lowest frequencies, centred.
     pub fn centred(mut self) -> Map {
         self.centred = 1;
@@ -306,12 +314,22 @@ impl Map {
     }
 }
 
-/// The maps a pruned kernel relies on (stockham.cuh's PAD and CROP): `Pad`
-/// reads a plain half line (its first pass leaves the upper half out as
-/// zero) and `Crop` writes one (its last pass computes only that half).
-/// Any other map would be transformed wrongly without a sign, so it is an
-/// error here.
-fn pruned_maps(family: LineKernel, len: usize, mo: &Map, mi: &Map) -> Result<()> {
+/// Checks the maps of a pass of `family`: every kernel takes a point's
+/// offset in 32 bits ([`Map::fits`]), and a pruned kernel relies on its
+/// maps (stockham.cuh's PAD and CROP): `Pad` reads a plain half line (its
+/// first pass leaves the upper half out as zero) and `Crop` writes one
+/// (its last pass computes only that half). Any other map would be
+/// transformed wrongly without a sign, so it is an error here.
+fn check_maps(family: LineKernel, len: usize, mo: &Map, mi: &Map) -> Result<()> {
+    if !(mo.fits() && mi.fits()) {
+        return Err(Error::Invalid {
+            what: "line FFT",
+            reason: format!(
+                "lines of {} and {} points, {} and {} apart, span 2^31 points or more",
+                mi.n, mo.n, mi.step, mo.step
+            ),
+        });
+    }
     let half = |m: &Map| m.n as usize == len / 2 && m.centred == 0;
     let (what, ok) = match family {
         LineKernel::Pad | LineKernel::PadUpdate => ("read", half(mi)),
@@ -368,7 +386,7 @@ impl Pass {
                 ),
             });
         }
-        pruned_maps(family, self.len, mo, mi)
+        check_maps(family, self.len, mo, mi)
     }
 }
 
@@ -416,7 +434,7 @@ impl Device {
         mi: Map,
         s: f32,
     ) -> Result<()> {
-        pruned_maps(p.family, p.len, &mo, &mi)?;
+        check_maps(p.family, p.len, &mo, &mi)?;
         let none = 0u64;
         let mut b = self.chained(&p.kernel);
         b.buf_mut(dst);
@@ -436,18 +454,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pruned_kernels_take_only_plain_half_maps() {
+    fn pruned_kernels_take_only_plain_half_maps_and_offsets_fit_32_bits() {
         let half = Map::rows(64, 32);
         let full = Map::rows(64, 64);
         // Pad reads the half line, Crop writes it; the other side is free.
-        assert!(pruned_maps(LineKernel::Pad, 64, &full, &half).is_ok());
-        assert!(pruned_maps(LineKernel::Crop, 64, &half, &full).is_ok());
-        assert!(pruned_maps(LineKernel::Pad, 64, &half, &full).is_err());
-        assert!(pruned_maps(LineKernel::Crop, 64, &full, &half).is_err());
+        assert!(check_maps(LineKernel::Pad, 64, &full, &half).is_ok());
+        assert!(check_maps(LineKernel::Crop, 64, &half, &full).is_ok());
+        assert!(check_maps(LineKernel::Pad, 64, &half, &full).is_err());
+        assert!(check_maps(LineKernel::Crop, 64, &full, &half).is_err());
         // a centred half (a NUFFT's modes) is not the lower half
-        assert!(pruned_maps(LineKernel::Pad, 64, &full, &half.centred()).is_err());
-        // the plain kernels take any map
-        assert!(pruned_maps(LineKernel::Fft, 64, &full, &half.centred()).is_ok());
+        assert!(check_maps(LineKernel::Pad, 64, &full, &half.centred()).is_err());
+        // the plain kernels take any map whose offsets fit 32 bits
+        assert!(check_maps(LineKernel::Fft, 64, &full, &half.centred()).is_ok());
+        let z = |step| Map::new(0, 0, 1, step, 1024);
+        assert!(check_maps(LineKernel::Fft, 1024, &z(1 << 21), &full).is_ok());
+        assert!(check_maps(LineKernel::Fft, 1024, &full, &z(1 << 22)).is_err());
     }
 
     #[test]
