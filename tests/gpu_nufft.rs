@@ -110,13 +110,16 @@ fn type1_and_adjoint_meet_the_tolerance_with_every_spreading_and_interpolation()
         // An even and a non-cubic odd shape (cuFFT on the fine grid), one
         // whose fine sizes 32, 16 and 96 have line FFTs, and one whose fine
         // grid is 1.5 times its modes along x (96) at 1e-5 to 1e-3
-        // (Upsampling::Auto; 16 and 24 along y and z); points anywhere in
-        // [-3pi, 3pi) (periodic, so any real value is a point).
+        // (Upsampling::Auto; 16 and 24 along y and z), and one whose x
+        // lines are 384 long there (radices 8, 8 and 6; 512 at the other
+        // tolerances); points anywhere in [-3pi, 3pi) (periodic, so any
+        // real value is a point).
         for (seed, m) in [
             (1, [16, 14, 18]),
             (2, [10, 12, 7]),
             (3, [16, 8, 48]),
             (4, [64, 10, 12]),
+            (5, [256, 8, 8]),
         ] {
             let mut rng = Rng::new(seed);
             let x: Vec<[f64; 3]> = (0..2000)

@@ -152,11 +152,14 @@ struct Map {
 static_assert(sizeof(Map) == 56, "Map's size differs from lines.rs");
 
 // The point of transform index i of a line of length len, or -1.
+// Centred: frequency i (i - len from len/2 on) is point (i + n/2) mod len
+// where that is below n.
 __device__ __forceinline__ int point_of(const Map& m, int i, int len)
 {
     if (!m.centred) return i < m.n ? i : -1;
-    const int h = m.n / 2;
-    return i < m.n - h ? i + h : i >= len - h ? i - (len - h) : -1;
+    int k = i + m.n / 2;
+    k = k >= len ? k - len : k;
+    return k < m.n ? k : -1;
 }
 
 // p, as a value the compiler cannot take apart: a line's pointer, which
