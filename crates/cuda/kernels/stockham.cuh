@@ -82,7 +82,9 @@ __host__ __device__ constexpr int columns_for(int L, bool wide)
 // with P points a thread. Radix 6 where 4 does not divide: 384 = 8 x 8 x
 // 6, three passes instead of four (8, 8, 2, 3); its pass leaves a third of
 // the group slots idle (64 groups a line on 48 threads of 8 points), which
-// costs less than a barrier and a shared-memory round trip of the line.
+// costs less than a barrier and a shared-memory round trip of the line:
+// on an H200 the NUFFT's six passes of 384 took 3 to 7% less each, with
+// 15% fewer instructions (bench/h200-2026-11-28-radix6).
 __host__ __device__ constexpr int next_radix(int rest, int P)
 {
     return P >= 16 && rest % 16 == 0   ? 16
@@ -164,7 +166,9 @@ __device__ __forceinline__ int point_of(const Map& m, int i, int len)
 
 // p, as a value the compiler cannot take apart: a line's pointer, which
 // it would otherwise split back into buffer and offset, adding the offset
-// to each point's in 64 bits.
+// to each point's in 64 bits. Stores through it are generic (ST, not
+// STG): stores by st.global made the compiler branch around each, 6% more
+// instructions and slower passes (bench/h200-2026-11-28-radix6).
 template <class T>
 __device__ __forceinline__ T* opaque(T* p)
 {
@@ -181,10 +185,11 @@ __device__ __forceinline__ T* opaque(T* p)
 //
 // A point's offset within its line, k step, is taken in 32 bits (one
 // multiply, and one wide multiply-add onto the line's pointer), where 64
-// bits cost seven instructions a point, most of a pass's integer work
-// (Nsight Compute: the passes issue-bound): lines.rs's `Map::fits` holds
-// n step below 2^31 for every map a kernel is given, and the columns'
-// planes (toeplitz.rs).
+// bits cost seven instructions a point, most of a pass's integer work:
+// the passes were issue-bound, and on an H200 they then issued 13% fewer
+// instructions and took 5 to 8% less time (bench/h200-2026-11-28-radix6).
+// lines.rs's `Map::fits` holds n step below 2^31 for every map a kernel
+// is given, and toeplitz.rs the columns' planes.
 template <bool COIL>
 struct LineT {
     const float2* src;

@@ -472,7 +472,7 @@ mod tests {
     }
 
     #[test]
-    fn every_length_has_radices_8_4_2_3_5_and_fits_a_block() {
+    fn every_length_has_radices_8_4_6_2_3_5_and_fits_a_block() {
         for l in LENGTHS {
             assert_eq!(l % 8, 0, "L = {l}");
             let mut rest = l;
@@ -523,11 +523,12 @@ mod tests {
     /// std::threads) against DFTs summed in double, at lengths that take
     /// each path: radices 8 and 2 with the product in registers (16), 8, 4
     /// and 3 through shared memory (96), 16 x 16 with 16 points a thread
-    /// (256), 8, 8 and 5 (320), 8 x 8 x 8 in registers (512). The pruned
-    /// passes: a padded first pass of radix 8 (every length) and 16 (the
-    /// columns at 256), a cropped last pass of radix 2 (16), 4 (256's
-    /// lines), 8 (512) and 16 (256's columns), and none where the last
-    /// radix is odd (96, 320). The columns also with the uniform
+    /// (256), 8, 8 and 5 (320), 8, 8 and 6 (384, the last pass with a
+    /// third of its group slots idle), 8 x 8 x 8 in registers (512). The
+    /// pruned passes: a padded first pass of radix 8 (every length) and 16
+    /// (the columns at 256), a cropped last pass of radix 2 (16), 4 (256's
+    /// lines), 6 (384), 8 (512) and 16 (256's columns), and none where the
+    /// last radix is odd (96, 320). The columns also with the uniform
     /// stencil's symbol beside FFT(Q); the cropped x lines with CG's dot
     /// on images with axes of 1, 2 and more voxels, with and without the
     /// faces' correction, its block sum by shuffles (blocks of whole warps)
@@ -536,7 +537,7 @@ mod tests {
     /// device.
     #[test]
     fn kernels_emulated_on_the_cpu_match_dfts() {
-        for l in [16, 96, 160, 256, 320, 512] {
+        for l in [16, 96, 160, 256, 320, 384, 512] {
             let defines = [
                 format!("LENGTH={l}"),
                 format!("TOEPLITZ={l}"),
