@@ -189,7 +189,7 @@ __device__ __forceinline__ T* opaque(T* p)
 // the passes were issue-bound, and on an H200 they then issued 13% fewer
 // instructions and took 5 to 8% less time (bench/h200-2026-11-28-radix6).
 // lines.rs's `Map::fits` holds n step below 2^31 for every map a kernel
-// is given, and toeplitz.rs the columns' planes.
+// is given, and for the columns' own (checked when their pass is made).
 template <bool COIL>
 struct LineT {
     const float2* src;

@@ -406,6 +406,12 @@ impl Device {
                 [a.cos() as f32, a.sin() as f32]
             })
             .collect();
+        if kernel == LineKernel::ToeplitzColumns {
+            // Its map is its own (lines.cu's `columns`): the held half of
+            // each column, a plane of `count` points apart.
+            let column = Map::new(0, 0, 1, count, l / 2);
+            check_maps(kernel, l, &column, &column)?;
+        }
         let wide = kernel.wide(lines);
         let c = columns_per_block(l, wide);
         Ok(Pass {

@@ -67,10 +67,6 @@ impl Device {
         if !covered([2 * nx, 2 * ny, 2 * nz]) {
             return Ok(None);
         }
-        // The columns' points are planes apart, their offsets taken in 32
-        // bits (stockham.cuh's LineT): at most 2^20 (nz - 1) where the axes
-        // are covered.
-        debug_assert!(4 * nx * ny * nz.saturating_sub(1) < 1 << 31);
         let both = |l, count, lines| -> Result<[Pass; 2]> {
             Ok([
                 self.pass(LineKernel::Pad, l, count, lines)?,
