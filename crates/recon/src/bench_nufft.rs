@@ -94,10 +94,11 @@ fn nufft_options(args: &BenchNufftArgs) -> Result<recon_cuda::NufftOptions> {
         "1.5" => Upsampling::ThreeHalves,
         s => anyhow::bail!("--upsampling must be auto, 2 or 1.5, got {s:?}"),
     };
-    let bins = match &args.bins {
-        Some(b) => Some(three_sizes("--bins", b)?),
-        None => None,
-    };
+    let bins = args
+        .bins
+        .as_deref()
+        .map(|b| three_sizes("--bins", b))
+        .transpose()?;
     let tiles = match &args.tiles {
         Some(t) => three_sizes("--tiles", t)?,
         None => recon_cuda::NufftOptions::default().tiles,
