@@ -37,11 +37,18 @@ pub fn backend_for(
     device: Option<DeviceChoice>,
     note: &dyn Fn(&str),
 ) -> Result<Chosen> {
+    settle(l, device, note)?;
+    choose_backend(&l.cfg.engine, &config::cache_dir(&l.cfg), note)
+}
+
+/// What [`backend_for`] does before it chooses: the thread count set, and
+/// `device` (`--device`) over the config's.
+pub fn settle(l: &mut Loaded, device: Option<DeviceChoice>, note: &dyn Fn(&str)) -> Result<()> {
     set_threads("config key `engine.threads`", l.cfg.engine.threads, note)?;
     if let Some(d) = device {
         l.cfg.engine.device = d;
     }
-    choose_backend(&l.cfg.engine, &config::cache_dir(&l.cfg), note)
+    Ok(())
 }
 
 /// The GPUs' driver and contexts started on a thread of their own where

@@ -138,6 +138,23 @@ pub fn normalise(data: &mut [Complex<f64>]) -> f64 {
 impl Inputs {
     /// Undoes [`normalise`] on the truth and on a run's images, for the
     /// outputs: they are then in the data's own units.
+    /// Bytes of host memory the inputs hold (their arrays'), for a memory
+    /// check made once they exist ([`crate::check_memory_holding`]).
+    pub fn bytes(&self) -> u64 {
+        use std::mem::size_of_val;
+        let maps = self.true_maps.iter().flatten().map(|m| size_of_val(&m[..]));
+        let sizes = [
+            size_of_val(&self.traj[..]),
+            size_of_val(&self.data[..]),
+            self.truth.as_deref().map_or(0, size_of_val),
+            self.anatomy
+                .as_ref()
+                .map_or(0, |a| size_of_val(&a.values[..])),
+            self.anatomy_on_grid.as_deref().map_or(0, size_of_val),
+        ];
+        sizes.into_iter().chain(maps).map(|b| b as u64).sum()
+    }
+
     pub fn unscale(&mut self, out: &mut Outputs) {
         let back = 1.0 / self.data_scale;
         if back == 1.0 {

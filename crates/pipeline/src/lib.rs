@@ -29,7 +29,7 @@ mod series;
 mod solve;
 mod stack;
 
-pub use backend::{backend_for, choose_backend, warm_gpu, workload, Chosen};
+pub use backend::{backend_for, choose_backend, settle, warm_gpu, workload, Chosen};
 pub use build::{build, build_with, solver_params, BuildParams, Built};
 pub use coils::{
     espirit_from_data, gridder, maps_from_data, prepare, stage_maps, stage_problem, Prepared,
@@ -37,10 +37,12 @@ pub use coils::{
 pub use error::{Context, Error, Result};
 pub use inputs::{inputs, normalise, prepared, raw_inputs, trajectory, truth_seen, Inputs, Raw};
 pub use kernel_files::KernelFiles;
-pub use memory::{check_device_memory, check_host_memory, check_memory, samples, Work};
+pub use memory::{
+    check_device_memory, check_host_memory, check_memory, check_memory_holding, samples, Work,
+};
 pub use run::{gridding, plan, q_only, quality, reconstruct, stage_fhd, stage_q, Outputs, Quality};
 pub use scan::{read_in_process, read_scan, units_warning, Kind, ReadScan, Units};
-pub use series::{reconstruct_series, split, Image};
+pub use series::{read_first, reconstruct_series, reconstruct_series_from, split, Image};
 pub use solve::{regulariser, solve, sparse, Regulariser, Solved, SparsePrior};
 
 pub use run::from_f64;
@@ -53,4 +55,17 @@ pub trait Ui {
     fn stage<T>(&self, name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T;
     /// Runs CG with a callback `(iteration, relative residual)`.
     fn solver<T>(&self, iterations: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T;
+}
+
+/// Shows nothing: for a benchmark's repeats, and tests.
+pub struct Silent;
+
+impl Ui for Silent {
+    fn log(&self, _: &str) {}
+    fn stage<T>(&self, _: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
+        f(&mut |_, _| {})
+    }
+    fn solver<T>(&self, _: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T {
+        f(&mut |_, _| {})
+    }
 }

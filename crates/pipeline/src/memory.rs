@@ -38,7 +38,6 @@ pub fn extra_vectors(l: &Loaded) -> u64 {
 }
 
 /// The number of receive coils of a run (before any compression).
-
 pub fn coils(l: &Loaded) -> usize {
     match &l.source {
         Source::Synthetic { .. } => l.cfg.coils.as_ref().map_or(1, |c| c.count),
@@ -50,6 +49,11 @@ pub fn coils(l: &Loaded) -> usize {
 /// before anything large is made; the error gives the estimate and the
 /// largest cubic matrix that would fit.
 pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) -> Result<()> {
+    host_memory(l, work, real_bytes, on_gpu, 0)
+}
+
+/// [`check_host_memory`], `held` of the bytes it needs already allocated.
+fn host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool, held: u64) -> Result<()> {
     use recon_core::memory::{self, gib};
     let samples = samples(l)?;
     let anatomy_voxels = match &l.source {
@@ -96,7 +100,7 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
     let Some(limit) = memory::host_limit() else {
         return Ok(());
     };
-    let free = limit.bytes;
+    let free = limit.bytes.saturating_add(held);
     let need = memory::host_bytes(l.grid.n, samples, &run(l.grid.n));
     let (stage, bytes) = need.unwrap_or(("the run", u64::MAX));
     if bytes <= free {
@@ -125,6 +129,18 @@ pub fn check_host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool) 
 /// Checks the memory a command needs on `backend` (and on the host),
 /// before anything is allocated; the error says what would fit.
 pub fn check_memory<B: Backend>(backend: &B, l: &Loaded, work: Work) -> Result<()> {
+    check_memory_holding(backend, l, work, 0)
+}
+
+/// [`check_memory`] once part of the run's host memory, `held` bytes (its
+/// inputs, made while the GPU opened), is already allocated: those bytes
+/// count as available to it, since the need includes them.
+pub fn check_memory_holding<B: Backend>(
+    backend: &B,
+    l: &Loaded,
+    work: Work,
+    held: u64,
+) -> Result<()> {
     // The device first: it is the smaller memory, and its message names
     // the largest matrix the GPU holds.
     let gpu_free = backend.memory_available();
@@ -140,11 +156,12 @@ pub fn check_memory<B: Backend>(backend: &B, l: &Loaded, work: Work) -> Result<(
             extra_vectors(l),
         )?;
     }
-    check_host_memory(
+    host_memory(
         l,
         work,
         std::mem::size_of::<B::Real>() as u64,
         gpu_free.is_some(),
+        held,
     )
 }
 

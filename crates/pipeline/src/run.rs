@@ -218,6 +218,7 @@ pub fn gridding<B: NufftBackend>(
 }
 
 /// Image-quality figures of one reconstruction against the truth.
+#[derive(Debug, Clone, Copy)]
 pub struct Quality {
     pub psnr_db: f64,
     pub percent_error: f64,

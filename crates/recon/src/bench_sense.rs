@@ -18,7 +18,7 @@
 use crate::bench::built::{fastest_build, in_memory, seconds};
 use crate::bench_nufft::best;
 use crate::config::{DeviceChoice, EngineCfg, EngineKind, Precision};
-use crate::ui::Quiet;
+use crate::pipeline::Silent;
 use anyhow::{Context, Result};
 use recon_cg::Params;
 use recon_core::{Complex, Real};
@@ -184,7 +184,7 @@ where
 
     let samples = traj.len();
     let l = config(args, grid, traj, data, maps)?;
-    let inputs = crate::pipeline::inputs(&l, crate::pipeline::trajectory(&l)?, &Quiet)?;
+    let inputs = crate::pipeline::inputs(&l, crate::pipeline::trajectory(&l)?, &Silent)?;
     let mut runs: Vec<Run> = Vec::new();
     // Per trajectory, from the builds: the plan, and Q with its plan.
     let (mut plan_seconds, mut q_seconds) = (f64::INFINITY, f64::INFINITY);
@@ -313,7 +313,7 @@ where
         coil_devices: Some(gpus),
     };
     // The build, best of `repeats` for each stage; the last one kept.
-    let (mut built, times) = fastest_build(b, l, inputs, &params, args.repeats, &Quiet)?;
+    let (mut built, times) = fastest_build(b, l, inputs, &params, args.repeats, &Silent)?;
     // FFT(Q), the maps' upload and the other GPUs' plans: the builder's
     // "fft_q" and "maps_upload" (its "maps" also makes the gridding
     // baseline's plan).
@@ -353,7 +353,7 @@ where
         let mut norm = 0.0;
         for _ in 0..args.repeats {
             let t = Instant::now();
-            let solved = built.solve(b, "the SENSE benchmark's CG", &Quiet)?;
+            let solved = built.solve(b, "the SENSE benchmark's CG", &Silent)?;
             best = best.min(t.elapsed().as_secs_f64());
             norm = solved
                 .x

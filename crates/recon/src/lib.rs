@@ -255,17 +255,52 @@ fn run(cli: Cli) -> Result<()> {
             // is the run's set-up; then the device is opened.
             let read = *SCAN_READ.lock().unwrap_or_else(|e| e.into_inner());
             let setup = since_start() - read;
-            let t = Instant::now();
-            let chosen = backend_for(&mut l, args.device)?;
-            if let Some(w) = warm.take() {
-                // The contexts' extra references, released.
-                drop(w.join());
-            }
-            let mut opened = vec![("setup", setup), ("device", t.elapsed().as_secs_f64())];
+            recon_pipeline::settle(&mut l, args.device, &note)?;
+            // The input's hash, for the provenance, while the run computes.
+            let input = report::InputHash::start(&l);
+            let (engine, cache) = (l.cfg.engine.clone(), config::cache_dir(&l.cfg));
+            let open = || recon_pipeline::choose_backend(&engine, &cache, &note);
+            // A scan of several images: one config per image, reconstructed in turn.
+            let images = pipeline::split(l);
+            let synthetic = matches!(images[0].1.source, config::Source::Synthetic { .. });
+            let (chosen, first, device) = match warm.take() {
+                // Synthetic data is made while the GPU opens (a scan was
+                // read meanwhile); `device` is the wait beyond it.
+                Some(w) if synthetic => {
+                    // Checked first, as on a GPU (the least host memory a
+                    // run takes: what that refuses, no backend runs); then
+                    // again once the backend is chosen.
+                    let l = &images[0].1;
+                    pipeline::check_host_memory(l, pipeline::Work::Reconstruct, 4, true)?;
+                    let (chosen, first, t) = std::thread::scope(|s| {
+                        let opening = s.spawn(open);
+                        let first = pipeline::read_first(&images, &Bars);
+                        let t = Instant::now();
+                        let chosen = opening
+                            .join()
+                            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                        (chosen, first, t)
+                    });
+                    let chosen = chosen?;
+                    // The contexts' extra references, released.
+                    drop(w.join());
+                    (chosen, Some(first?), t.elapsed().as_secs_f64())
+                }
+                w => {
+                    let t = Instant::now();
+                    let chosen = open()?;
+                    if let Some(w) = w {
+                        drop(w.join());
+                    }
+                    (chosen, None, t.elapsed().as_secs_f64())
+                }
+            };
+            let mut opened = vec![("setup", setup), ("device", device)];
             if read > 0.0 {
                 opened.push(("read", read));
             }
-            let done = on_backend!(&chosen, b => run_pipeline(b, l, outputs, &opened));
+            let done =
+                on_backend!(&chosen, b => run_pipeline(b, images, first, input, outputs, &opened));
             // The process ends here: the driver frees a GPU's context and
             // memory at exit faster than dropping them one by one would (a
             // host goes on, and frees them).
@@ -297,7 +332,9 @@ fn load_run(args: &RunArgs, checked: &dyn Fn(&config::Config)) -> Result<Loaded>
 
 fn run_pipeline<B>(
     backend: &B,
-    l: Loaded,
+    images: Vec<(recon_io::geometry::Index, Loaded)>,
+    first: Option<(pipeline::Inputs, f64)>,
+    input: report::InputHash,
     outputs: recon_io::OutputDir,
     opened: &[(&'static str, f64)],
 ) -> Result<()>
@@ -307,14 +344,12 @@ where
 {
     let ui = Bars;
     ui.log(&format!("device: {}", backend.describe()));
-    // The input's hash, for the provenance, while the run computes.
-    let input = report::InputHash::start(&l);
-    // A scan of several images: one config per image, reconstructed in turn.
-    let images = pipeline::split(l);
     let count = images.len();
     let l = &images[0].1;
-    // Before anything large is made: do the device and the host hold it?
-    pipeline::check_memory(backend, l, pipeline::Work::Reconstruct)?;
+    // Before anything large is made (but the first image's inputs, if made
+    // while the GPU opened): do the device and the host hold it?
+    let held = first.as_ref().map_or(0, |(i, _)| i.bytes());
+    pipeline::check_memory_holding(backend, l, pipeline::Work::Reconstruct, held)?;
     if count > 1 {
         ui.log(&format!(
             "{count} images in `{}`: {}",
@@ -337,7 +372,7 @@ where
     if let Some(why) = kernels.as_ref().and_then(|k| k.not_stored.as_ref()) {
         ui.log(&format!("warning: {why}; the run goes on"));
     }
-    let done = pipeline::reconstruct_series(backend, &images, &ui)?;
+    let done = pipeline::reconstruct_series_from(backend, &images, first, &ui)?;
     let first = &done[0];
     ui.log(&format!(
         "{} {} samples of `{}` on a {:?} grid{}",
@@ -352,12 +387,21 @@ where
     ));
     let indices: Vec<_> = done.iter().map(|i| i.index).collect();
     let arrangement = arrange::Arrangement::of(&indices);
+    // The provenance first (`recon.h5` carries it); the report's figures
+    // while the files are written.
     let t = Instant::now();
-    let mut report = report::report(l, &done, &arrangement, &before, kernels, input)?;
-    report
-        .seconds
-        .insert("report".into(), t.elapsed().as_secs_f64());
-    let files = output::write(outputs, l, &done, &arrangement, &mut report)?;
+    let provenance = report::provenance(l, &first.out, input)?;
+    let provenance_json = serde_json::to_string(&provenance)?;
+    before.push(("report", t.elapsed().as_secs_f64()));
+    let make_report = || report::report(l, &done, &arrangement, &before, kernels, provenance);
+    let (files, report) = output::write(
+        outputs,
+        l,
+        &done,
+        &arrangement,
+        &provenance_json,
+        make_report,
+    )?;
     if ui::verbosity() == ui::Verbosity::Verbose {
         // What follows (the summary, freeing memory, the process's exit)
         // is outside the report's total.
@@ -414,7 +458,7 @@ where
         if count > 1 { " (first image)" } else { "" }
     );
     println!("  Q cache: {}", report.q_cache);
-    for image in &done {
+    for (image, quality) in done.iter().zip(&report.quality) {
         if count > 1 {
             println!(
                 "  {}: {} iterations, relative residual {:.3e}{}",
@@ -428,7 +472,7 @@ where
                 }
             );
         }
-        match report::quality(image) {
+        match quality {
             (Some(i), Some(g)) => {
                 println!("                 PSNR (dB)   error (%)");
                 println!(

@@ -270,17 +270,20 @@ fn write_nifti(path: &Path, image: &Voxels, what: &str, gz: bool) -> Result<(), 
 
 /// Writes every output into the staged folder, side by side, and swaps it
 /// in whole, so an error or an interrupt leaves either the earlier outputs
-/// or the new ones, never a mix and never a half-written file. Returns the
-/// files' names.
+/// or the new ones, never a mix and never a half-written file. The report
+/// is made by `report` meanwhile (its figures are sums over the images,
+/// which the files' writing leaves cores and memory bandwidth for) and
+/// written last, with the outputs' seconds. Returns the files' names and
+/// the report.
 pub fn write(
     mut dir: recon_io::OutputDir,
     l: &Loaded,
     images: &[Image],
     arrangement: &Arrangement,
-    report: &mut Report,
-) -> Result<Vec<String>> {
+    provenance: &str,
+    report: impl FnOnce() -> Report + Send,
+) -> Result<(Vec<String>, Report)> {
     let start = std::time::Instant::now();
-    let provenance = serde_json::to_string(&report.provenance)?;
     let geometries: Vec<_> = images.iter().map(|i| i.geometry).collect();
     let nii = |values: Vec<f32>, frames: usize| {
         Voxels::Real(crate::arrange::nifti(
@@ -311,7 +314,7 @@ pub fn write(
     outputs.push((
         "recon.h5".into(),
         Box::new(|tmp| {
-            write_h5(tmp, l, images, arrangement, &provenance).context("writing recon.h5")
+            write_h5(tmp, l, images, arrangement, provenance).context("writing recon.h5")
         }),
     ));
     // output.compress: gzip, as .nii.gz
@@ -403,18 +406,27 @@ pub fn write(
         }),
     ));
     let names: Vec<String> = outputs.iter().map(|(name, _)| name.clone()).collect();
-    let seconds = dir.stage_all(outputs)?;
+    let (seconds, report) = std::thread::scope(|s| {
+        let report = s.spawn(report);
+        let seconds = dir.stage_all(outputs);
+        let report = report
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (seconds, report)
+    });
+    let (seconds, mut report) = (seconds?, report);
     // report.json last, with the outputs' seconds and the run's total.
     report
         .seconds
         .insert("outputs".into(), start.elapsed().as_secs_f64());
     report.output_seconds = names.into_iter().zip(seconds).collect();
     crate::report::close_seconds(&mut report.seconds);
-    let json = serde_json::to_string_pretty(report)? + "\n";
+    let json = serde_json::to_string_pretty(&report)? + "\n";
     dir.stage("report.json", |tmp| write_text(tmp, &json))
         .context("writing report.json")?;
     pause_before_commit();
-    dir.commit().context("moving the outputs into place")
+    let files = dir.commit().context("moving the outputs into place")?;
+    Ok((files, report))
 }
 
 /// Writes a text file.

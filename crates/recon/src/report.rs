@@ -81,9 +81,10 @@ pub struct Report {
     /// (`total`) in one of them: `setup` (parsing, the config, the output
     /// folder), `device` (opening the GPUs), `kernels` (compiling or
     /// reading their kernels), `read` or `synthesis`, the builder's stages,
-    /// `cg`, `gridding`, `report` (this report, the input's hash
-    /// included), `outputs` (writing the files), and `other`, what none of
-    /// them timed.
+    /// `cg`, `gridding`, `report` (the input's hash and the provenance,
+    /// which `recon.h5` carries), `outputs` (writing the files; the rest of
+    /// this report is made meanwhile), and `other`, what none of them
+    /// timed.
     pub seconds: BTreeMap<String, f64>,
     /// The seconds of `outputs` file by file (`nifti values`: the images
     /// arranged for the NIfTI files), each written and synced.
@@ -97,6 +98,10 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub images: Option<Vec<ImageReport>>,
     pub provenance: Provenance,
+    /// Each image's PSNR and error, iterative and gridding (`None`
+    /// without a truth): for the run's summary, computed once.
+    #[serde(skip)]
+    pub quality: Vec<(Option<Quality>, Option<Quality>)>,
 }
 
 /// This process's kernels so far; `None` when it loaded none (the CPU).
@@ -241,7 +246,7 @@ fn seconds(s: &[(&'static str, f64)]) -> BTreeMap<String, f64> {
 }
 
 /// The figures of one image against its truth: iterative and gridding.
-pub fn quality(image: &Image) -> (Option<Quality>, Option<Quality>) {
+fn quality(image: &Image) -> (Option<Quality>, Option<Quality>) {
     let truth = image.inputs.truth.as_deref();
     (
         crate::pipeline::quality(&image.out.recon, truth),
@@ -259,11 +264,12 @@ pub fn report(
     arrangement: &Arrangement,
     before: &[(&'static str, f64)],
     kernels: Option<KernelStats>,
-    input: InputHash,
-) -> Result<Report> {
+    provenance: Provenance,
+) -> Report {
     let first = &images[0];
     let (inputs, out) = (&first.inputs, &first.out);
-    let (iterative, gridding) = quality(first);
+    let qualities: Vec<_> = images.iter().map(quality).collect();
+    let (iterative, gridding) = &qualities[0];
     let all: Vec<(&'static str, f64)> = before
         .iter()
         .copied()
@@ -273,28 +279,26 @@ pub fn report(
     let per_image = (images.len() > 1).then(|| {
         images
             .iter()
-            .map(|i| {
-                let (it, g) = quality(i);
-                ImageReport {
-                    index: arrangement
-                        .axes
-                        .iter()
-                        .map(|(d, name, _)| (name.to_string(), i.index.0[*d]))
-                        .collect(),
-                    shared: i.shared,
-                    batch: i.batch,
-                    iterations: i.out.info.iterations,
-                    relative_residual: i.out.info.relative_residual,
-                    lambda: i.out.lambda.lambda,
-                    lambda_abs: i.out.lambda_abs,
-                    psnr_db: it.map(|q| q.psnr_db),
-                    gridding_psnr_db: g.map(|q| q.psnr_db),
-                    seconds: self::seconds(&i.out.seconds),
-                }
+            .zip(&qualities)
+            .map(|(i, (it, g))| ImageReport {
+                index: arrangement
+                    .axes
+                    .iter()
+                    .map(|(d, name, _)| (name.to_string(), i.index.0[*d]))
+                    .collect(),
+                shared: i.shared,
+                batch: i.batch,
+                iterations: i.out.info.iterations,
+                relative_residual: i.out.info.relative_residual,
+                lambda: i.out.lambda.lambda,
+                lambda_abs: i.out.lambda_abs,
+                psnr_db: it.as_ref().map(|q| q.psnr_db),
+                gridding_psnr_db: g.as_ref().map(|q| q.psnr_db),
+                seconds: self::seconds(&i.out.seconds),
             })
             .collect()
     });
-    Ok(Report {
+    Report {
         config: l.path.display().to_string(),
         data: l.data_name(),
         trajectory: l.cfg.trajectory.clone(),
@@ -336,6 +340,7 @@ pub fn report(
         output_seconds: BTreeMap::new(),
         kernels,
         images: per_image,
-        provenance: provenance(l, out, input)?,
-    })
+        provenance,
+        quality: qualities,
+    }
 }

@@ -1,6 +1,7 @@
 //! The binary's [`Ui`]: progress bars on stderr where it is a terminal,
 //! one log line per stage where it is not; `-q` shows neither (warnings and
-//! errors still), `-v` log lines everywhere and every CG iteration.
+//! errors still), `-v` log lines everywhere, each after the seconds since
+//! the start, and every CG iteration.
 
 use crate::pipeline::Ui;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -43,7 +44,7 @@ pub(crate) struct Bars;
 impl Ui for Bars {
     fn log(&self, msg: &str) {
         if verbosity() != Verbosity::Quiet {
-            eprintln!("{msg}");
+            line(format_args!("{msg}"));
         }
     }
 
@@ -81,13 +82,13 @@ impl Ui for Bars {
                 _ => iterations.div_ceil(10).max(1),
             };
             let t = Instant::now();
-            eprintln!("CG: {iterations} iterations");
+            line(format_args!("CG: {iterations} iterations"));
             return f(&mut |it, res| {
                 if it % every == 0 || it == iterations {
-                    eprintln!(
+                    line(format_args!(
                         "CG: iteration {it}/{iterations}, residual {res:.3e}, {:.1} s",
                         t.elapsed().as_secs_f64()
-                    );
+                    ));
                 }
             });
         }
@@ -112,32 +113,31 @@ impl Ui for Bars {
 /// further tenth of its progress, and when it ends.
 fn logged_stage<T>(name: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
     let t = Instant::now();
-    eprintln!("{name}: started");
+    line(format_args!("{name}: started"));
     let mut shown = 0;
     let out = f(&mut |done, total| {
         let tenth = (10 * done).checked_div(total).unwrap_or(0);
         if tenth > shown && done < total {
             shown = tenth;
-            eprintln!(
+            line(format_args!(
                 "{name}: {}% after {:.1} s",
                 10 * tenth,
                 t.elapsed().as_secs_f64()
-            );
+            ));
         }
     });
-    eprintln!("{name}: done in {:.2} s", t.elapsed().as_secs_f64());
+    line(format_args!(
+        "{name}: done in {:.2} s",
+        t.elapsed().as_secs_f64()
+    ));
     out
 }
 
-/// Shows nothing: for a benchmark's repeats.
-pub(crate) struct Quiet;
-
-impl Ui for Quiet {
-    fn log(&self, _: &str) {}
-    fn stage<T>(&self, _: &str, f: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T) -> T {
-        f(&mut |_, _| {})
-    }
-    fn solver<T>(&self, _: usize, f: impl FnOnce(&mut dyn FnMut(usize, f64)) -> T) -> T {
-        f(&mut |_, _| {})
+/// A log line on stderr; with `-v`, after the seconds since the process
+/// started (`[  1.234 s] `), so that a log shows where a run's time went.
+pub(crate) fn line(msg: std::fmt::Arguments) {
+    match verbosity() {
+        Verbosity::Verbose => eprintln!("[{:8.3} s] {msg}", crate::since_start()),
+        _ => eprintln!("{msg}"),
     }
 }
