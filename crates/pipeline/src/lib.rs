@@ -38,7 +38,8 @@ pub use error::{Context, Error, Result};
 pub use inputs::{inputs, normalise, prepared, raw_inputs, trajectory, truth_seen, Inputs, Raw};
 pub use kernel_files::KernelFiles;
 pub use memory::{
-    check_device_memory, check_host_memory, check_memory, check_memory_holding, samples, Work,
+    check_device_memory, check_host_memory, check_memory, check_memory_holding,
+    inputs_before_device, samples, Work,
 };
 pub use run::{gridding, plan, q_only, quality, reconstruct, stage_fhd, stage_q, Outputs, Quality};
 pub use scan::{read_in_process, read_scan, units_warning, Kind, ReadScan, Units};

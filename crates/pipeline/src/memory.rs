@@ -126,6 +126,29 @@ fn host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool, held: u64)
     );
 }
 
+/// Whether a run's inputs may be made before its GPU is open (and its
+/// device memory checked): the host holds the run as on a GPU (the least
+/// host memory any backend takes), and the GPU's peak is at most
+/// [`SMALL_ON_DEVICE`], so that a GPU too full for it refuses the run after
+/// a small synthesis, not after minutes of one. Else the device is checked
+/// first, as [`check_memory`] does.
+pub fn inputs_before_device(l: &Loaded) -> bool {
+    use recon_core::memory;
+    let Ok(samples) = samples(l) else {
+        return false;
+    };
+    let nufft = l.cfg.engine.kind == config::EngineKind::Nufft;
+    let small = memory::peak_bytes(l.grid.n, samples, nufft, coils(l), extra_vectors(l))
+        .is_some_and(|(_, bytes)| bytes <= SMALL_ON_DEVICE);
+    small && check_host_memory(l, Work::Reconstruct, 4, true).is_ok()
+}
+
+/// The GPU memory below which a run's inputs are made while its GPU opens
+/// ([`inputs_before_device`]): 4 GiB, above the book's 128^3 problem
+/// (2.3 GB) and far below 256^3 with a million samples (18 GB), whose
+/// synthesis takes seconds.
+pub const SMALL_ON_DEVICE: u64 = 4 << 30;
+
 /// Checks the memory a command needs on `backend` (and on the host),
 /// before anything is allocated; the error says what would fit.
 pub fn check_memory<B: Backend>(backend: &B, l: &Loaded, work: Work) -> Result<()> {
@@ -193,4 +216,31 @@ pub fn check_device_memory(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_are_made_before_the_device_only_for_small_problems() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/sodium.toml");
+        let mut l = crate::config::load(&cfg, Some(dir.path()), &crate::read_in_process).unwrap();
+        // 48^3 with 119,800 samples: megabytes on the GPU.
+        assert!(inputs_before_device(&l));
+        // The constant's examples: the book's 128^3 problem (2.3 GB) is
+        // under it, 256^3 with a million samples (18 GB) is not.
+        let at = |n: usize, m: usize| {
+            recon_core::memory::peak_bytes([n; 3], m, true, 1, 0)
+                .unwrap()
+                .1
+        };
+        assert!(at(128, 284_592) <= SMALL_ON_DEVICE);
+        assert!(at(256, 1_000_000) > SMALL_ON_DEVICE);
+        // 1024^3 needs tens of GiB on the GPU: the device is checked first.
+        l.grid.n = [1024; 3];
+        assert!(!inputs_before_device(&l));
+    }
 }

@@ -265,13 +265,10 @@ fn run(cli: Cli) -> Result<()> {
             let synthetic = matches!(images[0].1.source, config::Source::Synthetic { .. });
             let (chosen, first, device) = match warm.take() {
                 // Synthetic data is made while the GPU opens (a scan was
-                // read meanwhile); `device` is the wait beyond it.
-                Some(w) if synthetic => {
-                    // Checked first, as on a GPU (the least host memory a
-                    // run takes: what that refuses, no backend runs); then
-                    // again once the backend is chosen.
-                    let l = &images[0].1;
-                    pipeline::check_host_memory(l, pipeline::Work::Reconstruct, 4, true)?;
+                // read meanwhile) where memory allows it; `device` is the
+                // wait beyond it. The memory is checked in full once the
+                // backend is chosen.
+                Some(w) if synthetic && pipeline::inputs_before_device(&images[0].1) => {
                     let (chosen, first, t) = std::thread::scope(|s| {
                         let opening = s.spawn(open);
                         let first = pipeline::read_first(&images, &Bars);
