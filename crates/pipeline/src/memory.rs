@@ -130,8 +130,9 @@ fn host_memory(l: &Loaded, work: Work, real_bytes: u64, on_gpu: bool, held: u64)
 /// device memory checked): the host holds the run as on a GPU (the least
 /// host memory any backend takes), and the GPU's peak is at most
 /// [`SMALL_ON_DEVICE`], so that a GPU too full for it refuses the run after
-/// a small synthesis, not after minutes of one. Else the device is checked
-/// first, as [`check_memory`] does.
+/// small inputs were made (a synthesis of seconds at most), not after
+/// minutes of them. Else the device is checked first, as [`check_memory`]
+/// does.
 pub fn inputs_before_device(l: &Loaded) -> bool {
     use recon_core::memory;
     let Ok(samples) = samples(l) else {
@@ -145,8 +146,7 @@ pub fn inputs_before_device(l: &Loaded) -> bool {
 
 /// The GPU memory below which a run's inputs are made while its GPU opens
 /// ([`inputs_before_device`]): 4 GiB, above the book's 128^3 problem
-/// (2.3 GB) and far below 256^3 with a million samples (18 GB), whose
-/// synthesis takes seconds.
+/// (2.3 GB) and far below 256^3 with a million samples (18 GB).
 pub const SMALL_ON_DEVICE: u64 = 4 << 30;
 
 /// Checks the memory a command needs on `backend` (and on the host),

@@ -101,7 +101,7 @@ where
 }
 
 /// The first image's inputs and their seconds, made before its backend is
-/// ([`reconstruct_series_from`]): synthetic data made while the GPU opens.
+/// ([`reconstruct_series_from`]): made while the GPU opens.
 pub fn read_first(images: &[(Index, Loaded)], ui: &impl Ui) -> Result<(Inputs, f64)> {
     read_image(images, 0, ui)
 }

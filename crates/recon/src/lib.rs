@@ -262,13 +262,12 @@ fn run(cli: Cli) -> Result<()> {
             let open = || recon_pipeline::choose_backend(&engine, &cache, &note);
             // A scan of several images: one config per image, reconstructed in turn.
             let images = pipeline::split(l);
-            let synthetic = matches!(images[0].1.source, config::Source::Synthetic { .. });
             let (chosen, first, device) = match warm.take() {
-                // Synthetic data is made while the GPU opens (a scan was
-                // read meanwhile) where memory allows it; `device` is the
-                // wait beyond it. The memory is checked in full once the
-                // backend is chosen.
-                Some(w) if synthetic && pipeline::inputs_before_device(&images[0].1) => {
+                // The first image's inputs (synthetic data made, or a
+                // scan's prepared) while the GPU opens, where memory allows
+                // it; `device` is the wait beyond them. The memory is
+                // checked in full once the backend is chosen.
+                Some(w) if pipeline::inputs_before_device(&images[0].1) => {
                     let (chosen, first, t) = std::thread::scope(|s| {
                         let opening = s.spawn(open);
                         let first = pipeline::read_first(&images, &Bars);
