@@ -224,10 +224,7 @@ mod tests {
 
     #[test]
     fn inputs_are_made_before_the_device_only_for_small_problems() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/sodium.toml");
-        let mut l = crate::config::load(&cfg, Some(dir.path()), &crate::read_in_process).unwrap();
+        let (_out, mut l) = crate::config::shipped("sodium");
         // 48^3 with 119,800 samples: megabytes on the GPU.
         assert!(inputs_before_device(&l));
         // The constant's examples: the book's 128^3 problem (2.3 GB) is

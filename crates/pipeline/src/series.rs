@@ -374,10 +374,7 @@ mod tests {
 
     #[test]
     fn a_first_image_made_ahead_is_the_one_solved() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/test-small.toml");
-        let mut l = crate::config::load(&cfg, Some(dir.path()), &crate::read_in_process).unwrap();
+        let (_out, mut l) = crate::config::shipped("test-small");
         l.cfg.q.cache = false;
         let images = split(l);
         let cpu = recon_core::CpuBackend::<f64>::new();

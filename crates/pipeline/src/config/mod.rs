@@ -31,6 +31,17 @@ pub use prior::{Algorithm, PriorCfg, PriorKind};
 
 pub use settings::Settings;
 
+/// For tests: the shipped config `configs/<name>.toml`, loaded with its
+/// outputs in a temporary folder (returned, to keep it alive).
+#[cfg(test)]
+pub(crate) fn shipped(name: &str) -> (tempfile::TempDir, Loaded) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../configs/{name}.toml"));
+    let l = load(&cfg, Some(dir.path()), &crate::read_in_process).unwrap();
+    (dir, l)
+}
+
 /// One value for all three axes, or `[x, y, z]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Triple<T>(pub [T; 3]);
