@@ -136,8 +136,6 @@ pub fn normalise(data: &mut [Complex<f64>]) -> f64 {
 }
 
 impl Inputs {
-    /// Undoes [`normalise`] on the truth and on a run's images, for the
-    /// outputs: they are then in the data's own units.
     /// Bytes of host memory the inputs hold (their arrays'), for a memory
     /// check made once they exist ([`crate::check_memory_holding`]).
     pub fn bytes(&self) -> u64 {
@@ -155,6 +153,8 @@ impl Inputs {
         sizes.into_iter().chain(maps).map(|b| b as u64).sum()
     }
 
+    /// Undoes [`normalise`] on the truth and on a run's images, for the
+    /// outputs: they are then in the data's own units.
     pub fn unscale(&mut self, out: &mut Outputs) {
         let back = 1.0 / self.data_scale;
         if back == 1.0 {
