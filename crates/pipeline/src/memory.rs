@@ -141,13 +141,14 @@ pub fn inputs_before_device(l: &Loaded) -> bool {
     let nufft = l.cfg.engine.kind == config::EngineKind::Nufft;
     let small = memory::peak_bytes(l.grid.n, samples, nufft, coils(l), extra_vectors(l))
         .is_some_and(|(_, bytes)| bytes <= SMALL_ON_DEVICE);
-    small && check_host_memory(l, Work::Reconstruct, 4, true).is_ok()
+    let f32_bytes = std::mem::size_of::<f32>() as u64;
+    small && check_host_memory(l, Work::Reconstruct, f32_bytes, true).is_ok()
 }
 
 /// The GPU memory below which a run's inputs are made while its GPU opens
 /// ([`inputs_before_device`]): 4 GiB, above the book's 128^3 problem
 /// (2.3 GB) and far below 256^3 with a million samples (18 GB).
-pub const SMALL_ON_DEVICE: u64 = 4 << 30;
+const SMALL_ON_DEVICE: u64 = 4 << 30;
 
 /// Checks the memory a command needs on `backend` (and on the host),
 /// before anything is allocated; the error says what would fit.

@@ -262,41 +262,37 @@ fn run(cli: Cli) -> Result<()> {
             let open = || recon_pipeline::choose_backend(&engine, &cache, &note);
             // A scan of several images: one config per image, reconstructed in turn.
             let images = pipeline::split(l);
-            let (chosen, first, device) = match warm.take() {
-                // The first image's inputs (synthetic data made, or a
-                // scan's prepared) while the GPU opens, where memory allows
-                // it; `device` is the wait beyond them. The memory is
-                // checked in full once the backend is chosen.
-                Some(w) if pipeline::inputs_before_device(&images[0].1) => {
-                    let (chosen, first, t) = std::thread::scope(|s| {
-                        let opening = s.spawn(open);
-                        let first = pipeline::read_first(&images, &Bars);
-                        let t = Instant::now();
-                        let chosen = opening
-                            .join()
-                            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-                        (chosen, first, t)
-                    });
-                    let chosen = chosen?;
-                    // The contexts' extra references, released.
-                    drop(w.join());
-                    (chosen, Some(first?), t.elapsed().as_secs_f64())
-                }
-                w => {
+            // The first image's inputs (synthetic data made, or a scan's
+            // prepared) while the GPU opens, where memory allows it; the
+            // memory is checked in full once the backend is chosen.
+            let warm = warm.take();
+            let ahead = warm.is_some() && pipeline::inputs_before_device(&images[0].1);
+            let (chosen, ahead, t) = std::thread::scope(|s| {
+                if !ahead {
                     let t = Instant::now();
-                    let chosen = open()?;
-                    if let Some(w) = w {
-                        drop(w.join());
-                    }
-                    (chosen, None, t.elapsed().as_secs_f64())
+                    return (open(), None, t);
                 }
-            };
+                let opening = s.spawn(open);
+                let inputs = pipeline::read_first(&images, &Bars);
+                // `device`: the wait beyond the inputs.
+                let t = Instant::now();
+                let chosen = opening
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (chosen, Some(inputs), t)
+            });
+            let (chosen, ahead) = (chosen?, ahead.transpose()?);
+            if let Some(w) = warm {
+                // The contexts' extra references, released.
+                drop(w.join());
+            }
+            let device = t.elapsed().as_secs_f64();
             let mut opened = vec![("setup", setup), ("device", device)];
             if read > 0.0 {
                 opened.push(("read", read));
             }
             let done =
-                on_backend!(&chosen, b => run_pipeline(b, images, first, input, outputs, &opened));
+                on_backend!(&chosen, b => run_pipeline(b, images, ahead, input, outputs, &opened));
             // The process ends here: the driver frees a GPU's context and
             // memory at exit faster than dropping them one by one would (a
             // host goes on, and frees them).
@@ -329,7 +325,7 @@ fn load_run(args: &RunArgs, checked: &dyn Fn(&config::Config)) -> Result<Loaded>
 fn run_pipeline<B>(
     backend: &B,
     images: Vec<(recon_io::geometry::Index, Loaded)>,
-    first: Option<(pipeline::Inputs, f64)>,
+    ahead: Option<(pipeline::Inputs, f64)>,
     input: report::InputHash,
     outputs: recon_io::OutputDir,
     opened: &[(&'static str, f64)],
@@ -344,7 +340,7 @@ where
     let l = &images[0].1;
     // Before anything large is made (but the first image's inputs, if made
     // while the GPU opened): do the device and the host hold it?
-    let held = first.as_ref().map_or(0, |(i, _)| i.bytes());
+    let held = ahead.as_ref().map_or(0, |(i, _)| i.bytes());
     pipeline::check_memory_holding(backend, l, pipeline::Work::Reconstruct, held)?;
     if count > 1 {
         ui.log(&format!(
@@ -368,7 +364,7 @@ where
     if let Some(why) = kernels.as_ref().and_then(|k| k.not_stored.as_ref()) {
         ui.log(&format!("warning: {why}; the run goes on"));
     }
-    let done = pipeline::reconstruct_series_from(backend, &images, first, &ui)?;
+    let done = pipeline::reconstruct_series_from(backend, &images, ahead, &ui)?;
     let first = &done[0];
     ui.log(&format!(
         "{} {} samples of `{}` on a {:?} grid{}",
