@@ -251,11 +251,16 @@ pub fn host_bytes(n: [usize; 3], samples: usize, run: &HostRun) -> Option<(&'sta
         0
     };
     let maps_stage = ("coil maps", inputs.checked_add(q)?.checked_add(estimate)?);
+    // The gridding baseline and F^H D are made before the solve (complex
+    // f64) and, while it runs, written out from float32 copies (8 + 8 B
+    // per voxel, and 8 of the baseline's NIfTI values at most).
+    let early = vox.checked_mul(32 + 24)?;
     let cg = inputs
         .checked_add(q)?
         .checked_add(fhd)?
         .checked_add(solver)?
-        .checked_add(sense)?;
+        .checked_add(sense)?
+        .checked_add(early)?;
     // Results in complex f64 (recon, F^H D, gridding) and Q in f64 if kept.
     let results = vox.checked_mul(48)?.checked_add(if run.output_q {
         big.checked_mul(16)?

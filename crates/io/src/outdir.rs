@@ -65,7 +65,9 @@ pub struct OutputDir {
     target: PathBuf,
     staging: PathBuf,
     mode: Commit,
-    files: Vec<String>,
+    /// The files staged so far, in order: outputs may be staged from
+    /// several threads (some while the run still computes).
+    files: std::sync::Mutex<Vec<String>>,
     done: bool,
 }
 
@@ -110,7 +112,7 @@ impl OutputDir {
             target,
             staging,
             mode,
-            files: Vec::new(),
+            files: Default::default(),
             done: false,
         };
         remove_any(&out.staging);
@@ -134,18 +136,35 @@ impl OutputDir {
     }
 
     /// Writes output `name`: `write` fills the file at the path it is
-    /// given; the file is synced.
-    pub fn stage<E>(
-        &mut self,
-        name: &str,
-        write: impl FnOnce(&Path) -> Result<(), E>,
-    ) -> Result<(), E>
+    /// given; the file is synced. Returns the seconds it took.
+    pub fn stage<E>(&self, name: &str, write: impl FnOnce(&Path) -> Result<(), E>) -> Result<f64, E>
     where
         E: From<IoError>,
     {
-        written(&self.staging.join(name), write)?;
-        self.files.push(name.to_string());
-        Ok(())
+        let seconds = written(&self.staging.join(name), write)?;
+        self.staged(name);
+        Ok(seconds)
+    }
+
+    fn staged(&self, name: &str) {
+        self.files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(name.to_string());
+    }
+
+    /// Where output `name` is staged, for a file written in parts while the
+    /// run computes: [`OutputDir::stage`] of that name finishes it (its
+    /// `write` gets this path, the file begun) and syncs it. Until then it
+    /// is no output: an error or an interrupt removes it with the rest.
+    pub fn staged_path(&self, name: &str) -> PathBuf {
+        self.staging.join(name)
+    }
+
+    /// Sends what is written of a file begun at [`OutputDir::staged_path`]
+    /// to the disk now, so that its final sync has less left to do.
+    pub fn sync_begun(&self, name: &str) -> Result<(), IoError> {
+        sync_file(&self.staging.join(name))
     }
 
     /// Writes several outputs side by side on rayon's threads (no thread
@@ -156,7 +175,7 @@ impl OutputDir {
     /// run removes), and the first error in their order is returned.
     ///
     /// [`stage`]: OutputDir::stage
-    pub fn stage_all<'a, E>(&mut self, outputs: Vec<Staging<'a, E>>) -> Result<Vec<f64>, E>
+    pub fn stage_all<'a, E>(&self, outputs: Vec<Staging<'a, E>>) -> Result<Vec<f64>, E>
     where
         E: From<IoError> + Send,
     {
@@ -170,7 +189,7 @@ impl OutputDir {
         let mut seconds = Vec::with_capacity(results.len());
         for ((name, _), r) in outputs.iter().zip(results) {
             seconds.push(r?);
-            self.files.push(name.clone());
+            self.staged(name);
         }
         Ok(seconds)
     }
@@ -183,7 +202,8 @@ impl OutputDir {
     /// names the folder where the new outputs were left.
     pub fn commit(mut self) -> Result<Vec<String>, IoError> {
         let manifest = self.staging.join(MANIFEST);
-        let list: String = self.files.iter().map(|f| format!("{f}\n")).collect();
+        let files = std::mem::take(self.files.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let list: String = files.iter().map(|f| format!("{f}\n")).collect();
         std::fs::write(&manifest, list).map_err(io(&manifest, "write"))?;
         sync_file(&manifest)?;
         sync_file(&self.staging)?;
@@ -213,7 +233,7 @@ impl OutputDir {
             let mut registry = partial();
             match self.mode {
                 Commit::Swap => swap(&mut registry, &self.staging, &self.target)?,
-                Commit::InPlace => move_in(&self.staging, &self.target, &self.files)?,
+                Commit::InPlace => move_in(&self.staging, &self.target, &files)?,
             }
             COMMITTED.store(true, Ordering::SeqCst);
             // The staging name now holds the earlier outputs (or nothing);
@@ -224,7 +244,7 @@ impl OutputDir {
         unregister(&self.staging);
         let _ = sync_file(&self.target);
         let _ = sync_file(&parent_of(&self.target));
-        Ok(std::mem::take(&mut self.files))
+        Ok(files)
     }
 
     /// Moves the staged outputs to a visible folder beside the target (or,
@@ -296,25 +316,25 @@ mod tests {
     fn output_folders_are_replaced_whole_and_foreign_files_kept() {
         let tmp = std::env::temp_dir().join(format!("recon-outdir-{}", std::process::id()));
         let target = tmp.join("out");
-        let write = |d: &mut OutputDir, name: &str| {
+        let write = |d: &OutputDir, name: &str| {
             d.stage::<IoError>(name, |p| std::fs::write(p, name).map_err(io(p, "write")))
                 .unwrap()
         };
         // First set: a and b.
-        let mut d = OutputDir::prepare(&target).unwrap();
-        write(&mut d, "a");
-        write(&mut d, "b");
+        let d = OutputDir::prepare(&target).unwrap();
+        write(&d, "a");
+        write(&d, "b");
         assert_eq!(d.commit().unwrap(), ["a", "b"]);
         assert_eq!(names(&target), [MANIFEST, "a", "b"]);
         // Second set replaces it whole: b and c, no a.
-        let mut d = OutputDir::prepare(&target).unwrap();
-        write(&mut d, "b");
-        write(&mut d, "c");
+        let d = OutputDir::prepare(&target).unwrap();
+        write(&d, "b");
+        write(&d, "c");
         d.commit().unwrap();
         assert_eq!(names(&target), [MANIFEST, "b", "c"]);
         // A file a user puts there during a run stops the commit, and stays.
-        let mut d = OutputDir::prepare(&target).unwrap();
-        write(&mut d, "d");
+        let d = OutputDir::prepare(&target).unwrap();
+        write(&d, "d");
         std::fs::write(target.join("notes.txt"), "mine").unwrap();
         let err = d.commit().unwrap_err().to_string();
         assert!(err.contains("notes.txt"), "{err}");
@@ -327,8 +347,8 @@ mod tests {
         assert!(OutputDir::prepare(&target).is_err());
         // An abandoned build leaves nothing beside the folder.
         std::fs::remove_file(target.join("notes.txt")).unwrap();
-        let mut d = OutputDir::prepare(&target).unwrap();
-        write(&mut d, "e");
+        let d = OutputDir::prepare(&target).unwrap();
+        write(&d, "e");
         drop(d);
         assert_eq!(names(&tmp), ["out"]);
         assert_eq!(names(&target), [MANIFEST, "b", "c"]);
@@ -341,7 +361,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).unwrap();
         let stage = |target: &Path| {
-            let mut d = OutputDir::prepare(target).unwrap();
+            let d = OutputDir::prepare(target).unwrap();
             d.stage::<IoError>("a", |p| std::fs::write(p, "a").map_err(io(p, "write")))
                 .unwrap();
             d.commit().unwrap();
@@ -388,7 +408,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).unwrap();
         let target = tmp.join("out");
-        let mut d = OutputDir::prepare(&target).unwrap();
+        let d = OutputDir::prepare(&target).unwrap();
         d.stage::<IoError>("a", |p| std::fs::write(p, "new").map_err(io(p, "write")))
             .unwrap();
         std::fs::write(&target, "the user's").unwrap();

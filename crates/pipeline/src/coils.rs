@@ -101,7 +101,7 @@ pub fn stage_problem<'b, B: NufftBackend>(
     Option<Vec<Vec<Complex<f64>>>>,
 )> {
     let grid = &l.grid;
-    if inputs.coils == 1 && inputs.true_maps.is_none() {
+    if !maps_on_gridder(inputs) {
         // F^H D on the device: only the data go up.
         let t = Instant::now();
         let mut rhs = backend.zeros(grid.len())?;
@@ -153,6 +153,13 @@ pub fn stage_problem<'b, B: NufftBackend>(
         problem.precondition(backend, q)?;
     }
     Ok((problem, Some(g), Some(maps)))
+}
+
+/// Whether the builder estimates coil maps (several coils, or one coil's
+/// known map) on a gridding plan of its own, which then grids the
+/// baseline too; else the baseline needs nothing of the built problem.
+pub(crate) fn maps_on_gridder(inputs: &Inputs) -> bool {
+    inputs.coils > 1 || inputs.true_maps.is_some()
 }
 
 /// The gridding plan of a run (density weights made once).

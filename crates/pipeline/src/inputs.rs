@@ -153,10 +153,16 @@ impl Inputs {
         sizes.into_iter().chain(maps).map(|b| b as u64).sum()
     }
 
+    /// What the truth and a run's images are multiplied by to be in the
+    /// data's own units again: undoes [`normalise`].
+    pub fn back(&self) -> f64 {
+        1.0 / self.data_scale
+    }
+
     /// Undoes [`normalise`] on the truth and on a run's images, for the
     /// outputs: they are then in the data's own units.
     pub fn unscale(&mut self, out: &mut Outputs) {
-        let back = 1.0 / self.data_scale;
+        let back = self.back();
         if back == 1.0 {
             return;
         }

@@ -41,9 +41,12 @@ pub use memory::{
     check_device_memory, check_host_memory, check_memory, check_memory_holding,
     inputs_before_device, samples, Work,
 };
-pub use run::{gridding, plan, q_only, quality, reconstruct, stage_fhd, stage_q, Outputs, Quality};
+pub use run::{
+    gridding, plan, q_only, quality, reconstruct, stage_fhd, stage_q, AtEnd, Outputs, Part,
+    Quality, Ready,
+};
 pub use scan::{read_in_process, read_scan, units_warning, Kind, ReadScan, Units};
-pub use series::{read_first, reconstruct_series, reconstruct_series_from, split, Image};
+pub use series::{geometry, read_first, reconstruct_series, reconstruct_series_from, split, Image};
 pub use solve::{regulariser, solve, sparse, Regulariser, Solved, SparsePrior};
 
 pub use run::from_f64;

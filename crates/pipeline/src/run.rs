@@ -131,6 +131,32 @@ pub fn stage_fhd<B: NufftBackend>(
     Ok(fhd)
 }
 
+/// Where an image's outputs go the moment they are final, before its
+/// solve ends, so that a caller can write them while the rest computes:
+/// its truth once its inputs are made, its gridding baseline and F^H D
+/// before its solve starts. The run's [`Outputs`] hold them all the same.
+pub trait Ready: Sync {
+    /// Image `image`'s `part`, in the units the run computes in: its values
+    /// times `back` are the data's own ([`Inputs::unscale`] does the same
+    /// to the outputs at the end).
+    fn ready(&self, image: usize, part: Part<'_>, back: f64);
+}
+
+/// An output of one image, final before its solve ends ([`Ready`]).
+#[derive(Clone, Copy)]
+pub enum Part<'a> {
+    Truth(&'a [f64]),
+    Gridding(&'a [Complex<f64>]),
+    Fhd(&'a [Complex<f64>]),
+}
+
+/// Takes no part early: every output is written once the run is done.
+pub struct AtEnd;
+
+impl Ready for AtEnd {
+    fn ready(&self, _: usize, _: Part<'_>, _: f64) {}
+}
+
 /// The whole reconstruction on `backend`: the builder, the solve and the
 /// gridding baseline.
 pub fn reconstruct<B>(backend: &B, l: &Loaded, inputs: &Inputs, ui: &impl Ui) -> Result<Outputs>
@@ -143,45 +169,72 @@ where
     }
     let mut built = crate::build(backend, l, inputs, ui)?;
     let seconds = std::mem::take(&mut built.seconds);
-    finish(backend, l, inputs, &mut built, None, seconds, ui)
+    finish(
+        backend,
+        l,
+        inputs,
+        &mut built,
+        None,
+        None,
+        seconds,
+        (&AtEnd, 0),
+        ui,
+    )
 }
 
-/// Solves a built problem for `inputs` and grids the baseline (by the
-/// built problem's gridding plan with coils, else by `gridder` if given,
-/// else by one made here): a run's outputs, `seconds` timing what came
-/// before.
+/// Solves a built problem for `inputs`, with the gridding baseline: made
+/// before (`baseline`, with its seconds), else gridded here before the
+/// solve (by the built problem's gridding plan with coils, else by
+/// `gridder` if given, else by one made here). A run's outputs, `seconds`
+/// timing what came before. The baseline and F^H D, final before the
+/// solve, go to `early` as image `image`'s (a baseline made before went
+/// when it was made).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn finish<'b, B>(
     backend: &'b B,
     l: &Loaded,
     inputs: &Inputs,
     built: &mut crate::Built<'b, B>,
     gridder: Option<&recon_gridding::Gridding<'b, B>>,
+    baseline: Option<(Vec<Complex<f64>>, f64)>,
     mut seconds: Vec<(&'static str, f64)>,
+    (early, image): (&dyn Ready, usize),
     ui: &impl Ui,
 ) -> Result<Outputs>
 where
     B: NufftBackend,
     B::Real: Stored,
 {
+    let gridding = match baseline {
+        Some((gridding, made)) => {
+            seconds.push(("gridding", made));
+            gridding
+        }
+        None => {
+            let t = Instant::now();
+            let gridding = ui.stage("gridding", |_| match (&built.gridder, gridder) {
+                (Some(g), _) => gridding_rss(g, inputs),
+                (None, Some(g)) => g.image(&inputs.data, None).context("gridding"),
+                (None, None) => self::gridding(backend, l, inputs),
+            })?;
+            seconds.push(("gridding", t.elapsed().as_secs_f64()));
+            early.ready(image, Part::Gridding(&gridding), inputs.back());
+            gridding
+        }
+    };
+
+    // F^H D for the outputs, from the device where the solve uses it.
+    let t = Instant::now();
+    let fhd = to_f64(built.fhd(backend)?);
+    seconds.push(("fhd_host", t.elapsed().as_secs_f64()));
+    early.ready(image, Part::Fhd(&fhd), inputs.back());
+
     // (F^H F + lambda W^H W) rho = F^H D
     let t = Instant::now();
     let coil_devices = built.problem.devices();
     let solved = built.solve(backend, &l.cfg.algorithm().describe(), ui)?;
     let (lambda, lambda_abs) = built.lambda.clone().expect("set by the solve");
     seconds.push(("cg", t.elapsed().as_secs_f64()));
-
-    let t = Instant::now();
-    let gridding = ui.stage("gridding", |_| match (&built.gridder, gridder) {
-        (Some(g), _) => gridding_rss(g, inputs),
-        (None, Some(g)) => g.image(&inputs.data, None).context("gridding"),
-        (None, None) => gridding(backend, l, inputs),
-    })?;
-    seconds.push(("gridding", t.elapsed().as_secs_f64()));
-
-    // F^H D for the outputs, from the device where the solve used it.
-    let t = Instant::now();
-    let fhd = to_f64(built.fhd(backend)?);
-    seconds.push(("fhd_host", t.elapsed().as_secs_f64()));
 
     Ok(Outputs {
         recon: to_f64(&solved.x),

@@ -13,7 +13,7 @@
 //! says.
 
 use crate::config::{Loaded, Source};
-use crate::run::finish;
+use crate::run::{finish, AtEnd, Part, Ready};
 use crate::{from_f64, inputs, stage_fhd, trajectory, Built, Context, Inputs, Outputs, Result, Ui};
 use recon_core::Complex;
 use recon_encoding::NufftBackend;
@@ -77,8 +77,9 @@ pub fn split(l: Loaded) -> Vec<(Index, Loaded)> {
         .collect()
 }
 
-/// The image's geometry, from its scan.
-fn geometry(l: &Loaded) -> Option<Geometry> {
+/// Where an image of `l` lies, from its scan (`None`: synthetic data, at
+/// the isocentre along the scanner's axes).
+pub fn geometry(l: &Loaded) -> Option<Geometry> {
     match &l.source {
         Source::Scan(s) => s.geometry,
         Source::Synthetic { .. } => None,
@@ -97,7 +98,7 @@ where
     B: NufftBackend,
     B::Real: Stored,
 {
-    reconstruct_series_from(backend, images, None, ui)
+    reconstruct_series_from(backend, images, None, &AtEnd, ui)
 }
 
 /// The first image's inputs and their seconds, made before its backend is
@@ -107,11 +108,14 @@ pub fn read_first(images: &[(Index, Loaded)], ui: &impl Ui) -> Result<(Inputs, f
 }
 
 /// [`reconstruct_series`], the first image's inputs already made
-/// ([`read_first`]) when `first` is given.
+/// ([`read_first`]) when `first` is given, and each image's outputs that
+/// are final before its solve ends given to `early` as they are (an image
+/// solved in a batch gives none: its outputs come with the batch's).
 pub fn reconstruct_series_from<B>(
     backend: &B,
     images: &[(Index, Loaded)],
     first: Option<(Inputs, f64)>,
+    early: &dyn Ready,
     ui: &impl Ui,
 ) -> Result<Vec<Image>>
 where
@@ -157,6 +161,9 @@ where
             continue;
         }
         let (inputs, read) = batch.pop().expect("one image");
+        if let Some(truth) = &inputs.truth {
+            early.ready(j, Part::Truth(truth), inputs.back());
+        }
         // A stack solves slice by slice, building its own 2-D problems.
         let stack = crate::stack::choose(l, &inputs, ui)?;
         let shares = match (&last, done.last()) {
@@ -181,26 +188,42 @@ where
                 &inputs,
                 built,
                 shared.gridder.as_ref(),
+                None,
                 seconds,
+                (early, j),
                 ui,
             )?
         } else if let Some((stack, batch)) = &stack {
             last = None;
             crate::stack::reconstruct(backend, l, &inputs, stack, *batch, ui)?
         } else {
+            // Without coil maps to estimate, the baseline needs nothing of
+            // the problem: it is gridded first, and written (`early`)
+            // while the problem is built and solved.
+            let (gridder, baseline) = if crate::coils::maps_on_gridder(&inputs) {
+                (None, None)
+            } else {
+                let t = Instant::now();
+                let g = crate::gridder(backend, l, &inputs)?;
+                let gridding = ui.stage("gridding", |_| {
+                    g.image(&inputs.data, None).context("gridding")
+                })?;
+                early.ready(j, Part::Gridding(&gridding), inputs.back());
+                let made = t.elapsed().as_secs_f64();
+                // Kept (on the device) for the images that may share it.
+                (Some(g).filter(|_| count > 1), Some((gridding, made)))
+            };
             let mut built = crate::build(backend, l, &inputs, ui)?;
             let seconds = std::mem::take(&mut built.seconds);
-            let gridder = match (count > 1, &built.gridder) {
-                (true, None) => Some(crate::gridder(backend, l, &inputs)?),
-                _ => None,
-            };
             let out = finish(
                 backend,
                 l,
                 &inputs,
                 &mut built,
                 gridder.as_ref(),
+                baseline,
                 seconds,
+                (early, j),
                 ui,
             )?;
             last = Some(Shared {
@@ -383,8 +406,8 @@ mod tests {
         // these, not make its own again.
         let (mut first, seconds) = read_first(&images, &Silent).unwrap();
         first.data.iter_mut().for_each(|d| *d *= 2.0);
-        let ahead =
-            reconstruct_series_from(&cpu, &images, Some((first, seconds)), &Silent).unwrap();
+        let ahead = reconstruct_series_from(&cpu, &images, Some((first, seconds)), &AtEnd, &Silent)
+            .unwrap();
         let (a, b) = (&ahead[0].out.recon, &plain[0].out.recon);
         let err: f64 = a.iter().zip(b).map(|(x, y)| (x - 2.0 * y).norm_sqr()).sum();
         let norm: f64 = b.iter().map(|y| (2.0 * y).norm_sqr()).sum();

@@ -16,8 +16,19 @@ fn to_c32(v: &[Complex<f64>]) -> Vec<Complex<f32>> {
     v.par_iter().map(c32).collect()
 }
 
-fn c32(c: &Complex<f64>) -> Complex<f32> {
+/// A complex value as `recon.h5` and `recon.cfl` store it.
+pub(crate) fn c32(c: &Complex<f64>) -> Complex<f32> {
     Complex::new(c.re as f32, c.im as f32)
+}
+
+/// A complex value as a complex NIfTI image stores it (`output.complex`).
+pub(crate) fn pair(c: &Complex<f64>) -> [f32; 2] {
+    [c.re as f32, c.im as f32]
+}
+
+/// A complex value as a NIfTI image of magnitudes stores it.
+pub(crate) fn magnitude(c: &Complex<f64>) -> f32 {
+    c.norm() as f32
 }
 
 /// `f` of the images' values of `pick`, image after image, converted in
@@ -53,23 +64,45 @@ fn truth_of(i: &Image) -> &[f64] {
         .expect("checked: every image has its truth")
 }
 
+/// The shape of an image dataset of `recon.h5`: `[series..., Nz, Ny, Nx]`.
+pub(crate) fn image_shape(l: &Loaded, arrangement: &Arrangement) -> Vec<usize> {
+    let n = l.grid.n;
+    let mut shape = arrangement.shape();
+    shape.extend([n[2], n[1], n[0]]);
+    shape
+}
+
+/// `recon.h5` begun while the run computed ([`crate::early`]): the open
+/// file and the datasets written into it.
+pub(crate) type Begun = (hdf5::File, Vec<&'static str>);
+
 /// Writes `recon.h5` (layout in the README) to `path`: each image array
 /// `[series..., Nz, Ny, Nx]`, the series' axes (none for one image)
 /// outermost, each with a dataset `/series/<axis>` of its counter's values.
+/// A file `begun` while the run computed is finished: its datasets are
+/// not written again.
 fn write_h5(
     path: &Path,
     l: &Loaded,
     images: &[Image],
     arrangement: &Arrangement,
     provenance: &str,
+    begun: Option<Begun>,
 ) -> Result<(), recon_io::IoError> {
     let n = l.grid.n;
     let series = arrangement.shape();
     let with = |inner: &[usize]| -> Vec<usize> { series.iter().chain(inner).copied().collect() };
-    let shape = with(&[n[2], n[1], n[0]]);
+    let shape = image_shape(l, arrangement);
     let first = &images[0];
-    let file = hdf5::File::create(path).at(path, "create")?;
+    let (file, done) = match begun {
+        Some(b) => b,
+        None => (hdf5::File::create(path).at(path, "create")?, Vec::new()),
+    };
+    let to_write = |name: &str| !done.contains(&name);
     let complex = |name: &str, pick: fn(&Image) -> &[Complex<f64>]| {
+        if !to_write(name) {
+            return Ok(());
+        }
         let all = convert(images, pick, c32);
         recon_io::write_dataset(path, &file, name, &shape, &all, false).map(|_| ())
     };
@@ -77,7 +110,7 @@ fn write_h5(
     complex("gridding", gridding_of)?;
     complex("fhd", fhd_of)?;
     let f32s = |v: &[f64]| -> Vec<f32> { v.par_iter().map(|x| *x as f32).collect() };
-    if images.iter().all(|i| i.inputs.truth.is_some()) {
+    if images.iter().all(|i| i.inputs.truth.is_some()) && to_write("truth") {
         let all = convert(images, truth_of, |x| *x as f32);
         recon_io::write_dataset(path, &file, "truth", &shape, &all, false)?;
     }
@@ -207,18 +240,32 @@ fn quaternion(affine: &[[f64; 4]; 3]) -> ([f64; 3], f64) {
     ([sign * b, sign * c, sign * d], qfac)
 }
 
-/// Writes magnitudes as NIfTI-1 (`.nii`): float32, 3 to 7 dimensions (x
-/// fastest), voxel size in mm, and the image's voxel-to-scanner transform
-/// (RAS) in both qform and sform.
 /// A NIfTI image's voxels: magnitudes (float32) or complex values
 /// (NIfTI's complex64, `output.complex`).
-enum Voxels {
+pub(crate) enum Voxels {
     Real(Nifti<f32>),
     Complex(Nifti<[f32; 2]>),
 }
 
-/// Writes `image` to `path`, gzip-compressed when `gz` (`.nii.gz`).
-fn write_nifti(path: &Path, image: &Voxels, what: &str, gz: bool) -> Result<(), recon_io::IoError> {
+/// The name of a NIfTI output: `stem.nii`, or `stem.nii.gz` when
+/// `output.compress` asks for gzip.
+pub(crate) fn nifti_name(l: &Loaded, stem: &str) -> String {
+    format!(
+        "{stem}.nii{}",
+        if l.cfg.output.compress { ".gz" } else { "" }
+    )
+}
+
+/// Writes `image` to `path` as NIfTI-1: float32 (or complex64), 3 to 7
+/// dimensions (x fastest), voxel size in mm, and the image's
+/// voxel-to-scanner transform (RAS) in both qform and sform;
+/// gzip-compressed when `gz` (`.nii.gz`).
+pub(crate) fn write_nifti(
+    path: &Path,
+    image: &Voxels,
+    what: &str,
+    gz: bool,
+) -> Result<(), recon_io::IoError> {
     let (dims, voxel_mm, affine) = match image {
         Voxels::Real(n) => (&n.dims, n.voxel_mm, &n.affine),
         Voxels::Complex(n) => (&n.dims, n.voxel_mm, &n.affine),
@@ -268,29 +315,48 @@ fn write_nifti(path: &Path, image: &Voxels, what: &str, gz: bool) -> Result<(), 
     })
 }
 
-/// Writes every output into the staged folder, side by side, and swaps it
-/// in whole, so an error or an interrupt leaves either the earlier outputs
-/// or the new ones, never a mix and never a half-written file. The report
-/// is made by `report` meanwhile (its figures are sums over the images,
-/// which the files' writing leaves cores and memory bandwidth for) and
-/// written last, with the outputs' seconds. Returns the files' names and
-/// the report.
+/// What a NIfTI output of `stem` holds, for its header's description.
+pub(crate) fn description(l: &Loaded, stem: &str) -> &'static str {
+    match (stem, l.cfg.output.complex) {
+        ("recon", true) => "iterative reconstruction (complex)",
+        ("recon", false) => "|iterative reconstruction|",
+        ("gridding", true) => "gridding (complex)",
+        ("gridding", false) => "|gridding|",
+        ("truth", _) => "true image",
+        _ => "|coil maps|",
+    }
+}
+
+/// Writes every output into the staged folder, side by side, for
+/// [`commit`] to swap in whole, so an error or an interrupt leaves either
+/// the earlier outputs or the new ones, never a mix and never a
+/// half-written file. What was written while the run computed (`early`)
+/// is finished, not written again. The report is made by `report`
+/// meanwhile (its figures are sums over the images, which the files'
+/// writing leaves cores and memory bandwidth for) and written last, with
+/// the outputs' seconds. Returns the report.
 pub fn write(
-    mut dir: recon_io::OutputDir,
+    dir: &recon_io::OutputDir,
     l: &Loaded,
     images: &[Image],
     arrangement: &Arrangement,
     provenance: &str,
+    early: crate::early::Pending<'_>,
     report: impl FnOnce() -> Report + Send,
-) -> Result<(Vec<String>, Report)> {
+) -> Result<Report> {
     let start = std::time::Instant::now();
+    // What the run wrote while it computed: `recon.h5` is finished once
+    // its writer is done (the other files are written meanwhile).
+    let sent = early.sent.clone();
+    let early = std::sync::Mutex::new(early);
+    let written = std::sync::Mutex::new(None);
     let geometries: Vec<_> = images.iter().map(|i| i.geometry).collect();
     let nii = |values: Vec<f32>, frames: usize| {
         Voxels::Real(crate::arrange::nifti(
             &l.grid,
             arrangement,
             &geometries,
-            &values,
+            values,
             frames,
         ))
     };
@@ -300,35 +366,36 @@ pub fn write(
             &l.grid,
             arrangement,
             &geometries,
-            &convert(images, pick, |c| [c.re as f32, c.im as f32]),
+            convert(images, pick, pair),
             1,
         )),
-        false => nii(convert(images, pick, |c| c.norm() as f32), 1),
-    };
-    let (recon_what, gridding_what) = match l.cfg.output.complex {
-        true => ("iterative reconstruction (complex)", "gridding (complex)"),
-        false => ("|iterative reconstruction|", "|gridding|"),
+        false => nii(convert(images, pick, magnitude), 1),
     };
     // Each output: its name, and what writes it (its values made there).
     let mut outputs: Vec<recon_io::Staging<anyhow::Error>> = Vec::new();
     outputs.push((
         "recon.h5".into(),
         Box::new(|tmp| {
-            write_h5(tmp, l, images, arrangement, provenance).context("writing recon.h5")
+            let w = early.lock().unwrap_or_else(|e| e.into_inner()).wait();
+            let mut done = written.lock().unwrap_or_else(|e| e.into_inner());
+            *done = Some((w.files, w.h5_seconds));
+            if let Some(e) = w.error {
+                return Err(e);
+            }
+            write_h5(tmp, l, images, arrangement, provenance, w.h5).context("writing recon.h5")
         }),
     ));
     // output.compress: gzip, as .nii.gz
     let gz = l.cfg.output.compress;
-    // The NIfTI images: stem, description, and what makes their voxels.
+    // The NIfTI images: stem, and what makes their voxels.
     type MakeVoxels<'a> = Box<dyn Fn() -> Voxels + Send + Sync + 'a>;
-    let mut niftis: Vec<(&str, &str, MakeVoxels)> = vec![
-        ("recon", recon_what, Box::new(|| image(recon_of))),
-        ("gridding", gridding_what, Box::new(|| image(gridding_of))),
+    let mut niftis: Vec<(&str, MakeVoxels)> = vec![
+        ("recon", Box::new(|| image(recon_of))),
+        ("gridding", Box::new(|| image(gridding_of))),
     ];
     if images.iter().all(|i| i.inputs.truth.is_some()) {
         niftis.push((
             "truth",
-            "true image",
             Box::new(|| nii(convert(images, truth_of, |v| *v as f32), 1)),
         ));
     }
@@ -341,20 +408,22 @@ pub fn write(
         let coils = maps.len();
         niftis.push((
             "maps",
-            "|coil maps|",
             Box::new(move || {
                 let all: Vec<f32> = images
                     .iter()
                     .flat_map(|i| i.out.maps.as_ref().expect("checked").iter())
-                    .flat_map(|m| m.par_iter().map(|c| c.norm() as f32).collect::<Vec<_>>())
+                    .flat_map(|m| m.par_iter().map(magnitude).collect::<Vec<_>>())
                     .collect();
                 nii(all, coils)
             }),
         ));
     }
-    for (stem, what, voxels) in niftis {
-        let name = format!("{stem}.nii{}", if gz { ".gz" } else { "" });
-        let context = format!("writing {name}");
+    for (stem, voxels) in niftis {
+        if sent.contains(&stem) {
+            continue;
+        }
+        let name = nifti_name(l, stem);
+        let (what, context) = (description(l, stem), format!("writing {name}"));
         outputs.push((
             name,
             Box::new(move |tmp| write_nifti(tmp, &voxels(), what, gz).context(context.clone())),
@@ -419,14 +488,27 @@ pub fn write(
     report
         .seconds
         .insert("outputs".into(), start.elapsed().as_secs_f64());
-    report.output_seconds = names.into_iter().zip(seconds).collect();
+    let (early_files, h5_seconds) = written
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_default();
+    report.output_seconds = names.into_iter().zip(seconds).chain(early_files).collect();
+    if let Some(h5) = report.output_seconds.get_mut("recon.h5") {
+        // with its datasets written while the run computed
+        *h5 += h5_seconds;
+    }
     crate::report::close_seconds(&mut report.seconds);
     let json = serde_json::to_string_pretty(&report)? + "\n";
     dir.stage("report.json", |tmp| write_text(tmp, &json))
         .context("writing report.json")?;
+    Ok(report)
+}
+
+/// Moves the staged outputs into place ([`recon_io::OutputDir::commit`]);
+/// returns the files' names.
+pub fn commit(dir: recon_io::OutputDir) -> Result<Vec<String>> {
     pause_before_commit();
-    let files = dir.commit().context("moving the outputs into place")?;
-    Ok((files, report))
+    dir.commit().context("moving the outputs into place")
 }
 
 /// Writes a text file.

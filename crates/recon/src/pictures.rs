@@ -92,6 +92,10 @@ impl Canvas {
             png::Encoder::new(std::io::BufWriter::new(file), self.w as u32, self.h as u32);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
+        // fdeflate's fast mode: a 256^3 run's montage (3.4 MB of pixels)
+        // took 0.15-0.19 s to encode with the default (Balanced) on the GPU
+        // machine, the longest of the outputs; a larger file is no matter.
+        enc.set_compression(png::Compression::Fast);
         let mut w = enc.write_header().map_err(|e| err(&e))?;
         w.write_image_data(&self.px).map_err(|e| err(&e))?;
         w.finish().map_err(|e| err(&e))
@@ -248,10 +252,12 @@ pub enum Values<'a> {
 
 impl Values<'_> {
     fn at(&self, i: usize) -> f64 {
+        // |z| as sqrt(re^2 + im^2), not hypot: a grey level needs no
+        // guard against overflow, and hypot is the montage's slowest part.
         match self {
             Values::Real(v) => v[i],
-            Values::Magnitude(v) => v[i].norm(),
-            Values::Error(v, t) => (v[i].norm() - t[i]).abs(),
+            Values::Magnitude(v) => v[i].norm_sqr().sqrt(),
+            Values::Error(v, t) => (v[i].norm_sqr().sqrt() - t[i]).abs(),
             Values::RealError(a, b) => (a[i] - b[i]).abs(),
         }
     }

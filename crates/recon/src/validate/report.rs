@@ -299,7 +299,8 @@ fn priors_montage(
             truth,
         ));
     }
-    Ok(dir.stage("priors.png", |tmp| {
+    dir.stage("priors.png", |tmp| {
         crate::pictures::montage_columns(tmp, &l.grid, None, &cols)
-    })?)
+    })?;
+    Ok(())
 }
