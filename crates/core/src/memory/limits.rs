@@ -88,11 +88,12 @@ pub fn process_limits(pid: &str) -> Vec<HostLimit> {
         let mut bytes = max.saturating_sub(used);
         if limit.starts_with("Max address") {
             // The threads a run will have (a worker per core, the
-            // interrupt handler's and two more), less those already there
-            // (their arenas are in VmSize).
+            // interrupt handler's, two more, and the outputs' early
+            // writer), less those already there (their arenas are in
+            // VmSize).
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
             let now = field(&status, "Threads:").unwrap_or(1);
-            let arenas = ARENA * (cores + 3).saturating_sub(now);
+            let arenas = ARENA * (cores + 4).saturating_sub(now);
             bytes = (bytes.saturating_sub(arenas) as f64 * AS_SHARE) as u64;
         }
         Some(HostLimit {
