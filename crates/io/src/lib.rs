@@ -187,6 +187,14 @@ fn hdf5_error(path: &Path, op: &str, message: &str) -> IoError {
     }
 }
 
+/// An OS error of `op` on `path`, as every writer here names it: a full
+/// disk as [`IoError::NoSpace`] (the file and its folder), anything else
+/// with the file's real name. For encoders of other formats (NIfTI, PNG)
+/// whose own errors carry the OS's.
+pub fn os_error(path: &Path, op: &'static str, source: std::io::Error) -> IoError {
+    atomic::io(path, op)(source)
+}
+
 /// "No space left on device" while writing `path` (its real name).
 pub(crate) fn no_space(path: &Path) -> IoError {
     let real = real_path(path);

@@ -308,10 +308,13 @@ pub(crate) fn write_nifti(
             options.write_nifti_with_type(&array, nifti::NiftiType::Complex64)
         }
     };
-    written.map_err(|e| recon_io::IoError::Encode {
-        path: path.display().to_string(),
-        format: "NIfTI",
-        message: e.to_string(),
+    written.map_err(|e| match e {
+        nifti::NiftiError::Io(e) => recon_io::os_error(path, "write", e),
+        e => recon_io::IoError::Encode {
+            path: path.display().to_string(),
+            format: "NIfTI",
+            message: e.to_string(),
+        },
     })
 }
 

@@ -82,12 +82,17 @@ impl Canvas {
     }
 
     fn write_png(&self, path: &Path) -> Result<(), recon_io::IoError> {
-        let err = |e: &dyn std::fmt::Display| recon_io::IoError::Encode {
-            path: path.display().to_string(),
-            format: "PNG",
-            message: e.to_string(),
+        // The OS's errors (a full disk) as every file names them.
+        let err = |e: png::EncodingError| match e {
+            png::EncodingError::IoError(e) => recon_io::os_error(path, "write", e),
+            e => recon_io::IoError::Encode {
+                path: path.display().to_string(),
+                format: "PNG",
+                message: e.to_string(),
+            },
         };
-        let file = std::fs::File::create(path).map_err(|e| err(&e))?;
+        let file =
+            std::fs::File::create(path).map_err(|e| recon_io::os_error(path, "create", e))?;
         let mut enc =
             png::Encoder::new(std::io::BufWriter::new(file), self.w as u32, self.h as u32);
         enc.set_color(png::ColorType::Rgb);
@@ -96,9 +101,9 @@ impl Canvas {
         // took 0.15-0.19 s to encode with the default (Balanced) on the GPU
         // machine, the longest of the outputs; a larger file is no matter.
         enc.set_compression(png::Compression::Fast);
-        let mut w = enc.write_header().map_err(|e| err(&e))?;
-        w.write_image_data(&self.px).map_err(|e| err(&e))?;
-        w.finish().map_err(|e| err(&e))
+        let mut w = enc.write_header().map_err(err)?;
+        w.write_image_data(&self.px).map_err(err)?;
+        w.finish().map_err(err)
     }
 }
 
