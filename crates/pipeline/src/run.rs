@@ -174,29 +174,35 @@ where
         l,
         inputs,
         &mut built,
-        None,
-        None,
+        Baseline::Here,
         seconds,
         (&AtEnd, 0),
         ui,
     )
 }
 
-/// Solves a built problem for `inputs`, with the gridding baseline: made
-/// before (`baseline`, with its seconds), else gridded here before the
-/// solve (by the built problem's gridding plan with coils, else by
-/// `gridder` if given, else by one made here). A run's outputs, `seconds`
-/// timing what came before. The baseline and F^H D, final before the
-/// solve, go to `early` as image `image`'s (a baseline made before went
-/// when it was made).
+/// Where a run's gridding baseline comes from ([`finish`]).
+pub(crate) enum Baseline<'g, 'b, B: NufftBackend> {
+    /// Made before the problem was built, with its seconds (and given to
+    /// `early` then).
+    Made(Vec<Complex<f64>>, f64),
+    /// Gridded before the solve: by the built problem's gridding plan
+    /// (several coils), else by this one (shared by a series' images)...
+    By(&'g recon_gridding::Gridding<'b, B>),
+    /// ... else by one made here.
+    Here,
+}
+
+/// Solves a built problem for `inputs`, with its gridding `baseline`: a
+/// run's outputs, `seconds` timing what came before. The baseline and F^H
+/// D, final before the solve, go to `early` as image `image`'s.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn finish<'b, B>(
     backend: &'b B,
     l: &Loaded,
     inputs: &Inputs,
     built: &mut crate::Built<'b, B>,
-    gridder: Option<&recon_gridding::Gridding<'b, B>>,
-    baseline: Option<(Vec<Complex<f64>>, f64)>,
+    baseline: Baseline<'_, 'b, B>,
     mut seconds: Vec<(&'static str, f64)>,
     (early, image): (&dyn Ready, usize),
     ui: &impl Ui,
@@ -206,16 +212,16 @@ where
     B::Real: Stored,
 {
     let gridding = match baseline {
-        Some((gridding, made)) => {
+        Baseline::Made(gridding, made) => {
             seconds.push(("gridding", made));
             gridding
         }
-        None => {
+        gridder => {
             let t = Instant::now();
             let gridding = ui.stage("gridding", |_| match (&built.gridder, gridder) {
                 (Some(g), _) => gridding_rss(g, inputs),
-                (None, Some(g)) => g.image(&inputs.data, None).context("gridding"),
-                (None, None) => self::gridding(backend, l, inputs),
+                (None, Baseline::By(g)) => g.image(&inputs.data, None).context("gridding"),
+                (None, _) => self::gridding(backend, l, inputs),
             })?;
             seconds.push(("gridding", t.elapsed().as_secs_f64()));
             early.ready(image, Part::Gridding(&gridding), inputs.back());
@@ -232,7 +238,7 @@ where
     // (F^H F + lambda W^H W) rho = F^H D
     let t = Instant::now();
     let coil_devices = built.problem.devices();
-    let solved = built.solve(backend, &l.cfg.algorithm().describe(), ui)?;
+    let solved = built.solve(backend, l.cfg.algorithm().describe(), ui)?;
     let (lambda, lambda_abs) = built.lambda.clone().expect("set by the solve");
     seconds.push(("cg", t.elapsed().as_secs_f64()));
 

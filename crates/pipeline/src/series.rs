@@ -13,7 +13,7 @@
 //! says.
 
 use crate::config::{Loaded, Source};
-use crate::run::{finish, AtEnd, Part, Ready};
+use crate::run::{finish, AtEnd, Baseline, Part, Ready};
 use crate::{from_f64, inputs, stage_fhd, trajectory, Built, Context, Inputs, Outputs, Result, Ui};
 use recon_core::Complex;
 use recon_encoding::NufftBackend;
@@ -187,8 +187,7 @@ where
                 l,
                 &inputs,
                 built,
-                shared.gridder.as_ref(),
-                None,
+                shared.gridder.as_ref().map_or(Baseline::Here, Baseline::By),
                 seconds,
                 (early, j),
                 ui,
@@ -201,7 +200,7 @@ where
             // the problem: it is gridded first, and written (`early`)
             // while the problem is built and solved.
             let (gridder, baseline) = if crate::coils::maps_on_gridder(&inputs) {
-                (None, None)
+                (None, Baseline::Here)
             } else {
                 let t = Instant::now();
                 let g = crate::gridder(backend, l, &inputs)?;
@@ -211,7 +210,10 @@ where
                 early.ready(j, Part::Gridding(&gridding), inputs.back());
                 let made = t.elapsed().as_secs_f64();
                 // Kept (on the device) for the images that may share it.
-                (Some(g).filter(|_| count > 1), Some((gridding, made)))
+                (
+                    Some(g).filter(|_| count > 1),
+                    Baseline::Made(gridding, made),
+                )
             };
             let mut built = crate::build(backend, l, &inputs, ui)?;
             let seconds = std::mem::take(&mut built.seconds);
@@ -220,7 +222,6 @@ where
                 l,
                 &inputs,
                 &mut built,
-                gridder.as_ref(),
                 baseline,
                 seconds,
                 (early, j),
