@@ -4,7 +4,8 @@
 
 use crate::cli::{self, CheckArgs};
 use crate::config::{self, Loaded, Precision};
-use crate::{load_run, pipeline, Bars};
+use crate::run::load_run;
+use crate::{pipeline, Bars};
 use anyhow::{Context, Result};
 use config::DeviceChoice;
 use recon_q::Stored;

@@ -293,7 +293,8 @@ mod tests {
             };
             let sent = pending.sent.clone();
             let input = crate::report::InputHash::start(l);
-            let staged = crate::stage_outputs(l, &done, pending, input, &dir, Vec::new(), None);
+            let staged =
+                crate::run::stage_outputs(l, &done, pending, input, &dir, Vec::new(), None);
             (sent, staged)
         });
         let (sent, staged) = staged;

@@ -86,8 +86,8 @@ pub struct Report {
     /// this report is made meanwhile), and `other`, what none of them
     /// timed.
     pub seconds: BTreeMap<String, f64>,
-    /// The seconds of `outputs` file by file (`nifti values`: the images
-    /// arranged for the NIfTI files), each written and synced.
+    /// Each output file's seconds, written and synced (those written
+    /// while the run computed too: they are not in `outputs`).
     pub output_seconds: BTreeMap<String, f64>,
     /// The GPU kernels this run compiled or read from the cache (a GPU run
     /// only).
