@@ -292,3 +292,58 @@ fn quiet_says_nothing_verbose_every_iteration_and_paths_print_normalised() {
         stderr(&o)
     );
 }
+
+#[test]
+fn auto_runs_a_problem_too_small_for_a_gpu_on_the_cpu_and_says_so() {
+    // In f32 (the GPU's precision) under `auto`, test-small (16^3, 6,000
+    // samples) and the fixture scan go to the CPU by their size, not for
+    // want of a GPU: the note says which, on any machine. A scan starts
+    // the GPU's warm-up while it is read; the CPU run leaves it unwaited.
+    let tmp = tempfile::tempdir().unwrap();
+    let config = repo().join("configs/test-small.toml");
+    let scan = scan();
+    for (name, input) in [
+        ("config", vec!["--config", config.to_str().unwrap()]),
+        ("scan", vec![scan.to_str().unwrap(), "--lambda", "0.01"]),
+    ] {
+        let out = tmp.path().join(name);
+        let mut args = input;
+        args.extend([
+            "--set",
+            "engine.precision=f32",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let o = run(&args, tmp.path());
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("device auto: a small problem"),
+            "{name}: {}",
+            stderr(&o)
+        );
+        let r = report(&out);
+        assert!(
+            r["device"].as_str().unwrap().starts_with("CPU"),
+            "{name}: {}",
+            r["device"]
+        );
+        assert_eq!(r["precision"], "f32", "{name}");
+    }
+    // f64 under `auto` runs on the CPU for its precision, as before.
+    let out = tmp.path().join("f64");
+    let o = run(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("engine.precision = f64 runs on the CPU"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -7,6 +7,9 @@
 use crate::config::{self, DeviceChoice, Loaded, Precision};
 use crate::{Context, Result};
 
+mod small;
+pub use small::{cpu_core_seconds, small_for_gpu, CPU_CORE_SECONDS};
+
 /// Runs `$body` with `$b` bound to the backend `$chosen` names (a
 /// [`Chosen`] or a reference to one): the one place where a generic stage
 /// meets the concrete backends.
@@ -41,26 +44,38 @@ pub fn backend_for(
     choose_backend(&l.cfg.engine, &config::cache_dir(&l.cfg), note)
 }
 
-/// What [`backend_for`] does before it chooses: the thread count set, and
-/// `device` (`--device`) over the config's.
+/// What [`backend_for`] does before it chooses: the thread count set,
+/// `device` (`--device`) over the config's, and `auto` turned to the CPU
+/// for a problem too small to win back a GPU's opening
+/// ([`small_for_gpu`]; `note` says so).
 pub fn settle(l: &mut Loaded, device: Option<DeviceChoice>, note: &dyn Fn(&str)) -> Result<()> {
     set_threads("config key `engine.threads`", l.cfg.engine.threads, note)?;
     if let Some(d) = device {
         l.cfg.engine.device = d;
     }
+    if let Some(why) = small_for_gpu(l) {
+        note(&why);
+        l.cfg.engine.device = DeviceChoice::Cpu;
+    }
     Ok(())
 }
 
-/// The GPUs' driver and contexts started on a thread of their own where
-/// `e` (with `device` over its own, as [`backend_for`] takes it) asks for
-/// a GPU, `cuda` or `auto` in f32 ([`recon_cuda::CudaBackend::warm_up`]),
-/// so that a run reads its input meanwhile; join it after the backend is
-/// chosen.
+/// Whether `e` (with `device` over its own) may open a GPU: `cuda`, or
+/// `auto` in f32.
+pub fn may_open_gpu(e: &config::EngineCfg, device: Option<DeviceChoice>) -> bool {
+    device.unwrap_or(e.device) != DeviceChoice::Cpu && e.precision != Precision::F64
+}
+
+/// The GPUs' driver and contexts started on a thread of their own while
+/// `cfg`'s scan file is read, where it may open a GPU ([`may_open_gpu`],
+/// [`recon_cuda::CudaBackend::warm_up`]); join it after the backend is
+/// chosen. A synthetic run has nothing to read: it opens its GPU beside
+/// its synthesis once [`settle`] has decided the device.
 pub fn warm_gpu(
-    e: &config::EngineCfg,
+    cfg: &config::Config,
     device: Option<DeviceChoice>,
 ) -> Option<std::thread::JoinHandle<recon_cuda::Warm>> {
-    let gpu = device.unwrap_or(e.device) != DeviceChoice::Cpu && e.precision != Precision::F64;
+    let gpu = cfg.scan.is_some() && may_open_gpu(&cfg.engine, device);
     gpu.then(recon_cuda::CudaBackend::warm_up)
 }
 

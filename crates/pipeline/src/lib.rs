@@ -29,7 +29,9 @@ mod series;
 mod solve;
 mod stack;
 
-pub use backend::{backend_for, choose_backend, settle, warm_gpu, workload, Chosen};
+pub use backend::{
+    backend_for, choose_backend, may_open_gpu, settle, small_for_gpu, warm_gpu, workload, Chosen,
+};
 pub use build::{build, build_with, solver_params, BuildParams, Built};
 pub use coils::{
     espirit_from_data, gridder, maps_from_data, prepare, stage_maps, stage_problem, Prepared,

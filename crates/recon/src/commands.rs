@@ -18,8 +18,11 @@ pub(crate) fn check(args: &CheckArgs) -> Result<()> {
         l.cfg.engine.device = d;
     }
     let samples = pipeline::samples(&l)?;
+    // Where the run would compute: a small problem runs on the CPU under
+    // `auto` (recon_pipeline::small_for_gpu).
     let gpu = l.cfg.engine.precision == Precision::F32
         && l.cfg.engine.device != DeviceChoice::Cpu
+        && recon_pipeline::small_for_gpu(&l).is_none()
         && recon_cuda::probe().is_ok();
     let real_bytes = match l.cfg.engine.precision {
         Precision::F32 => 4,

@@ -20,7 +20,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     // A GPU's driver and contexts start while the scan file is read.
     let warm = std::cell::RefCell::new(None);
     let mut l = load_run(&args, &|cfg| {
-        *warm.borrow_mut() = recon_pipeline::warm_gpu(&cfg.engine, args.device);
+        *warm.borrow_mut() = recon_pipeline::warm_gpu(cfg, args.device);
     })?;
     // Before any computation: can the outputs be written?
     let outputs =
@@ -29,7 +29,9 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     // is the run's set-up; then the device is opened.
     let read = *SCAN_READ.lock().unwrap_or_else(|e| e.into_inner());
     let setup = since_start() - read;
+    // `auto` may take the CPU here, for a problem too small for a GPU.
     recon_pipeline::settle(&mut l, args.device, &note)?;
+    let gpu = recon_pipeline::may_open_gpu(&l.cfg.engine, None);
     // The input's hash, for the provenance, while the run computes.
     let input = report::InputHash::start(&l);
     let (engine, cache) = (l.cfg.engine.clone(), config::cache_dir(&l.cfg));
@@ -40,7 +42,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     // prepared) while the GPU opens, where memory allows it; the
     // memory is checked in full once the backend is chosen.
     let warm = warm.take();
-    let ahead = warm.is_some() && pipeline::inputs_before_device(&images[0].1);
+    let ahead = gpu && pipeline::inputs_before_device(&images[0].1);
     let (chosen, ahead, t) = std::thread::scope(|s| {
         if !ahead {
             let t = Instant::now();
@@ -56,9 +58,12 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         (chosen, Some(inputs), t)
     });
     let (chosen, ahead) = (chosen?, ahead.transpose()?);
-    if let Some(w) = warm {
+    match warm {
         // The contexts' extra references, released.
-        drop(w.join());
+        Some(w) if gpu => drop(w.join()),
+        // A small scan that `auto` took to the CPU: the warm-up finishes
+        // on its own thread, unwaited for.
+        _ => {}
     }
     let device = t.elapsed().as_secs_f64();
     let mut opened = vec![("setup", setup), ("device", device)];
