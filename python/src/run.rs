@@ -165,12 +165,19 @@ fn run(
     let mut l = config::in_memory(&text, scan)?;
     let warnings = l.warnings.clone();
     let mut kept = BACKEND.lock().unwrap_or_else(|e| e.into_inner());
-    let e = &l.cfg.engine;
-    let key = (e.device, e.precision, e.threads, config::cache_dir(&l.cfg));
+    let key = |l: &config::Loaded| {
+        let e = &l.cfg.engine;
+        (e.device, e.precision, e.threads, config::cache_dir(&l.cfg))
+    };
+    let asked = key(&l);
     let chosen = match kept.take() {
-        Some((k, chosen)) if k == key => chosen,
+        Some((k, chosen)) if k == asked => chosen,
         _ => recon_pipeline::backend_for(&mut l, None, note)?,
     };
+    // Kept under the device it settled on: a CPU that `auto` took for a
+    // small problem is not reused by a later `auto` call that wants a GPU
+    // (a GPU kept under `auto` serves small problems too: it is open).
+    let key = key(&l);
     // The backend stays open for the next call, but the memory its pool
     // kept goes back to the driver, for the other libraries of the
     // process, whether the call succeeded or not.

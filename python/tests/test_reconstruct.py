@@ -1,11 +1,13 @@
 """reconstruct() against the binary on the same scan file; Ctrl-C stops a
 long call; the GIL is free while it computes."""
 
+import logging
 import os
 import signal
 import subprocess
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -155,3 +157,28 @@ def test_on_the_gpu_it_equals_the_binary(tmp_path, binary):
     c = recon.Nufft(coord, (32, 32), 240.0, device="cpu", precision="f64")
     for a, b in ((g.forward(x), c.forward(x)), (g.normal(x), c.normal(x))):
         assert np.abs(a - b).max() / np.abs(b).max() < 1e-4
+
+
+def test_auto_does_not_keep_the_cpu_it_took_for_a_small_problem(caplog):
+    """device="auto": a small problem runs on the CPU, saying so, and the
+    next call, too large for that rule, chooses its device afresh (a GPU
+    where there is one) instead of reusing the CPU kept from the first."""
+    caplog.set_level(logging.INFO, logger="recon")
+    rng = np.random.default_rng(7)
+
+    def call(n, spokes):
+        coord = radial(n, spokes)
+        k = rng.standard_normal(coord.shape[:-1]) + 1j * rng.standard_normal(coord.shape[:-1])
+        caplog.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "no usable GPU" on a machine without one
+            recon.reconstruct(k, coord, (n, n), 240.0, lam=0.01, iterations=3)
+        return [r.getMessage() for r in caplog.records if "device auto" in r.getMessage()]
+
+    # 16^2 with 384 samples: far below the rule's 0.1 CPU core-seconds
+    notes = call(16, 24)
+    assert any("a small problem" in m for m in notes), notes
+    # 64^2 with 38,400 samples: above it (0.13 core-seconds for the samples
+    # alone), so the device is chosen again and said
+    notes = call(64, 600)
+    assert notes and not any("a small problem" in m for m in notes), notes
