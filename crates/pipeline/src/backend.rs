@@ -8,7 +8,7 @@ use crate::config::{self, DeviceChoice, Loaded, Precision};
 use crate::{Context, Result};
 
 mod small;
-pub use small::{cpu_core_seconds, small_for_gpu, CPU_CORE_SECONDS};
+pub use small::small_for_gpu;
 
 /// Runs `$body` with `$b` bound to the backend `$chosen` names (a
 /// [`Chosen`] or a reference to one): the one place where a generic stage

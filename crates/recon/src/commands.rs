@@ -7,7 +7,6 @@ use crate::config::{self, Loaded, Precision};
 use crate::run::load_run;
 use crate::{pipeline, Bars};
 use anyhow::{Context, Result};
-use config::DeviceChoice;
 use recon_q::Stored;
 use std::time::Instant;
 
@@ -20,8 +19,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<()> {
     let samples = pipeline::samples(&l)?;
     // Where the run would compute: a small problem runs on the CPU under
     // `auto` (recon_pipeline::small_for_gpu).
-    let gpu = l.cfg.engine.precision == Precision::F32
-        && l.cfg.engine.device != DeviceChoice::Cpu
+    let gpu = recon_pipeline::may_open_gpu(&l.cfg.engine, None)
         && recon_pipeline::small_for_gpu(&l).is_none()
         && recon_cuda::probe().is_ok();
     let real_bytes = match l.cfg.engine.precision {

@@ -35,10 +35,22 @@ pub use settings::Settings;
 /// outputs in a temporary folder (returned, to keep it alive).
 #[cfg(test)]
 pub(crate) fn shipped(name: &str) -> (tempfile::TempDir, Loaded) {
+    shipped_with(name, &[])
+}
+
+/// [`shipped`] with the command line's `section.key=value` pairs `set`
+/// laid over it.
+#[cfg(test)]
+pub(crate) fn shipped_with(name: &str, set: &[&str]) -> (tempfile::TempDir, Loaded) {
     let dir = tempfile::tempdir().unwrap();
     let cfg =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../configs/{name}.toml"));
-    let l = load(&cfg, Some(dir.path()), &crate::read_in_process).unwrap();
+    let settings = Settings {
+        scan: None,
+        set: set.iter().map(|kv| kv.to_string()).collect(),
+    };
+    let read = &crate::read_in_process;
+    let l = load_with(Some(&cfg), &settings, Some(dir.path()), read, &|_| {}).unwrap();
     (dir, l)
 }
 
